@@ -6,6 +6,8 @@ data collator, Adam with the paper's schedule (linear warm-up from the initial t
 rate, then cosine decay to the final one; paper 000, Appendix B) and gradient clipping at norm 3.
 """
 
+import datetime
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -166,7 +168,41 @@ def train(setup, log=print):
     trainer.train(resume_from_checkpoint=True if setup.resume else None)
     trainer.save_model(str(output))
     tokenizer.save_pretrained(str(output))
+    write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []))
     return trainer, tokenizer
+
+
+def write_training_record(output, setup, grammar, schedule, trainer, train_examples, eval_examples):
+    """Write `<output>/training_setup.json`: what the model was trained on and how (read by `hf-slm card`).
+
+    JSON rather than Trainer's pickled training_args.bin, so that it can be published and read safely.
+    """
+    history = trainer.state.log_history
+    train_losses = [entry["loss"] for entry in history if "loss" in entry]
+    eval_losses = [entry["eval_loss"] for entry in history if "eval_loss" in entry]
+    record = {
+        "preset": setup.preset,
+        "grammar": grammar,
+        "train_data": [str(path) for path in setup.train],
+        "eval_data": [str(path) for path in setup.eval],
+        "train_examples": train_examples,
+        "eval_examples": eval_examples,
+        "normalization": setup.normalize_options,
+        "max_steps": schedule["max_steps"],
+        "steps_done": trainer.state.global_step,
+        "batch_size": schedule["batch_size"],
+        "learning_rate": schedule["learning_rate"],
+        "warmup_steps": schedule["warmup_steps"],
+        "initial_learning_rate": schedule["initial_learning_rate"],
+        "final_learning_rate": schedule["final_learning_rate"],
+        "seed": setup.seed,
+        "final_train_loss": train_losses[-1] if train_losses else None,
+        "final_eval_loss": eval_losses[-1] if eval_losses else None,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    path = Path(output) / "training_setup.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path
 
 
 class _TimeLimit(TrainerCallback):

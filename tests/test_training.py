@@ -1,5 +1,6 @@
 """Training with transformers.Trainer: the schedule, the loss going down, exact resumption."""
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -43,6 +44,10 @@ def setup_for(directory, output, **changes):
 
 def test_short_training_run_lowers_the_loss(small_trees, tmp_path):
     trainer, tokenizer = train(setup_for(small_trees, tmp_path / "run"), log=lambda *_: None)
+    record = json.loads((tmp_path / "run" / "training_setup.json").read_text())
+    assert record["preset"] == "tg-ptb" and record["grammar"] == "tg"
+    assert record["steps_done"] == trainer.state.global_step > 0
+    assert record["train_examples"] == 160 and record["eval_examples"] == 40
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert len(losses) == 8
     assert losses[-1] < losses[0] - 1.0

@@ -1,0 +1,1 @@
+"""Dataset loaders (PTB, BLLIP-LG, XSum, CoNLL-U) returning datasets.DatasetDict."""

@@ -1,0 +1,1 @@
+"""Model card templates (one per model family), filled by `hf-slm card`."""
