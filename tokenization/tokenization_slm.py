@@ -391,6 +391,33 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
             encoded["word_starts"] = starts
         return BatchEncoding(encoded, tensor_type=return_tensors, prepend_batch_axis=return_tensors is not None)
 
+    def encode_document(self, sentences, add_special_tokens=True, return_word_starts=False, return_tensors=None):
+        """Encode a document, a list of sentences (tree strings, nltk.Trees or word lists), as one sequence.
+
+        The sentences' actions follow each other after a single `<s>`: each tree's root is a child of `<s>`, so
+        under the TG grammar a sentence attends to the earlier ones through their composed roots (paper 000,
+        section 3.1, document level). The terminals linearization ends with one `</s>`, after the last word.
+        Models read such sequences when their config has `document_level=True`.
+        """
+        if isinstance(sentences, (str, Tree)) or not sentences:
+            raise ValueError("encode_document expects a non-empty list of sentences (trees or word lists)")
+        ids, starts = [], []
+        for index, sentence in enumerate(sentences):
+            try:
+                sentence_ids, sentence_starts = self._encode_one(sentence, isinstance(sentence, (list, tuple)), False)
+            except ValueError as error:
+                raise ValueError(f"document sentence {index}: {error}") from error
+            ids.extend(sentence_ids)
+            starts.extend(sentence_starts)
+        if add_special_tokens:
+            ids, starts = [BOS_ID] + ids, [False] + starts
+            if self.linearization == "terminals":
+                ids, starts = ids + [EOS_ID], starts + [False]
+        encoded = {"input_ids": ids, "attention_mask": [1] * len(ids)}
+        if return_word_starts:
+            encoded["word_starts"] = starts
+        return BatchEncoding(encoded, tensor_type=return_tensors, prepend_batch_axis=return_tensors is not None)
+
     def tokenize(self, text, is_split_into_words=False, **kwargs):
         """The tokens of one input (pieces, `(S`, `S)`), without added special tokens."""
         ids, _ = self._encode_one(text, is_split_into_words, add_special_tokens=False)
