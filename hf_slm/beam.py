@@ -45,6 +45,32 @@ def score(model, tokenizer, sentences, bits=False, batch_size=8, progress=True, 
     options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
     search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
                                        incomplete_word_ids=_incomplete_word_ids(tokenizer))
+    all_words, encoded = _encode_sentences(tokenizer, sentences)
+    unit = 1 / math.log(2) if bits else 1.0
+    results = []
+    starts = range(0, len(encoded), batch_size)
+    for start in tqdm(starts, desc="beam search", unit="batch", disable=not progress):
+        for offset, result in enumerate(search.search(encoded[start : start + batch_size])):
+            results.append(_readable(tokenizer, all_words[start + offset], result, unit))
+    return results
+
+
+def _readable(tokenizer, words, result, unit, prefix_length=1):
+    """A SentenceResult as a dict of words, numbers in `unit` and bracketed trees (the prefix left out)."""
+    bos = [tokenizer.bos_token_id]
+    trees = [tokenizer.decode(bos + list(ids[prefix_length:])) for ids, _ in result.trees]
+    return {
+        "words": words,
+        "surprisals": [s * unit for s in result.surprisals],
+        "end_surprisal": result.end_surprisal * unit,
+        "log_prob": result.log_prob * unit,
+        "tree": trees[0],
+        "trees": [{"tree": t, "log_prob": lp * unit} for t, (_, lp) in zip(trees, result.trees)],
+    }
+
+
+def _encode_sentences(tokenizer, sentences):
+    """(words, pieces) of every sentence, with one warning for all words spelled through <unk>."""
     all_words = [sentence_words(s, i) for i, s in enumerate(sentences)]
     encoded, unknown = [], set()
     for index, words in enumerate(all_words):
@@ -53,22 +79,51 @@ def score(model, tokenizer, sentences, bits=False, batch_size=8, progress=True, 
         unknown.update(missing)
     if unknown:
         warnings.warn(f"{len(unknown)} word(s) contain characters the tokenizer cannot spell and go through <unk>: "
-                      f"{sorted(unknown)[:10]}", stacklevel=2)
+                      f"{sorted(unknown)[:10]}", stacklevel=3)
+    return all_words, encoded
+
+
+def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progress=True, num_trees=1,
+                    **beam_options):
+    """Document-level scoring with greedy best-tree prefixes (paper 000, section 3.1).
+
+    `documents` is a list of documents, each a list of sentences (strings or word lists). Sentence i of a
+    document is searched after the best trees found for its sentences 1..i-1 (each the top of its own
+    final beam), so its numbers are conditional on them: log_prob approximates log p(x_i | x_<i) from below.
+    Needs a document-level model (config.document_level). Returns per document a list of `score`-like
+    dicts, one per sentence; "tree" is that sentence's tree alone. Sentence i of all documents is batched.
+    """
+    check_tokenizer_matches(model.config, tokenizer)
+    if not getattr(model.config, "document_level", False):
+        raise ValueError("score_documents needs a document-level model (config.document_level=True); this model "
+                         "reads one sentence per sequence: use score()")
+    if model.config.grammar == "terminals":
+        raise ValueError("a terminals model has no trees to search: score its documents exactly with "
+                         "hf_slm.joint_log_probs on tokenizer.encode_document(...) ids")
+    options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
+    search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
+                                       incomplete_word_ids=_incomplete_word_ids(tokenizer))
+    flat_words, flat_pieces = _encode_sentences(tokenizer, [s for document in documents for s in document])
+    words, pieces, start = [], [], 0
+    for index, document in enumerate(documents):
+        if not document:
+            raise ValueError(f"document {index} is empty; expected at least one sentence")
+        words.append(flat_words[start : start + len(document)])
+        pieces.append(flat_pieces[start : start + len(document)])
+        start += len(document)
     unit = 1 / math.log(2) if bits else 1.0
-    results = []
-    starts = range(0, len(encoded), batch_size)
-    for start in tqdm(starts, desc="beam search", unit="batch", disable=not progress):
-        for offset, result in enumerate(search.search(encoded[start : start + batch_size])):
-            words = all_words[start + offset]
-            trees = [tokenizer.decode(ids) for ids, _ in result.trees]
-            results.append({
-                "words": words,
-                "surprisals": [s * unit for s in result.surprisals],
-                "end_surprisal": result.end_surprisal * unit,
-                "log_prob": result.log_prob * unit,
-                "tree": trees[0],
-                "trees": [{"tree": t, "log_prob": lp * unit} for t, (_, lp) in zip(trees, result.trees)],
-            })
+    prefixes = [[tokenizer.bos_token_id] for _ in documents]
+    results = [[] for _ in documents]
+    with tqdm(total=start, desc="beam search (documents)", unit="sentence", disable=not progress) as bar:
+        for position in range(max(len(d) for d in documents)):
+            active = [k for k, document in enumerate(documents) if position < len(document)]
+            for chunk_start in range(0, len(active), batch_size):
+                chunk = active[chunk_start : chunk_start + batch_size]
+                found = search.search([pieces[k][position] for k in chunk], prefixes=[prefixes[k] for k in chunk])
+                for k, result in zip(chunk, found):
+                    results[k].append(_readable(tokenizer, words[k][position], result, unit, len(prefixes[k])))
+                    prefixes[k] = list(result.trees[0][0])
+                bar.update(len(chunk))
     return results
 
 

@@ -33,13 +33,15 @@ class SyntacticDataCollator:
         pad_to_multiple_of: round the padded length up.
         validate: check every sequence against the grammar (a clear error instead of a silent bad mask).
         return_relative_positions: include the [B, T', T'] matrix (training needs only the coordinates).
+        document_level: each sequence is a document, several trees after one `<s>`
+            (`tokenizer.encode_document`); the model's config must say document_level=True too.
     """
 
     def __init__(self, grammar, layout, max_length=None, pad_to_multiple_of=None, validate=True,
-                 return_relative_positions=True):
+                 return_relative_positions=True, document_level=False):
         if isinstance(layout, dict):
             layout = ActionLayout(**layout)
-        self.grammar = get_grammar(grammar, layout) if isinstance(grammar, str) else grammar
+        self.grammar = get_grammar(grammar, layout, document_level) if isinstance(grammar, str) else grammar
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
         self.validate = validate

@@ -7,7 +7,7 @@ learned. Word-synchronous beam search and `generate` are the efficient, batched 
 import numpy as np
 import torch
 
-from .modeling.grammars import ActionKind, ActionLayout, get_grammar
+from .modeling.grammars import ActionKind, ActionLayout, grammar_for_config
 from .scoring import collator_for
 
 
@@ -24,7 +24,7 @@ def sample_trees(model, num_samples=3, max_actions=120, temperature=1.0, word_st
     """
     model.eval()
     layout = ActionLayout.from_config(model.config)
-    grammar = get_grammar(model.config.grammar, layout)
+    grammar = grammar_for_config(model.config)
     collate = collator_for(model, validate=False)
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     vocab = model.config.vocab_size
@@ -45,7 +45,8 @@ def sample_trees(model, num_samples=3, max_actions=120, temperature=1.0, word_st
     for state, sequence in zip(states, sequences):
         grammar.step(state, sequence[0])
     while True:
-        active = [i for i, state in enumerate(states) if not state.finished]
+        # A document-level model could go on after a closed root: a sample is one tree either way.
+        active = [i for i, state in enumerate(states) if not (state.finished or state.trees_complete)]
         if not active:
             return sequences
         batch = collate([sequences[i] for i in active])

@@ -11,12 +11,12 @@ import torch
 from tqdm.auto import tqdm
 
 from .collator import SyntacticDataCollator
-from .modeling.grammars import ActionLayout
+from .modeling.grammars import ActionLayout, grammar_for_config
 
 
 def collator_for(model, **kwargs):
     """The data collator matching a model's grammar and id layout."""
-    return SyntacticDataCollator(model.config.grammar, ActionLayout.from_config(model.config),
+    return SyntacticDataCollator(grammar_for_config(model.config), ActionLayout.from_config(model.config),
                                  max_length=model.config.max_sequence_length, return_relative_positions=False, **kwargs)
 
 

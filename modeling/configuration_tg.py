@@ -32,6 +32,11 @@ class TransformerGrammarConfig(PreTrainedConfig):
             their sinusoid embedding. TG: [-1, 62] (64 values) as the reference. None for max means
             max_sequence_length - 1 (the causal grammars' i - j never needs clipping).
         max_sequence_length: the longest expanded sequence the model accepts (longer inputs raise).
+        document_level: one sequence is a whole document, its sentences' trees after a single `<s>`
+            (paper 000, section 3.1; build them with `tokenizer.encode_document`). Under TG each new
+            sentence sees the earlier ones through their composed roots. Sentence-level models (False)
+            read one tree per sequence. Documents must fit in max_sequence_length: there is no
+            Transformer-XL segment memory.
         embedding_dropout: dropout on the input embeddings.
         core_dropout: dropout inside every layer: attention weights, the relative position encodings,
             the attention output, the feed-forward hidden layer and its output.
@@ -73,6 +78,7 @@ class TransformerGrammarConfig(PreTrainedConfig):
         min_relative_position=None,
         max_relative_position=None,
         max_sequence_length=1024,
+        document_level=False,
         embedding_dropout=0.1,
         core_dropout=0.1,
         final_dropout=0.1,
@@ -114,6 +120,7 @@ class TransformerGrammarConfig(PreTrainedConfig):
         self.min_relative_position = min_relative_position
         self.max_relative_position = max_relative_position
         self.max_sequence_length = max_sequence_length
+        self.document_level = bool(document_level)
         self.embedding_dropout = embedding_dropout
         self.core_dropout = core_dropout
         self.final_dropout = final_dropout

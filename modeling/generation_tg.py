@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .grammars import ActionKind, ActionLayout, get_grammar
+from .grammars import ActionKind, ActionLayout, grammar_for_config
 
 # In free generation a word ends after this many pieces at the latest (a runaway word cannot stall a beam).
 MAX_PIECES_PER_WORD = 16
@@ -89,6 +89,7 @@ class _Task:
     max_new_words: list  # per sentence, how many free words may follow (0: forced words only)
     top_k: int | None = None  # sample among the top-k actions instead of beam search
     seed: int | None = None
+    prefixes: list | None = None  # per sentence, the action ids before it (document-level models)
 
 
 @dataclass
@@ -98,13 +99,14 @@ class SentenceResult:
     surprisals: list  # per word, marginal(t - 1) - marginal(t)
     end_surprisal: float  # marginal(last word) - log p(x): the cost of ending the sentence there
     log_prob: float  # log p(x) lower bound: logsumexp over the final beam of complete trees
-    trees: list  # [(action ids with <s>, joint log-probability)], best first
+    trees: list  # [(action ids with <s> (and the prefix, if any), joint log-probability)], best first
     forward_calls: int  # forward calls of the whole batch while this sentence was searched
 
 
 class _Hypothesis:
     __slots__ = ("sentence", "ids", "state", "score", "word", "piece", "structural", "consecutive_open",
-                 "slots", "coordinates", "log_probs", "row", "finished", "_new_positions", "_parent_row")
+                 "slots", "coordinates", "log_probs", "row", "finished", "open_before", "_new_positions",
+                 "_parent_row")
 
     def successor(self, action_id):
         child = _Hypothesis.__new__(_Hypothesis)
@@ -119,6 +121,7 @@ class _Hypothesis:
         child.log_probs = None
         child.row = None
         child.finished = False
+        child.open_before = self.open_before
         child._new_positions = None
         child._parent_row = self.row
         return child
@@ -264,7 +267,7 @@ class WordSynchronousBeamSearch:
         self.options = (options or BeamSearchOptions()).check()
         config = model.config
         self.layout = ActionLayout.from_config(config)
-        self.grammar = get_grammar(config.grammar, self.layout)
+        self.grammar = grammar_for_config(config)
         self.vocab_size = config.vocab_size
         kinds = self.layout.kinds(np.arange(self.vocab_size))
         self.kinds = torch.from_numpy(kinds.astype(np.int64))
@@ -399,7 +402,7 @@ class WordSynchronousBeamSearch:
             words_done = not in_forced and (new_words > 0 or free_budget == 0)
             limit_nt = options.max_nonterminals or max(1, len(forced) + free_budget)
             if ActionKind.OPEN_NT in kinds and not inside_word and not bare_start and may_start_word:
-                ok = h.state.num_open_total < limit_nt
+                ok = h.state.num_open_total - h.open_before < limit_nt
                 if options.max_consecutive_open is not None:
                     ok &= h.consecutive_open < options.max_consecutive_open
                 if options.max_structural_per_word is not None:
@@ -463,40 +466,69 @@ class WordSynchronousBeamSearch:
         return child
 
     @torch.no_grad()
-    def search(self, words):
+    def search(self, words, prefixes=None):
         """Forced words: `words[s]` is sentence s as a list of words, each a list of piece ids.
 
+        prefixes: for a document-level model, `prefixes[s]` are the action ids (`<s>` first) of the complete
+            trees before sentence s in its document; the search continues after them, and every score,
+            surprisal and log p(x) is conditional on the prefix (log p(x_s | prefix)).
         Returns one SentenceResult per sentence.
         """
         for s, sentence in enumerate(words):
             if not sentence or any(not word for word in sentence):
                 raise ValueError(f"sentence {s} is empty or has an empty word; expected at least one word of pieces")
-        return self._run(_Task(words, [0] * len(words)))
+        return self._run(_Task(words, [0] * len(words), prefixes=self._checked_prefixes(prefixes, len(words))))
+
+    def _checked_prefixes(self, prefixes, count):
+        if prefixes is None:
+            return None
+        if len(prefixes) != count:
+            raise ValueError(f"got {len(prefixes)} prefixes for {count} sentences; expected one per sentence")
+        if not self.grammar.document_level and any(len(p) > 1 for p in prefixes):
+            raise ValueError("prefixes of earlier sentences need a document-level model (config.document_level); "
+                             "this model reads one tree per sequence")
+        checked = []
+        for s, prefix in enumerate(prefixes):
+            prefix = [int(i) for i in prefix]
+            if not prefix or prefix[0] != self.layout.bos_token_id:
+                raise ValueError(f"prefix {s} must start with <s> (id {self.layout.bos_token_id})")
+            try:
+                self.grammar.validate(prefix, require_complete=len(prefix) > 1)
+            except ValueError as error:
+                raise ValueError(f"prefix {s} is not a sequence of complete trees: {error}") from None
+            checked.append(prefix)
+        return checked
 
     @torch.no_grad()
-    def generate(self, prompts, max_new_words=20, top_k=None, num_samples=1, seed=None):
+    def generate(self, prompts, max_new_words=20, top_k=None, num_samples=1, seed=None, prefixes=None):
         """Free generation after forced prompt words (`prompts[s]`: a list of words, each a list of piece ids;
         it may be empty). Beam search by default; with `top_k`, `num_samples` samples per prompt, every
-        action drawn among the top-k legal ones. Returns, per prompt, [(action ids, joint log-probability)]
-        best first (beam) or in sampling order."""
+        action drawn among the top-k legal ones. `prefixes` as in `search` (earlier sentences of a
+        document). Returns, per prompt, [(action ids, joint log-probability)] best first (beam) or in
+        sampling order."""
         if not isinstance(max_new_words, int) or max_new_words < 1:
             raise ValueError(f"max_new_words must be a positive integer, got {max_new_words!r}")
         if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
             raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
         if top_k is not None:
             prompts = [p for p in prompts for _ in range(num_samples)]
-        results = self._run(_Task(prompts, [max_new_words] * len(prompts), top_k=top_k, seed=seed))
+            if prefixes is not None:
+                prefixes = [p for p in prefixes for _ in range(num_samples)]
+        results = self._run(_Task(prompts, [max_new_words] * len(prompts), top_k=top_k, seed=seed,
+                                  prefixes=self._checked_prefixes(prefixes, len(prompts))))
         trees = [r.trees for r in results]
         if top_k is None:
             return trees
         return [sum(trees[i * num_samples : (i + 1) * num_samples], []) for i in range(len(trees) // num_samples)]
 
-    def _new_hypothesis(self, sentence):
+    def _new_hypothesis(self, sentence, prefix=None):
+        """The search's start: after `<s>`, or after a document prefix (all its positions run in one call)."""
         h = _Hypothesis.__new__(_Hypothesis)
-        h.sentence, h.ids, h.state, h.score = sentence, [self.layout.bos_token_id], self.grammar.start(), 0.0
+        h.sentence, h.ids, h.state, h.score = sentence, list(prefix or [self.layout.bos_token_id]), self.grammar.start(), 0.0
         h.word = h.piece = h.structural = h.consecutive_open = 0
         h.slots, h.coordinates, h.log_probs, h.row, h.finished = [], [], None, None, False
-        h._new_positions = self.grammar.step(h.state, self.layout.bos_token_id)
+        h._new_positions = [position for action in h.ids for position in self.grammar.step(h.state, action)]
+        h.open_before = h.state.num_open_total  # n_c counts the nonterminals of this sentence only
         h._parent_row = None
         return h
 
@@ -505,7 +537,8 @@ class WordSynchronousBeamSearch:
         options = self.options
         count = len(task.words)
         calls_before = self.forward_calls
-        frontier = [self._new_hypothesis(s) for s in range(count)]
+        prefixes = task.prefixes or [None] * count
+        frontier = [self._new_hypothesis(s, prefixes[s]) for s in range(count)]
         cache = self._advance(None, frontier, [None] * count)
         marginals = [[0.0] for _ in range(count)]
         finished = [[] for _ in range(count)]
@@ -532,7 +565,8 @@ class WordSynchronousBeamSearch:
                     parent = active[index]
                     child = self._apply(parent, action)
                     self._count_word(parent, child, action, task)
-                    if child.state.finished:
+                    # Its tree is complete (in a document, the current sentence's root closed).
+                    if child.state.finished or self.grammar.is_complete(child.state):
                         child.finished = True
                         finished[child.sentence].append(child)
                         if bool(completing[index, action]):

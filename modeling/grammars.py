@@ -162,6 +162,7 @@ class _GrammarState:
         self.num_open_total = 0
         self.num_actions = 0
         self.num_terminals = 0
+        self.trees_complete = 0  # closed roots (document-level grammars read several trees)
         self.finished = False
 
     def clone(self):
@@ -174,14 +175,22 @@ class _GrammarState:
 
 
 class Grammar:
-    """Shared validation and legality rules; subclasses define attention and positions."""
+    """Shared validation and legality rules; subclasses define attention and positions.
+
+    A sentence-level grammar reads one tree: `<s>` then one root constituent, and nothing after the root
+    closes. With `document_level=True` it reads a document: `<s>` then any number of trees, each root a
+    child of `<s>` (paper 000, section 3.1). Under TG a new sentence then attends the earlier sentences
+    through their composed roots, all at the same depth, so their order is not visible to it. The end of
+    a document is not predicted: a sequence is complete after any closed root.
+    """
 
     name = None
     duplicates_closing = False
     uses_eos = False
 
-    def __init__(self, layout):
+    def __init__(self, layout, document_level=False):
         self.layout = layout
+        self.document_level = bool(document_level)
 
     # ---- legality -----------------------------------------------------------------------------
     def allowed_next_kinds(self, state):
@@ -232,8 +241,7 @@ class Grammar:
         self._advance(state, action_id, kind, opening_position=state.length - 1)
         return positions
 
-    @staticmethod
-    def _advance(state, action_id, kind, opening_position=-1):
+    def _advance(self, state, action_id, kind, opening_position=-1):
         """Bookkeeping shared by all grammars, after an action was accepted."""
         state.num_actions += 1
         if kind == ActionKind.OPEN_NT:
@@ -254,9 +262,16 @@ class Grammar:
             if state.open_ids:
                 state.children[-1] += 1
             else:
-                state.finished = True
+                state.trees_complete += 1
+                state.finished = not self.document_level
         elif kind == ActionKind.EOS:
             state.finished = True
+
+    def is_complete(self, state):
+        """Whether the prefix read so far is a whole sequence (a document may go on after a complete one)."""
+        if self.document_level and not self.uses_eos:
+            return state.trees_complete > 0 and not state.open_ids
+        return state.finished
 
     def _positions_for(self, state, action_id, kind):
         raise NotImplementedError
@@ -279,7 +294,7 @@ class Grammar:
             kind = self.layout.kind(action_id)
             self._check_action(state, action_id, kind)
             self._advance(state, action_id, kind)
-        if require_complete and not state.finished:
+        if require_complete and not self.is_complete(state):
             raise ValueError(f"{self.name} grammar: the sequence of {len(ids)} actions ends before it is complete")
         raise AssertionError("the vectorized and incremental legality rules disagree")  # pragma: no cover
 
@@ -303,9 +318,12 @@ class Grammar:
         is_open = kinds == ActionKind.OPEN_NT
         is_close = kinds == ActionKind.CLOSE_NT
         level = flat.segment_cumsum(is_open.astype(np.int64) - is_close)  # open constituents after each action
-        # After <s> comes the root; while the root is open the level stays >= 1; it may reach 0 only at the end.
-        bad |= (flat.local_position == 1) & ~is_open
-        bad |= (level <= 0) & ~flat.is_first & ~flat.is_last
+        # After <s> (level 0) only a root may open; a sentence-level sequence reaches level 0 again only at
+        # its end, a document whenever a root closes.
+        level_before = level - is_open + is_close
+        bad |= (level_before <= 0) & ~is_open & ~flat.is_first
+        if not self.document_level:
+            bad |= (level <= 0) & ~flat.is_first & ~flat.is_last
         bad |= level < 0
         bad[1:] |= is_close[1:] & is_open[:-1]  # a constituent closed with no child
         valid = ~_any_per_sequence(bad, seq, count)
@@ -675,8 +693,15 @@ GRAMMARS = {
 }
 
 
-def get_grammar(name, layout):
-    """The grammar called `name` ("tg", "choe_charniak" or "terminals") over an ActionLayout."""
+def get_grammar(name, layout, document_level=False):
+    """The grammar called `name` ("tg", "choe_charniak" or "terminals") over an ActionLayout; with
+    document_level, one sequence holds the trees of a whole document (see Grammar)."""
     if name not in GRAMMARS:
         raise ValueError(f"unknown grammar {name!r}; expected one of {sorted(GRAMMARS)}")
-    return GRAMMARS[name](layout)
+    return GRAMMARS[name](layout, document_level=document_level)
+
+
+def grammar_for_config(config):
+    """The grammar a model config names, sentence- or document-level as `config.document_level` says."""
+    return get_grammar(config.grammar, ActionLayout.from_config(config),
+                       document_level=bool(getattr(config, "document_level", False)))

@@ -32,7 +32,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 
 from .configuration_tg import TransformerGrammarConfig
 from .generation_tg import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
-from .grammars import ActionKind, ActionLayout, PositionKind, get_grammar
+from .grammars import ActionKind, ActionLayout, PositionKind, grammar_for_config
 
 IGNORE_INDEX = -100
 # Above this many distinct coordinate values, the gathered bias is cheaper than the one-hot key block.
@@ -256,7 +256,7 @@ class TransformerGrammarModel(TransformerGrammarPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.layout = ActionLayout.from_config(config)
-        self.grammar = get_grammar(config.grammar, self.layout)
+        self.grammar = grammar_for_config(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=None)
         first_unrestricted = config.num_hidden_layers - config.num_unrestricted_layers
         self.layers = nn.ModuleList(

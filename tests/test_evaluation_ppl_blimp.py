@@ -237,12 +237,12 @@ def test_proposal_errors_name_the_sentence(tg, tmp_path):
         read_proposals(garbage)
 
 
-def test_document_level_is_refused_by_sentence_level_grammars(tg, terminals, tmp_path):
+def test_document_level_is_refused_by_sentence_level_models(tg, terminals, tmp_path):
     data = tmp_path / "docs.txt"
     data.write_text("the bird\nsings\n\nthe bird\n")
     for model, tokenizer in (tg, terminals):
         assert grammar_continues_after_sentence(model) is False
-        with pytest.raises(ValueError, match="document-level perplexity is not supported yet"):
+        with pytest.raises(ValueError, match="needs a document-level model"):
             word_perplexity(model, tokenizer, data, document_level=True, progress=False)
 
 
@@ -275,28 +275,6 @@ def test_document_log_probs_use_the_greedy_best_prefix():
     third = score([best2 + c for c in documents[0][2]])
     assert result[0][2] == pytest.approx(_logsumexp(third) - score([best2])[0])
     assert result[1][0] == pytest.approx(_logsumexp(score([[bos] + c for c in documents[1][0]])))
-
-
-def test_document_level_wiring_with_a_grammar_that_continues(tg, tmp_path, monkeypatch):
-    """Were the grammar to allow several sentences, word_perplexity would chain the proposal blocks of each
-    document through document_log_probs (scored here with a stand-in joint scorer)."""
-    model, tokenizer = tg
-    score = _bigram_scorer(size=len(tokenizer))
-    monkeypatch.setattr(perplexity, "grammar_continues_after_sentence", lambda model: True)
-    monkeypatch.setattr(perplexity, "_joint_in_length_order", lambda model, seqs, batch_size, progress: score(seqs))
-    data = tmp_path / "docs.txt"
-    data.write_text("the bird\nsings\n\nthe bird\n")
-    blocks = [["(S (NP the bird))", "(S the (NP bird))"], ["(S sings)", "(S (VP (X sings)))"], ["(NP the bird)"]]
-    proposals = _write_proposals(tmp_path / "p.txt", blocks)
-    metrics = word_perplexity(model, tokenizer, data, proposals=proposals, document_level=True, progress=False)
-    ids = [[row[1:] for row in tokenizer(block)["input_ids"]] for block in blocks]  # normalized as the reader does
-    expected = document_log_probs(score, [[ids[0], ids[1]], [ids[2]]], tokenizer.bos_token_id)
-    total = sum(sum(d) for d in expected)
-    assert metrics["method"] == "proposals_greedy_prefix" and metrics["documents"] == 2
-    assert metrics["perplexity"] == pytest.approx(math.exp(-total / 5))
-    assert metrics["is_upper_bound"] is True and "upper bound" in metrics["summary"]
-    with pytest.raises(ValueError, match="needs a proposal file"):
-        word_perplexity(model, tokenizer, data, document_level=True, progress=False)
 
 
 # ---- BLiMP --------------------------------------------------------------------------------------------

@@ -27,12 +27,17 @@ Data files: a tree file (PTB brackets, one or many trees, POS tags allowed; the 
 text file with one sentence per line, words separated by spaces. A file whose first non-blank line starts
 with "(" is a tree file. With document_level=True, documents are separated by blank lines.
 
-Document level (paper 000, 3.1): for sentence i of a document, the prefix is the concatenation of the
-greedy best trees of sentences 1..i-1 (the highest-scoring proposal given the prefix so far) and
-log p(x_i | prefix) ~ logsumexp_j [log p(prefix + y_j) - log p(prefix)]. That needs a grammar under which
-a new sentence may follow a closed root; the grammars of this library end the sequence when the root closes
-(sentence-level models), so document_level=True raises a ValueError until document-level models exist
-(`grammar_continues_after_sentence` says whether a model's grammar allows it).
+Document level (paper 000, 3.1) needs a document-level model (config.document_level: the trees of a
+document follow each other after one `<s>`). For sentence i of a document the prefix is the concatenation
+of the greedy best trees of sentences 1..i-1, and
+    with proposals: log p(x_i | prefix) ~ logsumexp_j [log p(prefix + y_j) - log p(prefix)], the prefix
+        growing by the highest-scoring proposal of each sentence;
+    with the beam: log p(x_i | prefix) ~ the mass of the final beam of a search that starts after the
+        prefix, which grows by the best tree of each final beam (`hf_slm.beam.score_documents`).
+Both are upper bounds on the perplexity. A document-level terminals model is exact: log p(<s> the
+document's words </s>), N_w counting one `</s>` per document; its per-sentence numbers in
+ppl_sentences.jsonl are the sums of each sentence's word-piece log-probabilities (the `</s>` goes to the
+last sentence).
 """
 
 import json
@@ -44,9 +49,10 @@ from pathlib import Path
 import numpy as np
 
 from ..beam import score as beam_score
+from ..beam import score_documents
 from ..checks import check_tokenizer_matches
-from ..modeling.grammars import ActionKind, ActionLayout, get_grammar
-from ..scoring import joint_log_probs
+from ..modeling.grammars import ActionKind, ActionLayout, grammar_for_config
+from ..scoring import action_log_probs, joint_log_probs
 from ..tokenization.trees import normalize_tree, parse_trees, read_trees
 from .parsing import iter_proposals
 from .results import save_results
@@ -231,7 +237,7 @@ def grammar_continues_after_sentence(model):
     Probes the grammar with the smallest complete sentence (`<s> (X w X)` or `<s> w </s>`).
     """
     layout = ActionLayout.from_config(model.config)
-    grammar = get_grammar(model.config.grammar, layout)
+    grammar = grammar_for_config(model.config)
     terminal = next(i for i in range(model.config.vocab_size) if layout.kind(i) == ActionKind.TERMINAL)
     if grammar.uses_eos:
         sentence = [terminal, layout.eos_token_id]
@@ -289,25 +295,40 @@ def describe_perplexity(metrics):
         "beam": "upper bound: p(x) >= the mass of the final beam of word-synchronous beam search",
         "proposals_greedy_prefix": "upper bound: proposal trees of each sentence after the greedy best trees "
                                    "of the sentences before it in its document",
+        "beam_greedy_prefix": "upper bound: the final beam of each sentence after the greedy best trees of the "
+                              "sentences before it in its document",
     }[metrics["method"]]
+    if metrics["method"] == "exact" and metrics.get("documents") is not None:
+        how = "exact: log p(<s> document </s>) of a terminals model; N_w counts one </s> per document"
     return (f"word perplexity {metrics['perplexity']:.3f} ({how}) on {metrics['sentences']} sentences, "
             f"{metrics['words']} words")
 
 
-def _check_document_level(model, proposals):
-    grammar = model.config.grammar
-    if not grammar_continues_after_sentence(model):
+def _check_document_level(model):
+    if not getattr(model.config, "document_level", False):
         raise ValueError(
-            f"document-level perplexity is not supported yet: the {grammar!r} grammar ends the sequence when the "
-            "first sentence is complete, so no sentence can follow it in one sequence (document-level models, "
-            "with the sentences of a document concatenated, are not implemented); use document_level=False"
+            f"document-level perplexity needs a document-level model: this {model.config.grammar!r} model reads one "
+            "sentence per sequence (config.document_level is False), so its numbers after a first sentence would "
+            "mean nothing; train one on documents (tokenizer.encode_document) or use document_level=False"
         )
-    if grammar == "terminals":
-        raise ValueError("document-level perplexity of a terminals model needs a sentence separator, which this "
-                         "library does not define")
-    if proposals is None:
-        raise ValueError("document-level perplexity needs a proposal file (the beam search cannot start from a "
-                         "prefix of earlier sentences)")
+
+
+def document_terminal_log_probs(model, tokenizer, documents, batch_size=32, progress=True):
+    """Exact per-sentence log-probabilities of a document-level terminals model: the log p(piece | before) of
+    each sentence's pieces in `<s> document </s>`, the `</s>` counted in the document's last sentence."""
+    sequences = [tokenizer.encode_document([list(s) for s in document])["input_ids"] for document in documents]
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+    arrays = action_log_probs(model, [sequences[i] for i in order], batch_size=batch_size, progress=progress)
+    per_document = [None] * len(sequences)
+    for position, index in enumerate(order):
+        values, start, sentences = arrays[position], 0, []
+        for sentence in documents[index]:
+            count = len(tokenizer(list(sentence), is_split_into_words=True, add_special_tokens=False)["input_ids"])
+            sentences.append(float(values[start : start + count].sum()))
+            start += count
+        sentences[-1] += float(values[start:].sum())  # </s>
+        per_document[index] = sentences
+    return per_document
 
 
 def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, document_level=False, batch_size=32,
@@ -319,8 +340,8 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         proposals: a proposal file for syntactic models (one block of trees per sentence); without it,
             syntactic models use the final beam of word-synchronous beam search. Unused for terminals models.
         beam_options: BeamSearchOptions fields for the beam (beam_size, word_beam_size, ...).
-        document_level: documents separated by blank lines, greedy best-tree prefixes. This library's
-            grammars are sentence-level: it raises ValueError (see `grammar_continues_after_sentence`).
+        document_level: documents separated by blank lines, greedy best-tree prefixes (a document-level model,
+            config.document_level, is required).
         batch_size: sequences per forward call (proposal / exact scoring) or sentences per beam search batch.
         limit: only the first `limit` sentences (documents with document_level).
         output_dir: when given, write `ppl.json` (save_results) and `ppl_sentences.jsonl` there.
@@ -334,7 +355,7 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
     beam_options = dict(beam_options or {})
     terminals = model.config.grammar == "terminals"
     if document_level:
-        _check_document_level(model, proposals)
+        _check_document_level(model)
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive number of {'documents' if document_level else 'sentences'}, "
                          f"got {limit!r}")
@@ -355,9 +376,18 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         check_proposal_words(sentences, blocks, source=str(proposals))
 
     proposal_counts = None
-    if terminals:
+    if terminals and document_level:
+        method = "exact"
+        per_document = document_terminal_log_probs(model, tokenizer, documents, batch_size, progress)
+        log_probs = [lp for document in per_document for lp in document]
+    elif terminals:
         method = "exact"
         log_probs = sentence_log_probs(model, tokenizer, sentences, batch_size=batch_size, progress=progress)
+    elif document_level and blocks is None:
+        method = "beam_greedy_prefix"
+        per_document = score_documents(model, tokenizer, documents, batch_size=batch_size, progress=progress,
+                                       **beam_options)
+        log_probs = [result["log_prob"] for document in per_document for result in document]
     elif document_level:
         method = "proposals_greedy_prefix"
         unique = iter(unique_proposal_ids(tokenizer, blocks, max_proposals))
@@ -379,7 +409,8 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
                                        **beam_options)
 
     words = sum(len(s) for s in sentences)
-    denominator = words + (len(sentences) if terminals else 0)
+    # One </s> per sequence: per sentence, or per document for a document-level model.
+    denominator = words + ((len(documents) if document_level else len(sentences)) if terminals else 0)
     total = float(sum(log_probs))
     metrics = {
         "perplexity": math.exp(-total / denominator),
@@ -404,7 +435,7 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         directory = Path(output_dir)
         directory.mkdir(parents=True, exist_ok=True)
         options = {"method": method, "document_level": document_level, "limit": limit, "batch_size": batch_size,
-                   "max_proposals": max_proposals, "beam_options": beam_options if method == "beam" else None}
+                   "max_proposals": max_proposals, "beam_options": beam_options if method.startswith("beam") else None}
         described = {"path": str(data), "proposals": str(proposals) if proposals is not None else None,
                      "sentences": len(sentences), "words": words}
         save_results(directory, "ppl", metrics, model, described, options)
