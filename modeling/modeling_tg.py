@@ -22,6 +22,8 @@ Hub code: imports only torch, transformers and its sibling files.
 """
 
 import math
+import os
+import re
 
 import numpy as np
 import torch
@@ -203,12 +205,60 @@ class _Structure:
         self.__dict__.update(fields)
 
 
+class PickleWeightsRefusedError(ValueError, OSError):
+    """A checkpoint offers no safetensors weights and `allow_pickle=True` was not passed to from_pretrained.
+
+    Both a ValueError (bad input) and an OSError (what from_pretrained raises for unusable checkpoints)."""
+
+
+# Weight files that are Python pickles; a checkpoint folder holding only these is refused by default.
+PICKLE_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+
+
+def pickle_refusal_message(checkpoint):
+    """Why a checkpoint without safetensors weights is refused, and what to do about it."""
+    found = ""
+    if checkpoint is not None and os.path.isdir(checkpoint):
+        pickles = sorted(name for name in os.listdir(checkpoint) if name.endswith(PICKLE_WEIGHT_SUFFIXES))
+        found = f"; it holds pickle files: {', '.join(pickles)}" if pickles else ""
+    return (
+        f"{checkpoint}: no safetensors weights (model.safetensors or model.safetensors.index.json){found}. "
+        "Pickle weights (pytorch_model.bin) are not loaded by default, because unpickling a file can run any code "
+        "it carries. If you trust this checkpoint, pass allow_pickle=True to from_pretrained (AutoModel... "
+        "classes pass it through), then save_pretrained it to a new folder, which writes safetensors."
+    )
+
+
 class TransformerGrammarPreTrainedModel(PreTrainedModel):
     config_class = TransformerGrammarConfig
     base_model_prefix = "model"
     supports_gradient_checkpointing = False
     _no_split_modules = ["TransformerGrammarLayer"]
     _supports_sdpa = True
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, allow_pickle=False, **kwargs):
+        """PreTrainedModel.from_pretrained, reading safetensors weights only unless `allow_pickle=True`.
+
+        allow_pickle: also accept pickle weights (pytorch_model.bin) when a checkpoint has no safetensors, as
+            transformers does by default. Off by default: unpickling can run code, and these checkpoints are
+            often someone else's. A checkpoint without safetensors weights raises PickleWeightsRefusedError.
+        Every other argument is transformers'. save_pretrained writes safetensors only.
+        """
+        if allow_pickle:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if kwargs.get("use_safetensors") is False:
+            raise PickleWeightsRefusedError(
+                "use_safetensors=False asks for pickle weights; pass allow_pickle=True as well if you trust them"
+            )
+        kwargs["use_safetensors"] = True  # transformers then never falls back to pytorch_model.bin
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        except OSError as error:
+            # transformers' "no safetensors file" errors under use_safetensors=True (a folder; a hub repo).
+            if not re.search(r"no file named \S*safetensors|cannot be loaded with `safetensors`", str(error)):
+                raise
+            raise PickleWeightsRefusedError(pickle_refusal_message(pretrained_model_name_or_path)) from error
 
     def _init_weights(self, module):
         config = self.config
