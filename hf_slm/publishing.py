@@ -159,7 +159,7 @@ def push_checkpoint(directory, repo_id, token=None, private=False, revision=None
     commit_message: default "Upload <folder name> with hf-slm".
     endpoint: the Hub's URL (default: HF_ENDPOINT, else https://huggingface.co).
     create_card: when the checkpoint has no README.md, write one with hf_slm.model_card.write_model_card
-        (its loading example names `repo_id`; the commit to pin cannot be known before the commit is made).
+        after the upload, pinning the upload's commit in its loading example, and commit it on top.
 
     Pickle files and Trainer's checkpoint-* folders are left out, with a note on stderr. The returned
     huggingface_hub.CommitInfo has `oid` (the commit id to pin: revision=commit.oid), `commit_url` and
@@ -174,22 +174,26 @@ def push_checkpoint(directory, repo_id, token=None, private=False, revision=None
     api = HfApi(endpoint=endpoint, token=token, library_name="hf-slm")
     if "/" not in repo_id:  # a bare NAME goes to the token's user, whom the card's loading example must name
         repo_id = f"{api.whoami()['name']}/{repo_id}"
-    if "README.md" not in kept:
-        if create_card:
-            from .model_card import write_model_card
+    write_card = "README.md" not in kept and create_card
+    if "README.md" not in kept and not create_card:
+        print(f"note: {directory} has no README.md; publishing without a model card", file=sys.stderr)
+    if write_card:
+        from .model_card import build_model_card
 
-            card = write_model_card(directory, repo_id=repo_id)
-            print(f"wrote the model card {card}", file=sys.stderr)
-        else:
-            print(f"note: {directory} has no README.md; publishing without a model card", file=sys.stderr)
-    # Only now, with everything local checked and written, does anything change on the hub.
+        build_model_card(directory, repo_id=repo_id)  # any problem with the card shows before the hub changes
+    # Only now, with everything local checked, does anything change on the hub.
     repo_id = api.create_repo(repo_id, private=True if private else None, exist_ok=True).repo_id
     if revision is not None and revision != "main":
         api.create_branch(repo_id, branch=revision, exist_ok=True)
-    return api.upload_folder(
-        repo_id=repo_id,
-        folder_path=directory,
-        commit_message=commit_message or f"Upload {directory.resolve().name} with hf-slm",
-        revision=revision,
-        ignore_patterns=list(SKIPPED_PATTERNS),
-    )
+    message = commit_message or f"Upload {directory.resolve().name} with hf-slm"
+    commit = api.upload_folder(repo_id=repo_id, folder_path=directory, commit_message=message, revision=revision,
+                               ignore_patterns=list(SKIPPED_PATTERNS))
+    if write_card:
+        # The card pins the commit that holds the weights and code, so it is written after that commit.
+        from .model_card import write_model_card
+
+        card = write_model_card(directory, repo_id=repo_id, revision=commit.oid)
+        print(f"wrote the model card {card} (pinning revision {commit.oid})", file=sys.stderr)
+        api.upload_file(path_or_fileobj=str(card), path_in_repo="README.md", repo_id=repo_id, revision=revision,
+                        commit_message="Add the model card (hf-slm card)")
+    return commit

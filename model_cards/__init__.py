@@ -1,1 +1,12 @@
-"""Model card templates (one per model family), filled by `hf-slm card`."""
+"""Model card templates (one per model family), filled by `hf-slm card` (see README.md here).
+
+The templates are Jinja2 files installed as package data beside this module. `hf_slm.model_card` picks one
+by the checkpoint's grammar and renders it with a loader rooted at `TEMPLATE_DIRECTORY`, so that the
+family templates can extend `base.md`.
+"""
+
+from pathlib import Path
+
+TEMPLATE_DIRECTORY = Path(__file__).resolve().parent
+
+__all__ = ["TEMPLATE_DIRECTORY"]

@@ -176,15 +176,20 @@ def test_cli_push_writes_the_card_and_leaves_out_pickles(published, api, tmp_pat
     assert "not publishing 4 file(s)" in err and "checkpoint-2/" in err and "training_args.bin" in err
 
     files = repo_files(api, "org/tg-ptb2", sha)
-    assert {"README.md", "model.safetensors", "config.json", "tokenizer_config.json", "spiece.model",
+    assert {"model.safetensors", "config.json", "tokenizer_config.json", "spiece.model",
             "notes/data.txt"} | HUB_CODE <= files
     assert not [name for name in files if name.endswith(PICKLE_SUFFIXES) or name.startswith("checkpoint-")]
-    card = hf_hub_download("org/tg-ptb2", "README.md", revision=sha)
-    assert open(card, encoding="utf-8").read() == (directory / "README.md").read_text(encoding="utf-8")
-    assert [commit.title for commit in api.list_repo_commits("org/tg-ptb2")] == ["First release", "initial commit"]
+    # The card comes in a commit of its own on top, pinning the commit that holds the weights and code.
+    commits = api.list_repo_commits("org/tg-ptb2")
+    assert [commit.title for commit in commits] == ["Add the model card (hf-slm card)", "First release", "initial commit"]
+    head = commits[0].commit_id
+    card = open(hf_hub_download("org/tg-ptb2", "README.md", revision=head), encoding="utf-8").read()
+    assert card == (directory / "README.md").read_text(encoding="utf-8")
+    assert f'REVISION = "{sha}"' in card and "README.md" not in files
 
-    # Nothing changed: no new commit, the same sha to pin.
-    assert push_checkpoint(directory, "org/tg-ptb2").oid == sha
+    # Nothing changed: no new commit, the head to pin.
+    assert push_checkpoint(directory, "org/tg-ptb2").oid == head
+    sha = head
     # A branch and a private repo.
     on_dev = push_checkpoint(directory, "org/tg-ptb2", revision="dev", commit_message="Dev copy")
     refs = {ref.name: ref.target_commit for ref in api.list_repo_refs("org/tg-ptb2").branches}
