@@ -4,6 +4,10 @@ import argparse
 import json
 import sys
 
+from .card_command import add_card_command
+from .data.command import add_data_command
+from .publishing_command import add_publishing_commands
+
 
 def _add_tree_options(parser):
     parser.add_argument("--strip-function-tags", action="store_true", help="NP-SBJ-1 -> NP")
@@ -251,10 +255,13 @@ def build_parser():
 
     train = commands.add_parser("train", help="train a TG / TXL (CC) / TXL (terminals) model with transformers.Trainer")
     train.add_argument("--preset", required=True, help="see `hf-slm presets`")
-    train.add_argument("--train", nargs="+", required=True, help="tree files (PTB brackets)")
-    train.add_argument("--eval", nargs="+", help="tree files for evaluation loss")
+    train.add_argument("--train", nargs="+", required=True,
+                       help="tree files (PTB brackets), or one folder made by `hf-slm data prepare` (its train split)")
+    train.add_argument("--eval", nargs="+",
+                       help="tree files for evaluation loss (default with a prepared --train: its validation split)")
     train.add_argument("--output", required=True, help="output directory (checkpoints, final model and tokenizer)")
-    train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train)")
+    train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
+                       "prepared --train, the tokenizer saved in it)")
     train.add_argument("--vocab-size", type=int, help="word pieces of a newly trained tokenizer (default: the preset's)")
     train.add_argument("--max-steps", type=int)
     train.add_argument("--batch-size", type=int)
@@ -306,7 +313,8 @@ def build_parser():
     ppl = _add_eval_command(evaluations, "ppl", "word perplexity (an upper bound for syntactic models)", command_eval_ppl)
     ppl.add_argument("--data", required=True, help="trees (PTB brackets) or one sentence per line")
     ppl.add_argument("--proposals", help="proposal trees per sentence (see hf_slm/evaluation/parsing.py); default: the beam")
-    ppl.add_argument("--document-level", action="store_true", help="documents separated by blank lines (greedy prefix)")
+    ppl.add_argument("--document-level", action="store_true", help="documents separated by blank lines: each sentence after the greedy best trees "
+                     "of the ones before it (needs a document-level model)")
     blimp = _add_eval_command(evaluations, "blimp", "BLiMP accuracy per paradigm, field and overall", command_eval_blimp)
     blimp.add_argument("--data", required=True, help="a folder of BLiMP .jsonl files")
     sg = _add_eval_command(evaluations, "sg", "SyntaxGym: per-suite accuracy, circuits, the 31-suite SG score, a plot",
@@ -314,6 +322,9 @@ def build_parser():
     sg.add_argument("--suites", required=True, help="a folder of SyntaxGym suite JSON files (or one file)")
     sg.add_argument("--rule", default="first", choices=["first", "all", "mean"],
                     help="suites with several predictions: the first decides (default), all must hold, or their mean")
+    add_card_command(commands)
+    add_data_command(commands)
+    add_publishing_commands(commands)
     return parser
 
 

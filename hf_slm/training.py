@@ -4,6 +4,10 @@ The loop is Trainer's; what this module adds is the glue: a tokenizer trained on
 given one), the model config from a preset and the tokenizer's id layout, datasets of action ids, the
 data collator, Adam with the paper's schedule (linear warm-up from the initial to the maximum learning
 rate, then cosine decay to the final one; paper 000, Appendix B) and gradient clipping at norm 3.
+
+Training data is either tree files, tokenized here, or one folder made by `hf-slm data prepare`
+(hf_slm.data.prepare): its `train` split's input_ids, its `validation` (or `dev`) split for evaluation, and
+the tokenizer saved with it.
 """
 
 import datetime
@@ -13,12 +17,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
-from datasets import Dataset
+from datasets import Dataset, DatasetDict, load_from_disk
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from .checks import LINEARIZATION_OF_GRAMMAR, check_tokenizer_matches
 from .collator import SyntacticDataCollator
+from .data.prepare import PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer
 from .modeling.configuration_tg import PRESETS, preset_config
 from .modeling.grammars import ActionLayout, get_grammar
 from .modeling.modeling_tg import TransformerGrammarForCausalLM
@@ -59,6 +65,202 @@ def tree_dataset(tokenizer, trees, grammar, max_length, source="trees"):
                 f"the model's max_sequence_length {max_length}; raise it or remove the tree"
             )
     return Dataset.from_dict({"input_ids": encoded})
+
+
+PREPARED_MARKERS = (PREPARE_RECORD, "dataset_dict.json")
+EVAL_SPLIT_NAMES = ("validation", "dev")
+
+
+def is_prepared_dataset(path):
+    """Whether `path` is a folder written by `hf-slm data prepare` (or any DatasetDict.save_to_disk)."""
+    path = Path(path)
+    return path.is_dir() and any((path / marker).is_file() for marker in PREPARED_MARKERS)
+
+
+def prepared_dataset_dir(paths):
+    """The prepared dataset folder when `paths` (--train or --eval) is one, None when they are tree files."""
+    prepared = [Path(path) for path in paths if is_prepared_dataset(path)]
+    if prepared and len(paths) > 1:
+        raise ValueError(
+            f"{', '.join(map(str, paths))}: expected either tree files or one prepared dataset folder, not several "
+            f"paths with a prepared dataset among them ({prepared[0]})"
+        )
+    return prepared[0] if prepared else None
+
+
+def tokenizer_difference(first, second):
+    """None when two tokenizers give the same ids, else what differs (class, linearization or vocabulary)."""
+    if type(first).__name__ != type(second).__name__:
+        return f"{type(first).__name__} vs {type(second).__name__}"
+    if first.linearization != second.linearization:
+        return f"linearization {first.linearization!r} vs {second.linearization!r}"
+    first_vocab, second_vocab = first.get_vocab(), second.get_vocab()
+    if first_vocab != second_vocab:
+        first_tokens = sorted(first_vocab, key=first_vocab.get)
+        second_tokens = sorted(second_vocab, key=second_vocab.get)
+        for index, (a, b) in enumerate(zip(first_tokens, second_tokens)):
+            if a != b:
+                return f"id {index} is {a!r} vs {b!r}"
+        return f"{len(first_tokens)} vs {len(second_tokens)} ids"
+    return None
+
+
+def load_prepared_dataset(directory):
+    """(DatasetDict, prepare.json record or {}) of a prepared dataset folder; errors name the folder."""
+    directory = Path(directory)
+    record_path = directory / PREPARE_RECORD
+    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    try:
+        dataset = load_from_disk(str(directory))
+    except (FileNotFoundError, ValueError) as error:
+        raise ValueError(
+            f"prepared dataset {str(directory)!r} cannot be loaded with load_from_disk: {error}"
+        ) from error
+    if not isinstance(dataset, DatasetDict):
+        raise ValueError(
+            f"prepared dataset {str(directory)!r} holds one Dataset; expected a DatasetDict with a train split"
+        )
+    loader = record.get("loader")
+    if loader is not None and loader not in TREE_LOADERS:
+        raise ValueError(
+            f"prepared dataset {str(directory)!r} was made by the {loader!r} loader, which has no trees; syntactic "
+            f"models train on the {' or '.join(TREE_LOADERS)} loaders' input_ids"
+        )
+    for split, data in dataset.items():
+        if "input_ids" not in data.column_names:
+            raise ValueError(f"prepared dataset {str(directory)!r}: split {split!r} has no input_ids column "
+                             f"(columns: {data.column_names})")
+    return dataset, record
+
+
+def prepared_tokenizer(directory, tokenizer_dir=None):
+    """The tokenizer a prepared dataset was made with; `tokenizer_dir` (--tokenizer) must give the same ids."""
+    saved_dir = Path(directory) / TOKENIZER_FOLDER
+    saved = load_syntactic_tokenizer(saved_dir) if saved_dir.is_dir() else None
+    if tokenizer_dir is None:
+        if saved is None:
+            raise ValueError(f"prepared dataset {str(directory)!r} has no {TOKENIZER_FOLDER}/ folder: pass --tokenizer "
+                             "(the tokenizer its input_ids were made with)")
+        return saved
+    given = load_syntactic_tokenizer(tokenizer_dir)
+    difference = tokenizer_difference(saved, given) if saved is not None else None
+    if difference:
+        raise ValueError(
+            f"tokenizer {str(tokenizer_dir)!r} does not match the one the prepared ids of {str(directory)!r} were made "
+            f"with ({saved_dir}): {difference}; leave --tokenizer out or prepare the data again with it"
+        )
+    return given
+
+
+def _eval_split(dataset):
+    """The name of a DatasetDict's evaluation split (validation, else dev), or None."""
+    for name in EVAL_SPLIT_NAMES:
+        if name in dataset:
+            return name
+    return None
+
+
+def ids_dataset(data, tokenizer, grammar, max_length, source, document_level=False):
+    """A one-column (input_ids) Dataset of prepared ids, after checking every expanded length.
+
+    The lengths are computed in numpy over the Arrow column (no Python list per id), so that a BLLIP-size
+    split is checked in seconds. A sequence longer than `max_length` is an error naming it.
+    """
+    layout = tokenizer.action_layout
+    duplicates = get_grammar(grammar, ActionLayout(**layout), document_level).duplicates_closing
+    start = 0
+    for chunk in data.data.column("input_ids").chunks:
+        lengths = np.diff(chunk.offsets.to_numpy())
+        expanded = lengths.astype(np.int64)
+        if duplicates and len(chunk):
+            values = chunk.flatten().to_numpy()
+            closing = (values >= layout["close_nt_start"]) & (values < layout["close_nt_stop"])
+            totals = np.concatenate([[0], np.cumsum(closing)])
+            ends = np.cumsum(lengths)
+            expanded = expanded + totals[ends] - totals[ends - lengths]
+        too_long = np.flatnonzero(expanded > max_length)
+        if too_long.size:
+            index = start + int(too_long[0])
+            row = data[index]
+            where = f" ({row['file']}, tree {row['index']})" if "file" in row and "index" in row else ""
+            where = f" (document {row['document_id']!r})" if "document_id" in row else where
+            raise ValueError(
+                f"{source}: example {index}{where} expands to {int(expanded[too_long[0]])} positions under the "
+                f"{grammar} grammar, more than the model's max_sequence_length {max_length}; raise it or remove "
+                "the example"
+            )
+        start += len(chunk)
+    return data.select_columns(["input_ids"])
+
+
+@dataclass
+class PreparedInputs:
+    """What training reads from a prepared dataset folder."""
+
+    directory: Path
+    record: dict
+    tokenizer: object
+    train: Dataset
+    eval: Dataset | None = None
+    eval_source: str | None = None
+    eval_trees: list = field(default_factory=list)  # tree files given as --eval instead
+
+    @property
+    def document_level(self):
+        return bool(self.record.get("document_level", False))
+
+    def description(self):
+        """The training_setup.json entry: where the ids came from."""
+        return {
+            "path": str(self.directory),
+            "loader": self.record.get("loader"),
+            "source": self.record.get("path"),
+            "options": self.record.get("options"),
+            "document_level": self.document_level,
+            "train_split": "train",
+            "eval": self.eval_source,
+        }
+
+
+def prepared_inputs(directory, setup, grammar, log=print):
+    """Tokenizer, train split and evaluation data of a prepared dataset (see the module docstring)."""
+    if any(setup.normalize_options.values()):
+        raise ValueError(
+            f"tree normalization options {setup.normalize_options} apply to tree files; the prepared dataset "
+            f"{str(directory)!r} was normalized when it was prepared (see its {PREPARE_RECORD})"
+        )
+    dataset, record = load_prepared_dataset(directory)
+    if "train" not in dataset:
+        raise ValueError(f"prepared dataset {str(directory)!r} has no train split; its splits are {list(dataset)}")
+    tokenizer = prepared_tokenizer(directory, setup.tokenizer)
+    if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
+        raise ValueError(
+            f"the tokenizer of {str(directory)!r} linearizes {tokenizer.linearization!r}; the {grammar} grammar needs "
+            f"{LINEARIZATION_OF_GRAMMAR[grammar]!r}"
+        )
+    log(f"prepared dataset {directory}: {len(dataset['train']):,} training examples")
+    inputs = PreparedInputs(directory=Path(directory), record=record, tokenizer=tokenizer, train=dataset["train"])
+    eval_dir = prepared_dataset_dir(setup.eval) if setup.eval else None
+    if eval_dir is not None:
+        eval_data, _ = load_prepared_dataset(eval_dir)
+        difference = tokenizer_difference(prepared_tokenizer(eval_dir), tokenizer)
+        if difference:
+            raise ValueError(
+                f"prepared evaluation data {str(eval_dir)!r} was made with another tokenizer: {difference}"
+            )
+        split = _eval_split(eval_data)
+        if split is None:
+            raise ValueError(f"prepared evaluation data {str(eval_dir)!r} has no {' or '.join(EVAL_SPLIT_NAMES)} split")
+        inputs.eval, inputs.eval_source = eval_data[split], f"{eval_dir}:{split}"
+    elif setup.eval:
+        # Raw tree files get the tokenizer's normalization, the one the prepared trees had.
+        inputs.eval_trees = read_trees(setup.eval, **tokenizer.normalization)
+        inputs.eval_source = ", ".join(map(str, setup.eval))
+    else:
+        split = _eval_split(dataset)
+        if split is not None:
+            inputs.eval, inputs.eval_source = dataset[split], f"{directory}:{split}"
+    return inputs
 
 
 @dataclass
@@ -103,26 +305,36 @@ def train(setup, log=print):
             raise ValueError(f"tree file {str(path)!r} does not exist")
     output = Path(setup.output)
 
-    log(f"reading trees from {', '.join(map(str, setup.train))}")
-    train_trees = read_trees(setup.train, **setup.normalize_options)
-    eval_trees = read_trees(setup.eval, **setup.normalize_options) if setup.eval else []
-    if setup.tokenizer:
-        tokenizer = SyntacticTokenizer.from_pretrained(setup.tokenizer)
-        if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
-            raise ValueError(
-                f"tokenizer {setup.tokenizer!r} linearizes {tokenizer.linearization!r}; the {grammar} grammar "
-                f"needs {LINEARIZATION_OF_GRAMMAR[grammar]!r}"
-            )
+    prepared = prepared_dataset_dir(setup.train)
+    if prepared is not None:
+        inputs = prepared_inputs(prepared, setup, grammar, log)
+        tokenizer, eval_trees = inputs.tokenizer, inputs.eval_trees
     else:
-        vocab_size = setup.vocab_size or preset["model"]["vocab_size"]
-        log(f"training a SentencePiece tokenizer ({vocab_size} pieces requested) on {len(train_trees)} trees")
-        # The trees are already normalized; the options are stored so that tree strings encoded later get
-        # the same normalization.
-        labels = {node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
-                  for node in tree.subtrees()}
-        tokenizer = SyntacticTokenizer.train(train_trees, vocab_size=vocab_size, linearization=LINEARIZATION_OF_GRAMMAR[grammar],
-                                             extra_nonterminals=labels, **setup.normalize_options)
+        log(f"reading trees from {', '.join(map(str, setup.train))}")
+        train_trees = read_trees(setup.train, **setup.normalize_options)
+        eval_trees = read_trees(setup.eval, **setup.normalize_options) if setup.eval else []
+        if setup.tokenizer:
+            tokenizer = SyntacticTokenizer.from_pretrained(setup.tokenizer)
+            if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
+                raise ValueError(
+                    f"tokenizer {setup.tokenizer!r} linearizes {tokenizer.linearization!r}; the {grammar} grammar "
+                    f"needs {LINEARIZATION_OF_GRAMMAR[grammar]!r}"
+                )
+        else:
+            vocab_size = setup.vocab_size or preset["model"]["vocab_size"]
+            log(f"training a SentencePiece tokenizer ({vocab_size} pieces requested) on {len(train_trees)} trees")
+            # The trees are already normalized; the options are stored so that tree strings encoded later get
+            # the same normalization.
+            labels = {node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
+                      for node in tree.subtrees()}
+            tokenizer = SyntacticTokenizer.train(train_trees, vocab_size=vocab_size, linearization=LINEARIZATION_OF_GRAMMAR[grammar],
+                                                 extra_nonterminals=labels, **setup.normalize_options)
     overrides = dict(setup.model_overrides)
+    if prepared is not None and inputs.document_level:
+        # Documents (several trees after one <s>) need a document-level grammar in the model and the collator.
+        if overrides.get("document_level", True) is not True:
+            raise ValueError(f"prepared dataset {str(prepared)!r} holds documents; it needs document_level=true")
+        overrides["document_level"] = True
     overrides.update(tokenizer.action_layout)
     overrides["vocab_size"] = len(tokenizer)
     config = preset_config(setup.preset, **overrides)
@@ -131,10 +343,19 @@ def train(setup, log=print):
     model = TransformerGrammarForCausalLM(config)
     log(f"model: {setup.preset} ({grammar}), {sum(p.numel() for p in model.parameters()):,} parameters")
 
-    train_dataset = tree_dataset(tokenizer, train_trees, grammar, config.max_sequence_length, "training trees")
-    eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, config.max_sequence_length, "evaluation trees") if eval_trees else None
+    document_level = bool(getattr(config, "document_level", False))
+    if prepared is not None:
+        train_dataset = ids_dataset(inputs.train, tokenizer, grammar, config.max_sequence_length,
+                                    f"{prepared} split 'train'", document_level)
+        eval_dataset = (ids_dataset(inputs.eval, tokenizer, grammar, config.max_sequence_length, inputs.eval_source,
+                                    document_level) if inputs.eval is not None else None)
+    else:
+        train_dataset = tree_dataset(tokenizer, train_trees, grammar, config.max_sequence_length, "training trees")
+        eval_dataset = None
+    if eval_trees:
+        eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, config.max_sequence_length, "evaluation trees")
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout, max_length=config.max_sequence_length,
-                                     return_relative_positions=False)
+                                     return_relative_positions=False, document_level=document_level)
     optimizer, scheduler = make_optimizer(
         model, schedule["learning_rate"], schedule["warmup_steps"], schedule["max_steps"],
         schedule["initial_learning_rate"], schedule["final_learning_rate"],
@@ -168,12 +389,15 @@ def train(setup, log=print):
     trainer.train(resume_from_checkpoint=True if setup.resume else None)
     trainer.save_model(str(output))
     tokenizer.save_pretrained(str(output))
-    write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []))
+    write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
+                          prepared=inputs.description() if prepared is not None else None)
     return trainer, tokenizer
 
 
-def write_training_record(output, setup, grammar, schedule, trainer, train_examples, eval_examples):
+def write_training_record(output, setup, grammar, schedule, trainer, train_examples, eval_examples, prepared=None):
     """Write `<output>/training_setup.json`: what the model was trained on and how (read by `hf-slm card`).
+
+    `prepared` describes a prepared dataset used for training (folder, loader, splits), None for tree files.
 
     JSON rather than Trainer's pickled training_args.bin, so that it can be published and read safely.
     """
@@ -188,6 +412,7 @@ def write_training_record(output, setup, grammar, schedule, trainer, train_examp
         "train_examples": train_examples,
         "eval_examples": eval_examples,
         "normalization": setup.normalize_options,
+        "prepared_dataset": prepared,
         "max_steps": schedule["max_steps"],
         "steps_done": trainer.state.global_step,
         "batch_size": schedule["batch_size"],

@@ -78,3 +78,104 @@ def test_training_errors(small_trees, tmp_path):
         train(setup_for(small_trees, tmp_path / "x", train=[tmp_path / "nope.txt"]), log=lambda *_: None)
     with pytest.raises(ValueError, match="tree 0 expands to .* max_sequence_length 20"):
         train(setup_for(small_trees, tmp_path / "x", model_overrides=dict(TINY, max_sequence_length=20)), log=lambda *_: None)
+
+
+# ---- training on a dataset made by `hf-slm data prepare` ---------------------------------------------------
+DATA_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "data"
+
+
+def _quiet(*_):
+    pass
+
+
+@pytest.fixture(scope="module")
+def prepared_wsj(tmp_path_factory):
+    """The WSJ fixture prepared with a tokenizer trained on it: train 4 trees, validation 1, test 2."""
+    from hf_slm import SyntacticTokenizer
+    from hf_slm.data.prepare import prepare_dataset
+
+    directory = tmp_path_factory.mktemp("prepared_wsj")
+    SyntacticTokenizer.train(sorted((DATA_FIXTURES / "wsj").glob("*/*.mrg")), vocab_size=60).save_pretrained(
+        directory / "source_tokenizer")
+    prepare_dataset("ptb", DATA_FIXTURES / "wsj", directory / "source_tokenizer", directory / "prepared",
+                    cache_dir=str(directory / "cache"), log=_quiet)
+    return directory / "prepared"
+
+
+def prepared_setup(train_paths, output, **changes):
+    options = dict(preset="tg-ptb", train=[str(path) for path in train_paths], output=str(output),
+                   model_overrides=dict(TINY), max_steps=2, batch_size=2, learning_rate=1e-3, warmup_steps=1,
+                   eval_steps=1000, save_steps=1000, logging_steps=1, disable_progress=True)
+    options.update(changes)
+    return TrainingSetup(**options)
+
+
+def test_training_on_a_prepared_dataset(prepared_wsj, tmp_path):
+    from datasets import load_from_disk
+
+    from hf_slm import SyntacticTokenizer
+
+    trainer, tokenizer = train(prepared_setup([prepared_wsj], tmp_path / "run"), log=lambda *_: None)
+    saved = load_from_disk(str(prepared_wsj))
+    assert tokenizer.get_vocab() == SyntacticTokenizer.from_pretrained(prepared_wsj / "tokenizer").get_vocab()
+    assert trainer.train_dataset["input_ids"] == saved["train"]["input_ids"]  # the prepared ids, as they are
+    assert trainer.eval_dataset["input_ids"] == saved["validation"]["input_ids"]
+    record = json.loads((tmp_path / "run" / "training_setup.json").read_text())
+    assert record["train_examples"] == 4 and record["eval_examples"] == 1 and record["steps_done"] == 2
+    assert record["prepared_dataset"]["path"] == str(prepared_wsj)
+    assert record["prepared_dataset"]["loader"] == "ptb" and record["prepared_dataset"]["eval"].endswith(":validation")
+    # Raw tree files as --eval are normalized with the prepared tokenizer's options.
+    trainer, _ = train(prepared_setup([prepared_wsj], tmp_path / "run2", eval=[DATA_FIXTURES / "ptb_lines" / "dev.txt"]),
+                       log=lambda *_: None)
+    assert trainer.eval_dataset["input_ids"] == [tokenizer("(S (NP (NNS Prices)) (VP (VBD fell)) (. .))")["input_ids"]]
+
+
+def test_prepared_dataset_errors(prepared_wsj, tmp_path):
+    from hf_slm import SyntacticTokenizer
+
+    other = tmp_path / "other_tokenizer"
+    SyntacticTokenizer.train(DATA_FIXTURES / "ptb_lines" / "train.txt", vocab_size=20).save_pretrained(other)
+    with pytest.raises(ValueError, match="does not match the one the prepared ids of .* were made with"):
+        train(prepared_setup([prepared_wsj], tmp_path / "x", tokenizer=str(other)), log=lambda *_: None)
+    with pytest.raises(ValueError, match="normalization options .* apply to tree files"):
+        train(prepared_setup([prepared_wsj], tmp_path / "x", normalize_options={"strip_function_tags": True}),
+              log=lambda *_: None)
+    with pytest.raises(ValueError, match="expected either tree files or one prepared dataset folder"):
+        train(prepared_setup([prepared_wsj, DATA_FIXTURES / "ptb_lines" / "train.txt"], tmp_path / "x"),
+              log=lambda *_: None)
+    from datasets import load_from_disk
+
+    first = load_from_disk(str(prepared_wsj))["train"][0]
+    # TG doubles every closing nonterminal: one per constituent, i.e. per "(" of the tree.
+    expanded = len(first["input_ids"]) + first["tree"].count("(")
+    short = dict(TINY, max_sequence_length=expanded - 1)
+    with pytest.raises(ValueError, match=rf"split 'train': example 0 \(02/wsj_0201\.mrg, tree 0\) expands to "
+                                         rf"{expanded} positions .* max_sequence_length {expanded - 1}"):
+        train(prepared_setup([prepared_wsj], tmp_path / "x", model_overrides=short), log=lambda *_: None)
+
+
+def test_prepared_dataset_without_trees_is_refused(tmp_path):
+    from hf_slm import SyntacticWordTokenizer
+    from hf_slm.data.prepare import prepare_dataset
+
+    SyntacticWordTokenizer.train(DATA_FIXTURES / "ptb_lines" / "train.txt", min_count=1).save_pretrained(tmp_path / "tok")
+    prepare_dataset("conllu", DATA_FIXTURES / "conllu", tmp_path / "tok", tmp_path / "conllu",
+                    cache_dir=str(tmp_path / "cache"), log=_quiet)
+    with pytest.raises(ValueError, match="made by the 'conllu' loader, which has no trees"):
+        train(prepared_setup([tmp_path / "conllu"], tmp_path / "x"), log=lambda *_: None)
+
+
+def test_training_on_prepared_documents(tmp_path):
+    from hf_slm import SyntacticWordTokenizer
+    from hf_slm.data.prepare import prepare_dataset
+
+    SyntacticWordTokenizer.train(sorted((DATA_FIXTURES / "bllip").glob("*.txt")), min_count=1).save_pretrained(
+        tmp_path / "tok")
+    prepare_dataset("bllip", DATA_FIXTURES / "bllip", tmp_path / "tok", tmp_path / "documents", document_level=True,
+                    cache_dir=str(tmp_path / "cache"), log=_quiet)
+    trainer, _ = train(prepared_setup([tmp_path / "documents"], tmp_path / "run"), log=lambda *_: None)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["document_level"] is True
+    assert trainer.state.global_step == 2 and len(trainer.train_dataset) == 3
+    record = json.loads((tmp_path / "run" / "training_setup.json").read_text())
+    assert record["prepared_dataset"]["document_level"] is True

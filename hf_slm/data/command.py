@@ -1,0 +1,118 @@
+"""`hf-slm data prepare`: the command line of hf_slm.data.prepare.
+
+    hf-slm data prepare --loader ptb --path treebank/combined --splits train=00,validation=01 \
+        --tokenizer my-tokenizer --output prepared/ptb
+    hf-slm train --preset tg-ptb --train prepared/ptb --output runs/tg
+
+`--splits` is `split=item[+item...]` joined by commas, or a JSON object. For ptb the items are WSJ sections
+(`02-21`), file numbers (`0001-0159`) or file names and globs (see hf_slm/data/ptb.py); for the other
+loaders they are files, relative to --path when --path is a folder, e.g. `--splits train=a.txt,test=b.txt`.
+`--boundaries` (bllip, document level) is a file, a folder, or `split=file` pairs in the same spelling.
+This module (and hf_slm.data) imports the data machinery only when the command runs, to keep `hf-slm` quick to start.
+"""
+
+import json
+from pathlib import Path
+
+LOADER_NAMES = "ptb, bllip, xsum or conllu"
+
+
+def parse_split_spec(text, option="--splits"):
+    """`train=02-21,validation=22` -> {"train": ["02-21"], "validation": ["22"]}; JSON objects as they are."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{option} {text!r}: not a JSON object ({error.msg})") from None
+        if not isinstance(spec, dict) or not spec:
+            raise ValueError(f"{option} {text!r}: expected a non-empty JSON object {{split: items}}")
+        return spec
+    spec = {}
+    for part in text.split(","):
+        split, equals, items = part.partition("=")
+        split, items = split.strip(), [item.strip() for item in items.split("+") if item.strip()]
+        if not equals or not split or not items:
+            raise ValueError(
+                f"{option} {text!r}: expected split=item[+item...] separated by commas, e.g. "
+                "train=02-21,validation=22,test=23; the part {part!r} is not"
+            )
+        if split in spec:
+            raise ValueError(f"{option} {text!r}: split {split!r} is given twice")
+        spec[split] = items
+    return spec
+
+
+def _files_under(base, spec):
+    """{split: [files]} with relative names resolved against the folder `base`."""
+    base = Path(base)
+    folder = base if base.is_dir() else base.parent
+    return {split: [str(folder / item) if not Path(item).is_absolute() else item for item in items]
+            for split, items in spec.items()}
+
+
+def _normalization_flags(args):
+    # Only the flags given on the command line: the rest come from the tokenizer (see prepare.py).
+    flags = {"strip_traces": args.strip_traces, "strip_function_tags": args.strip_function_tags,
+             "binarize": args.binarize, "remove_unary": args.remove_unary}
+    return {name: value for name, value in flags.items() if value is not None}
+
+
+def command_data_prepare(args):
+    from .prepare import prepare_dataset
+
+    path, options = args.path, _normalization_flags(args)
+    if args.splits:
+        spec = parse_split_spec(args.splits)
+        if args.loader == "ptb":
+            options["splits"] = spec
+        else:
+            path = _files_under(args.path, spec)
+    if args.boundaries:
+        boundaries = args.boundaries
+        if "=" in boundaries or boundaries.strip().startswith("{"):
+            boundaries = {split: files[0] if isinstance(files, list) and len(files) == 1 else files
+                          for split, files in parse_split_spec(boundaries, "--boundaries").items()}
+        options["boundaries"] = boundaries
+    if args.split_file:
+        options["split_file"] = args.split_file
+    if args.cache_dir:
+        options["cache_dir"] = args.cache_dir
+    prepare_dataset(args.loader, path, args.tokenizer, args.output, num_proc=args.num_proc,
+                    document_level=args.document_level, overwrite=args.overwrite, **options)
+    return 0
+
+
+def add_data_command(commands):
+    """Add `data prepare` to the `hf-slm` subcommands (an argparse subparsers object)."""
+    data = commands.add_parser("data", help="prepare datasets (PTB, BLLIP, XSum, CoNLL-U) for training")
+    actions = data.add_subparsers(dest="data_command", required=True)
+    prepare = actions.add_parser(
+        "prepare", help="load, tokenize and save a dataset that `hf-slm train --train DIR` reads",
+        description="Load a dataset with one of hf_slm.data's loaders, tokenize it with a saved hf_slm tokenizer "
+        "(datasets.map) and save it with save_to_disk, the tokenizer and prepare.json beside it. Trees are "
+        "normalized with the tokenizer's own options (stored in its config); a normalization flag that contradicts "
+        "them is an error.",
+    )
+    prepare.add_argument("--loader", required=True, help=f"the dataset format: {LOADER_NAMES}")
+    prepare.add_argument("--path", required=True, help="the data: a folder or a file (see --splits for others)")
+    prepare.add_argument("--tokenizer", required=True, help="a saved hf_slm tokenizer directory")
+    prepare.add_argument("--output", required=True, help="the folder to write (new or empty)")
+    prepare.add_argument("--num-proc", type=int, help="processes for tokenizing and saving")
+    prepare.add_argument("--splits", metavar="SPEC",
+                         help="split=item[+item],... (ptb: sections 02-21, file numbers 0001-0159, file names or "
+                              "globs; other loaders: files) or a JSON object")
+    prepare.add_argument("--document-level", action="store_true", help="one example per document (bllip)")
+    prepare.add_argument("--boundaries", metavar="PATH_OR_SPEC",
+                         help="bllip document boundaries: a file, a folder, or split=file pairs")
+    prepare.add_argument("--split-file", help="xsum: the split JSON of the original release")
+    prepare.add_argument("--cache-dir", help="datasets' cache folder for the loaded data")
+    prepare.add_argument("--overwrite", action="store_true", help="write into a non-empty --output")
+    # Tree normalization: by default the tokenizer's own options; a flag that contradicts them is an error.
+    prepare.add_argument("--keep-traces", dest="strip_traces", action="store_false", default=None,
+                         help="keep -NONE- traces")
+    prepare.add_argument("--strip-function-tags", action="store_true", default=None, help="NP-SBJ-1 -> NP")
+    prepare.add_argument("--binarize", action="store_true", default=None, help="left binarization (nltk CNF)")
+    prepare.add_argument("--remove-unary", action="store_true", default=None, help="remove unary chains")
+    prepare.set_defaults(function=command_data_prepare)
+    return data

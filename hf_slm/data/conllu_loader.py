@@ -1,0 +1,144 @@
+"""CoNLL-U dependency treebanks (Universal Dependencies) as a DatasetDict, read with the `conllu` package.
+
+Files: a folder of `.conllu` files whose names name their splits (UD's `<lang>_<treebank>-ud-train.conllu`,
+`-dev`, `-test`; see split_files.py), one such file, or a mapping {split: file(s)}. Files are streamed
+sentence by sentence (conllu.parse_incr).
+
+One example per sentence, with columns
+- `words`: the forms of the syntactic words, i.e. the lines with an integer ID. Multiword-token lines
+  (ID `3-4`, the surface token `can't` whose words are `ca` and `n't`) and empty nodes of enhanced
+  dependencies (ID `5.1`) are skipped, so word i of the list has ID i + 1, which is what HEAD refers to;
+- `heads` (int; 0 is the root), `deprels`, `upos`: one per word;
+- `sent_id` and `text` from the sentence's comments (None when a sentence has none);
+- `file` and `index` (the sentence's position in its file, from 0), to trace an example back.
+
+Every token line must have the 10 tab-separated fields of CoNLL-U (CoNLL-U Plus column sets are not
+read), word IDs must run 1, 2, 3, ... and every word needs an integer HEAD; anything else is an error naming
+the file and line.
+"""
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import conllu
+from conllu.exceptions import ParseException
+from datasets import Features, List, Value
+
+from .split_files import (
+    build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples,
+)
+
+CONLLU_FIELDS = 10
+CONLLU_FEATURES = Features({
+    "words": List(Value("string")),
+    "heads": List(Value("int64")),
+    "deprels": List(Value("string")),
+    "upos": List(Value("string")),
+    "sent_id": Value("string"),
+    "text": Value("string"),
+    "file": Value("string"),
+    "index": Value("int64"),
+})
+
+
+class _CheckedLines:
+    """The lines of an open CoNLL-U file for conllu.parse_incr, checking each token line's field count and
+    remembering where the current sentence began (conllu's own errors carry no line numbers)."""
+
+    def __init__(self, handle, path):
+        self.handle, self.path = handle, path
+        self.line = 0
+        self.sentence_start = None
+
+    def read(self, *args):  # parse_incr only checks that this exists
+        return self.handle.read(*args)
+
+    def __iter__(self):
+        in_sentence = False
+        for text in self.handle:
+            self.line += 1
+            if not text.strip():
+                in_sentence = False
+            else:
+                if not in_sentence:
+                    self.sentence_start, in_sentence = self.line, True
+                if not text.startswith("#"):
+                    fields = text.rstrip("\r\n").split("\t")
+                    if len(fields) != CONLLU_FIELDS:
+                        raise ValueError(
+                            f"CoNLL-U file {self.path}, line {self.line}: {len(fields)} tab-separated field(s), "
+                            f"expected {CONLLU_FIELDS} (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC)"
+                        )
+            yield text
+
+
+def _sentence_example(sentence, where, file, index):
+    words = [token for token in sentence if isinstance(token["id"], int)]
+    for position, token in enumerate(words, start=1):
+        if token["id"] != position:
+            raise ValueError(f"{where}: word IDs must run 1, 2, 3, ...; found {token['id']} at position {position}")
+        if not isinstance(token["head"], int):
+            raise ValueError(
+                f"{where}: word {position} ({token['form']!r}) has HEAD {token['head']!r}; expected an integer"
+            )
+    if not words:
+        raise ValueError(f"{where}: a sentence without words (only multiword tokens or empty nodes)")
+    return {
+        "words": [token["form"] for token in words],
+        "heads": [token["head"] for token in words],
+        "deprels": [token["deprel"] for token in words],
+        "upos": [token["upos"] for token in words],
+        "sent_id": sentence.metadata.get("sent_id"),
+        "text": sentence.metadata.get("text"),
+        "file": file,
+        "index": index,
+    }
+
+
+def read_conllu_file(path, name):
+    """Yield the examples of one CoNLL-U file; `name` is what the `file` column shows."""
+    with open(path, encoding="utf-8") as handle:
+        lines = _CheckedLines(handle, path)
+        sentences = conllu.parse_incr(lines)
+        index = 0
+        while True:
+            try:
+                sentence = next(sentences)
+            except StopIteration:
+                return
+            except ParseException as error:
+                raise ValueError(
+                    f"CoNLL-U file {path}, sentence starting on line {lines.sentence_start}: {error}"
+                ) from None
+            yield _sentence_example(sentence, f"CoNLL-U file {path}, sentence starting on line {lines.sentence_start}",
+                                    name, index)
+            index += 1
+
+
+def generate_conllu_examples(files, names, stamps, split):
+    """Examples of one split (stamps only key datasets' cache)."""
+    del stamps
+
+    def examples():
+        for file, name in zip(files, names):
+            yield from read_conllu_file(file, name)
+
+    yield from require_examples(examples(), f"split {split!r} ({describe_files(names)})")
+
+
+def load_conllu(path, cache_dir=None):
+    """Load CoNLL-U files as a DatasetDict of `words`, `heads`, `deprels`, `upos`, `sent_id`, `text`, `file`,
+    `index` (module docstring): multiword-token lines and empty nodes are skipped.
+
+    Args:
+        path: a folder of `*-ud-{train,dev,test}.conllu` files, one such file, or a mapping {split: file(s)}.
+        cache_dir: datasets' cache folder (default: datasets' own).
+    """
+    split_files = find_split_files(path, "CoNLL-U", suffixes=(".conllu",))
+    root = Path(path) if not isinstance(path, Mapping) and Path(path).is_dir() else None
+    split_kwargs = {}
+    for split, files in split_files.items():
+        names = [file.relative_to(root).as_posix() if root else str(file) for file in files]
+        split_kwargs[split] = {"files": [str(file) for file in files], "names": names,
+                               "stamps": file_stamps(files), "split": split}
+    return build_dataset_dict(generate_conllu_examples, split_kwargs, CONLLU_FEATURES, cache_dir)

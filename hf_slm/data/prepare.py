@@ -1,0 +1,245 @@
+"""`hf-slm data prepare`: load a dataset, tokenize it and save it for `hf-slm train`.
+
+The saved folder holds the `datasets.DatasetDict` (`save_to_disk`, with the loader's columns plus the id
+columns), the tokenizer in `tokenizer/`, and `prepare.json` (loader, path, options, tokenizer, per-split
+counts). What is tokenized:
+- ptb, bllip (sentence level): `input_ids`, the unexpanded action ids of each tree (`<s>` + actions) as the
+  tokenizer encodes it;
+- bllip (document level): `input_ids`, `tokenizer.encode_document(trees)`, one sequence per document;
+- xsum: `document_ids` and `summary_ids`, the ids of the whitespace-separated words of the document and the
+  summary (`<s>` + word pieces, no trees; an empty text is `<s>` alone);
+- conllu: `input_ids`, the ids of the words (`<s>` + word pieces).
+
+Trees are normalized once, by the loader, with the tokenizer's own normalization options (stored in its
+config, and applied to every bracketed string it encodes later), so the saved ids are those the tokenizer
+gives for the raw trees. The loaded trees are handed to the tokenizer as parsed trees, not strings: encoding
+a normalized string would normalize it again, and "auto" POS detection takes a tree like (S (NP It) (VP
+rained)), whose every word is an only child, for a POS-tagged one. Normalization options that differ from
+the tokenizer's are an error (train the tokenizer with them instead).
+"""
+
+import datetime
+import importlib.metadata
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyarrow.compute as pc
+from datasets import DatasetDict
+
+from ..tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
+from ..tokenization.trees import parse_tree
+from . import load, loader_options
+from .ptb import NORMALIZE_OPTIONS
+
+TREE_LOADERS = ("ptb", "bllip")
+PREPARE_RECORD = "prepare.json"
+TOKENIZER_FOLDER = "tokenizer"
+
+
+def load_syntactic_tokenizer(directory):
+    """The hf_slm tokenizer saved in `directory`, loaded with the installed classes (no remote code).
+
+    AutoTokenizer without a model config finds only the classes registered by name, and hf_slm registers
+    SyntacticTokenizer alone (for its model config), so the class is read from tokenizer_config.json.
+    """
+    directory = Path(directory)
+    config_path = directory / "tokenizer_config.json"
+    if not config_path.is_file():
+        state = "does not exist" if not directory.exists() else "has no tokenizer_config.json"
+        raise ValueError(f"tokenizer directory {str(directory)!r} {state}; expected a saved hf_slm tokenizer")
+    name = json.loads(config_path.read_text(encoding="utf-8")).get("tokenizer_class")
+    classes = {cls.__name__: cls for cls in (SyntacticTokenizer, SyntacticWordTokenizer)}
+    if name not in classes:
+        raise ValueError(
+            f"tokenizer {str(directory)!r} is a {name}; expected an hf_slm {' or '.join(classes)}"
+        )
+    return classes[name].from_pretrained(str(directory))
+
+
+def _locate(error, batch, position, what, unit="tree"):
+    """`error` again, naming the example it happened in (by file and index, or document id)."""
+    if "document_id" in batch:
+        where = f"document {batch['document_id'][position]!r}"
+    elif "file" in batch:
+        where = f"{batch['file'][position]}, {unit} {batch['index'][position]}"
+    else:
+        where = f"example id {batch['id'][position]!r}"
+    return ValueError(f"{where}: cannot encode its {what}: {error}")
+
+
+def encode_trees(batch, tokenizer):
+    """input_ids of a batch of normalized one-line trees (parsed first, see the module docstring)."""
+    trees = [parse_tree(tree) for tree in batch["tree"]]
+    try:
+        return {"input_ids": tokenizer(trees)["input_ids"]}
+    except ValueError:
+        for position, tree in enumerate(trees):  # find the example to blame
+            try:
+                tokenizer(tree)
+            except ValueError as error:
+                raise _locate(error, batch, position, "tree") from error
+        raise
+
+
+def encode_documents(batch, tokenizer):
+    """input_ids of a batch of documents: each document's trees after one `<s>`."""
+    ids = []
+    for position, trees in enumerate(batch["trees"]):
+        try:
+            ids.append(tokenizer.encode_document([parse_tree(tree) for tree in trees])["input_ids"])
+        except ValueError as error:
+            raise _locate(error, batch, position, "trees") from error
+    return {"input_ids": ids}
+
+
+def _encode_word_lists(tokenizer, word_lists, batch, what):
+    ids = []
+    for position, words in enumerate(word_lists):
+        if not words:
+            ids.append([tokenizer.bos_token_id])
+            continue
+        try:
+            ids.append(tokenizer(words, is_split_into_words=True)["input_ids"])
+        except ValueError as error:
+            raise _locate(error, batch, position, what, unit="sentence") from error
+    return ids
+
+
+def encode_xsum(batch, tokenizer):
+    """document_ids and summary_ids: the ids of the whitespace-separated words of each text."""
+    return {
+        "document_ids": _encode_word_lists(tokenizer, [text.split() for text in batch["document"]], batch, "document"),
+        "summary_ids": _encode_word_lists(tokenizer, [text.split() for text in batch["summary"]], batch, "summary"),
+    }
+
+
+def encode_words(batch, tokenizer):
+    """input_ids of each sentence's words (CoNLL-U)."""
+    return {"input_ids": _encode_word_lists(tokenizer, batch["words"], batch, "words")}
+
+
+def _encoder(loader, document_level):
+    if loader in TREE_LOADERS:
+        return (encode_documents if document_level else encode_trees), ["input_ids"]
+    if loader == "xsum":
+        return encode_xsum, ["document_ids", "summary_ids"]
+    return encode_words, ["input_ids"]
+
+
+def _loader_arguments(loader, tokenizer, document_level, options):
+    """The keyword arguments of the loader: `options` checked, normalization taken from the tokenizer."""
+    given = {name: value for name, value in options.items() if name in NORMALIZE_OPTIONS}
+    if loader not in TREE_LOADERS:
+        if given:
+            raise ValueError(
+                f"tree normalization options {sorted(given)} apply to the tree loaders {list(TREE_LOADERS)}, "
+                f"not to {loader!r}"
+            )
+        if document_level:
+            raise ValueError(f"document_level applies to the bllip loader, not to {loader!r}")
+        return dict(options)
+    differing = {name: value for name, value in given.items() if tokenizer.normalization.get(name) != value}
+    if differing:
+        stored = {name: tokenizer.normalization.get(name) for name in differing}
+        raise ValueError(
+            f"normalization {differing} differs from the tokenizer's {stored}: the tokenizer applies its own options "
+            "to every tree it encodes later, so the prepared trees must match them; leave the options out, or train "
+            "a tokenizer with them (SyntacticTokenizer.train(trees, ..., **options) stores them)"
+        )
+    arguments = {**options, **tokenizer.normalization}
+    if document_level:
+        if loader != "bllip":
+            raise ValueError(f"document_level applies to the bllip loader, not to {loader!r}")
+        arguments["document_level"] = True
+    return arguments
+
+
+def _jsonable(value):
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def id_count(dataset, column):
+    """The total number of ids in a list column (computed in Arrow, without Python lists)."""
+    lengths = pc.list_value_length(dataset.data.column(column))
+    return int(pc.sum(lengths).as_py() or 0)
+
+
+def format_summary(record):
+    """The per-split table printed at the end of `hf-slm data prepare`."""
+    columns = record["id_columns"]
+    lines = [f"{'split':<12} {'examples':>10}" + "".join(f" {column:>14}" for column in columns)]
+    for split, counts in record["splits"].items():
+        lines.append(f"{split:<12} {counts['examples']:>10,}" + "".join(f" {counts['ids'][c]:>14,}" for c in columns))
+    return "\n".join(lines)
+
+
+def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document_level=False, overwrite=False,
+                    log=print, **options):
+    """Load `path` with `loader`, tokenize it and save it to `output` (see the module docstring).
+
+    Args:
+        loader: a name of hf_slm.data.LOADERS ("ptb", "bllip", "xsum", "conllu").
+        path: the loader's path (a folder, a file or a mapping {split: files}).
+        tokenizer_dir: a saved hf_slm tokenizer.
+        output: the folder to write; it must be new or empty unless `overwrite`.
+        num_proc: processes for tokenizing (datasets.map) and saving.
+        document_level: one example per document (bllip).
+        overwrite: replace the contents of a non-empty `output`.
+        log: where the summary goes (print by default).
+        options: the loader's options (splits, boundaries, split_file, cache_dir, tree normalization).
+    Returns the saved DatasetDict.
+    """
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"output {str(output)!r} is a file; expected a folder to write the dataset into")
+    if output.exists() and any(output.iterdir()) and not overwrite:
+        raise ValueError(f"output {str(output)!r} is not empty; choose another folder or overwrite it")
+    if num_proc is not None and (not isinstance(num_proc, int) or num_proc < 1):
+        raise ValueError(f"num_proc {num_proc!r}: expected a positive number of processes")
+    tokenizer = load_syntactic_tokenizer(tokenizer_dir)
+    arguments = _loader_arguments(loader, tokenizer, document_level, options)
+    dataset = load(loader, path, **arguments)
+    encode, id_columns = _encoder(loader, document_level)
+    encoded = {}
+    for split, data in dataset.items():
+        try:
+            encoded[split] = data.map(encode, batched=True, num_proc=num_proc, fn_kwargs={"tokenizer": tokenizer},
+                                      desc=f"tokenizing {split}")
+        except ValueError as error:
+            raise ValueError(f"split {split!r}: {error}") from error
+    encoded = DatasetDict(encoded)
+    encoded.save_to_disk(str(output), num_proc=num_proc)
+    tokenizer.save_pretrained(str(output / TOKENIZER_FOLDER))
+
+    recorded_options = {name: value for name, value in arguments.items() if name in loader_options(loader)
+                        and name not in ("cache_dir", "document_level")}
+    record = {
+        "loader": loader,
+        "path": _jsonable(path if isinstance(path, Mapping) else str(path)),
+        "options": _jsonable(recorded_options),
+        "document_level": bool(document_level),
+        "tokenizer": {
+            "source": str(tokenizer_dir),
+            "class": type(tokenizer).__name__,
+            "vocab_size": len(tokenizer),
+            "linearization": tokenizer.linearization,
+        },
+        "id_columns": id_columns,
+        "splits": {
+            split: {"examples": len(data), "ids": {column: id_count(data, column) for column in id_columns}}
+            for split, data in encoded.items()
+        },
+        "hf_slm_version": importlib.metadata.version("hf-slm"),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    (output / PREPARE_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    log(format_summary(record))
+    log(f"saved to {output} (tokenizer in {output / TOKENIZER_FOLDER}, record in {output / PREPARE_RECORD})")
+    return encoded
