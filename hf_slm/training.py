@@ -388,6 +388,9 @@ def train(setup, log=print):
     )
     trainer.train(resume_from_checkpoint=True if setup.resume else None)
     trainer.save_model(str(output))
+    # save_model also pickles the TrainingArguments; the final model folder keeps safetensors and JSON only
+    # (training_setup.json records the setup). The checkpoint-* folders keep theirs, for --resume.
+    (output / "training_args.bin").unlink(missing_ok=True)
     tokenizer.save_pretrained(str(output))
     write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
                           prepared=inputs.description() if prepared is not None else None)

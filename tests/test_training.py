@@ -45,6 +45,7 @@ def setup_for(directory, output, **changes):
 def test_short_training_run_lowers_the_loss(small_trees, tmp_path):
     trainer, tokenizer = train(setup_for(small_trees, tmp_path / "run"), log=lambda *_: None)
     record = json.loads((tmp_path / "run" / "training_setup.json").read_text())
+    assert not list((tmp_path / "run").glob("*.bin")), "the final model folder holds no pickles"
     assert record["preset"] == "tg-ptb" and record["grammar"] == "tg"
     assert record["steps_done"] == trainer.state.global_step > 0
     assert record["train_examples"] == 160 and record["eval_examples"] == 40
@@ -121,6 +122,7 @@ def test_training_on_a_prepared_dataset(prepared_wsj, tmp_path):
     assert trainer.train_dataset["input_ids"] == saved["train"]["input_ids"]  # the prepared ids, as they are
     assert trainer.eval_dataset["input_ids"] == saved["validation"]["input_ids"]
     record = json.loads((tmp_path / "run" / "training_setup.json").read_text())
+    assert not list((tmp_path / "run").glob("*.bin")), "the final model folder holds no pickles"
     assert record["train_examples"] == 4 and record["eval_examples"] == 1 and record["steps_done"] == 2
     assert record["prepared_dataset"]["path"] == str(prepared_wsj)
     assert record["prepared_dataset"]["loader"] == "ptb" and record["prepared_dataset"]["eval"].endswith(":validation")
@@ -178,4 +180,5 @@ def test_training_on_prepared_documents(tmp_path):
     assert config["document_level"] is True
     assert trainer.state.global_step == 2 and len(trainer.train_dataset) == 3
     record = json.loads((tmp_path / "run" / "training_setup.json").read_text())
+    assert not list((tmp_path / "run").glob("*.bin")), "the final model folder holds no pickles"
     assert record["prepared_dataset"]["document_level"] is True
