@@ -1,6 +1,7 @@
 """Document-level models (paper 000, section 3.1): several trees after one <s>, their masks, beam search after a
 prefix of earlier sentences, and document-level perplexity."""
 
+import json
 import math
 
 import numpy as np
@@ -359,3 +360,18 @@ def test_document_perplexity_of_a_terminals_model_is_exact(terminals, tmp_path):
     per_sentence = [float(line.split('"log_prob": ')[1].split(",")[0].rstrip("}")) for line in lines]
     assert sum(per_sentence[:2]) == pytest.approx(totals[0], abs=1e-4)
     assert per_sentence[2] == pytest.approx(totals[1], abs=1e-4)
+
+
+def test_cli_document_level_perplexity(tmp_path, capsys):
+    from conftest import save_tiny_checkpoint
+
+    from hf_slm.cli import main
+
+    directory, _, _ = save_tiny_checkpoint(tmp_path / "doc-tg", TREES, vocab_size=40, document_level=True)
+    data = _write_documents(tmp_path / "docs.mrg", DOCS)
+    assert main(["eval", "ppl", "--model", str(directory), "--data", str(data), "--document-level",
+                 "--beam-size", "10", "--word-beam-size", "2"]) == 0
+    assert "upper bound" in capsys.readouterr().out
+    record = json.loads((directory / "eval_results" / "ppl.json").read_text())
+    assert record["metrics"]["method"] == "beam_greedy_prefix" and record["metrics"]["documents"] == 3
+    assert record["options"]["document_level"] is True
