@@ -296,6 +296,17 @@ def test_save_and_load_round_trip(which, cls, vocab_file, request, tmp_path):
         assert loaded(raw, return_word_starts=True) == tok(raw, return_word_starts=True)
 
 
+def test_autotokenizer_loads_both_classes_from_the_library_without_remote_code(tokenizer, word_tokenizer, tmp_path):
+    from transformers import AutoTokenizer
+
+    for tok in (tokenizer, word_tokenizer):
+        directory = tmp_path / type(tok).__name__
+        tok.save_pretrained(directory)
+        loaded = AutoTokenizer.from_pretrained(directory)  # `import hf_slm` registered the classes
+        assert type(loaded) is type(tok)
+        assert loaded(RAW_TREES[0])["input_ids"] == tok(RAW_TREES[0])["input_ids"]
+
+
 def test_autotokenizer_loads_saved_tokenizers_with_remote_code(tokenizer, word_tokenizer, tmp_path):
     subword_dir, word_dir = tmp_path / "subword", tmp_path / "word"
     tokenizer.save_pretrained(subword_dir)

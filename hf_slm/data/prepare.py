@@ -40,8 +40,8 @@ TOKENIZER_FOLDER = "tokenizer"
 def load_syntactic_tokenizer(directory):
     """The hf_slm tokenizer saved in `directory`, loaded with the installed classes (no remote code).
 
-    AutoTokenizer without a model config finds only the classes registered by name, and hf_slm registers
-    SyntacticTokenizer alone (for its model config), so the class is read from tokenizer_config.json.
+    The class named in tokenizer_config.json must be one of hf_slm's: any other tokenizer (which
+    AutoTokenizer would load just as well) is refused with an error naming it.
     """
     directory = Path(directory)
     config_path = directory / "tokenizer_config.json"
