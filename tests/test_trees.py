@@ -148,12 +148,16 @@ def test_deep_nesting_parses_without_recursion_error():
 
 def test_read_tree_file_and_directories(tmp_path):
     (tmp_path / "b.ptb").write_text(GUM, encoding="utf-8")
-    (tmp_path / "a.mrg").write_text(WSJ, encoding="utf-8")
     trees = read_tree_file(tmp_path / "b.ptb")
     assert trees[1] == T("(NP (NP Insights) (PP from (NP Eye - Tracking)))")
-    all_trees = read_trees(tmp_path)  # a directory means its files in sorted order: a.mrg first
-    assert len(all_trees) == 4
-    assert all_trees[1] == T("(S (NP-SBJ=2 It) (VP rained) .)")
+    (tmp_path / "c.txt").write_text(GUM, encoding="utf-8")
+    (tmp_path / ".hidden").write_text("not a tree", encoding="utf-8")
+    all_trees = read_trees(tmp_path)  # no .mrg file: all files but hidden ones, in sorted order
+    assert all_trees == trees + trees
+    (tmp_path / "a.mrg").write_text(WSJ, encoding="utf-8")
+    (tmp_path / "README").write_text("The WSJ sample, see below.", encoding="utf-8")
+    wsj = read_trees(tmp_path)  # a treebank folder: its .mrg files only, not the README or the rest
+    assert len(wsj) == 2 and wsj[1] == T("(S (NP-SBJ=2 It) (VP rained) .)")
     assert read_trees([tmp_path / "b.ptb", tmp_path / "a.mrg"])[:2] == trees
     assert read_trees(str(tmp_path / "a.mrg"), strip_function_tags=True)[1] == T("(S (NP It) (VP rained) .)")
 

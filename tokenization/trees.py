@@ -144,13 +144,21 @@ def read_tree_file(path, **normalize_options):
 
 
 def read_trees(paths, **normalize_options):
-    """Read and normalize the trees of one path or several, in order; a directory means its files, sorted."""
+    """Read and normalize the trees of one path or several, in order.
+
+    A directory means its .mrg files when it has any (a treebank folder also holds READMEs and such), else
+    all its files but hidden ones; sorted by name.
+    """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     trees = []
     for path in paths:
         path = Path(path)
-        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            files = [p for p in files if p.suffix == ".mrg"] or files
+        else:
+            files = [path]
         if not files:
             raise ValueError(f"tree directory {str(path)!r} holds no files")
         for file in files:
