@@ -1,4 +1,4 @@
-"""Train a small document-level TG on the shipped GUM sample and measure its document-level perplexity.
+"""Train a small document-level TG (or a TXL baseline) on the shipped GUM sample; measure document-level perplexity.
 
 Paper 000 (section 3.1) models BLLIP-LG documents: a document's trees follow each other after one `<s>`,
 and each sentence attends the earlier ones through their composed roots. This script does the same at toy
@@ -12,14 +12,16 @@ scale, with every step a user would run on BLLIP:
   4. `hf-slm eval ppl --document-level` on test documents: each sentence scored by beam search after the
      greedy best trees of the sentences before it (an upper bound on the perplexity).
 
-    python examples/document_level_tg.py --output runs/doc-tg        # about 5 minutes on 2 CPU cores
+    python examples/document_level_tg.py --output runs/doc-tg        # about 10 minutes on 2 CPU cores
+    python examples/document_level_tg.py --preset txl-terminals-ptb --output runs/doc-txl   # its baselines
 """
 
 import argparse
 import json
 from pathlib import Path
 
-from hf_slm import SyntacticTokenizer, TransformerGrammarForCausalLM, read_trees
+from hf_slm import PRESETS, SyntacticTokenizer, TransformerGrammarForCausalLM, read_trees
+from hf_slm.checks import LINEARIZATION_OF_GRAMMAR
 from hf_slm.data.prepare import prepare_dataset
 from hf_slm.evaluation.perplexity import word_perplexity
 from hf_slm.training import TrainingSetup, train
@@ -48,6 +50,7 @@ def write_windows(documents, sentences, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", default="runs/doc-tg")
+    parser.add_argument("--preset", default="tg-ptb", help="tg-ptb, txl-cc-ptb or txl-terminals-ptb (sizes are shrunk)")
     parser.add_argument("--sentences", type=int, default=3, help="sentences per document window")
     parser.add_argument("--max-steps", type=int, default=600)
     parser.add_argument("--eval-documents", type=int, default=10, help="test documents for the perplexity")
@@ -64,14 +67,16 @@ def main():
     # The tokenizer learns every label of the three splits, so that test trees never meet an unknown one.
     splits = {split: read_trees([corpus / f"{split}.txt"]) for split in ("train", "dev", "test")}
     labels = {node.label() for trees in splits.values() for tree in trees for node in tree.subtrees()}
-    tokenizer = SyntacticTokenizer.train(splits["train"], vocab_size=2000, extra_nonterminals=labels)
+    linearization = LINEARIZATION_OF_GRAMMAR[PRESETS[args.preset]["model"]["grammar"]]
+    tokenizer = SyntacticTokenizer.train(splits["train"], vocab_size=2000, extra_nonterminals=labels,
+                                         linearization=linearization)
     tokenizer.save_pretrained(output / "tokenizer")
 
     prepared = output / "prepared"
     prepare_dataset("bllip", corpus, output / "tokenizer", prepared, document_level=True, overwrite=True)
 
     setup = TrainingSetup(
-        preset="tg-ptb", train=[prepared], output=str(output / "model"), max_steps=args.max_steps, batch_size=8,
+        preset=args.preset, train=[prepared], output=str(output / "model"), max_steps=args.max_steps, batch_size=8,
         learning_rate=1e-3, warmup_steps=60, eval_steps=args.max_steps, save_steps=args.max_steps,
         model_overrides=dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512,
                              max_sequence_length=1024, attention_dropout=0.0),
