@@ -231,9 +231,10 @@ def _pieces(tokenizer, tree):
     return words, words_to_pieces(tokenizer, words)[0]
 
 
-@pytest.mark.parametrize("use_cache", [True, False])
-def test_beam_search_after_a_prefix_scores_conditionally(tg, use_cache):
-    model, tokenizer = tg
+@pytest.mark.parametrize("grammar, use_cache", [("tg", True), ("tg", False), ("choe_charniak", True)])
+def test_beam_search_after_a_prefix_scores_conditionally(tg, grammar, use_cache):
+    _, tokenizer = tg
+    model = _model(tokenizer, grammar)
     prefix = tokenizer.encode_document(DOCS[0])["input_ids"]
     words, pieces = _pieces(tokenizer, TREES[2])
     options = BeamSearchOptions(beam_size=40, word_beam_size=8, num_trees=5, use_cache=use_cache)
