@@ -40,7 +40,7 @@ def test_ptb_standard_wsj_sections(cache):
 
 
 def test_ptb_normalization_options(cache):
-    ptb = data.load_ptb(FIXTURES / "wsj", splits={"train": "00", "validation": "01"}, strip_function_tags=True,
+    ptb = data.load_ptb(FIXTURES / "wsj", splits={"train": "24", "validation": "00"}, strip_function_tags=True,
                         cache_dir=cache)
     assert len(ptb["train"]) == 3 and len(ptb["validation"]) == 1
     assert ptb["train"][0]["tree"] == (
@@ -48,37 +48,37 @@ def test_ptb_normalization_options(cache):
     )
     # *T*-1 under S under VP: the S is left empty and removed, the VP keeps its verb.
     assert ptb["validation"][0]["tree"] == "(SINV `` (S (NP We) (VP are (ADJP ready))) , '' (VP said) (NP the mayor) .)"
-    with_traces = data.load_ptb(FIXTURES / "wsj", splits={"train": "00"}, strip_traces=False, cache_dir=cache)
+    with_traces = data.load_ptb(FIXTURES / "wsj", splits={"train": "24"}, strip_traces=False, cache_dir=cache)
     assert with_traces["train"][0]["words"][:4] == ["The", "committee", "agreed", "*-1"]
     assert "(-NONE- *-1)" not in with_traces["train"][0]["tree"]  # POS preterminals are dropped, -NONE- too
-    kept_pos = data.load_ptb(FIXTURES / "wsj", splits={"train": "wsj_0002.mrg"}, preterminals=False, cache_dir=cache)
+    kept_pos = data.load_ptb(FIXTURES / "wsj", splits={"train": "wsj_2402.mrg"}, preterminals=False, cache_dir=cache)
     assert kept_pos["train"][0]["tree"].startswith("(S (NP-SBJ (DT The) (NNS shares))")
 
 
 def test_ptb_splits_by_section_range_file_number_and_glob(cache):
-    by_range = data.load_ptb(FIXTURES / "wsj", splits={"train": ["00-00"], "test": ["wsj_0101.mrg"]}, cache_dir=cache)
-    assert len(by_range["train"]) == 3 and by_range["test"]["file"] == ["01/wsj_0101.mrg"]
-    by_number = data.load_ptb(FIXTURES / "wsj", splits={"train": "0001-0002", "validation": "01/*.mrg",
+    by_range = data.load_ptb(FIXTURES / "wsj", splits={"train": ["24-24"], "test": ["wsj_0000.mrg"]}, cache_dir=cache)
+    assert len(by_range["train"]) == 3 and by_range["test"]["file"] == ["00/wsj_0000.mrg"]
+    by_number = data.load_ptb(FIXTURES / "wsj", splits={"train": "2401-2402", "validation": "00/*.mrg",
                                                          "test": ["0201", "21"]}, cache_dir=cache)
-    assert by_number["train"]["file"] == ["00/wsj_0001.mrg", "00/wsj_0001.mrg", "00/wsj_0002.mrg"]
-    assert by_number["validation"]["file"] == ["01/wsj_0101.mrg"]
+    assert by_number["train"]["file"] == ["24/wsj_2401.mrg", "24/wsj_2401.mrg", "24/wsj_2402.mrg"]
+    assert by_number["validation"]["file"] == ["00/wsj_0000.mrg"]
     assert by_number["test"]["file"] == ["02/wsj_0201.mrg", "02/wsj_0201.mrg", "21/wsj_2101.mrg"]
-    ranged = data.load_ptb(FIXTURES / "wsj", splits={"train": "01-22"}, cache_dir=cache)
-    assert sorted({name.split("/")[0] for name in ranged["train"]["file"]}) == ["01", "02", "21", "22"]
+    ranged = data.load_ptb(FIXTURES / "wsj", splits={"train": "00-22"}, cache_dir=cache)
+    assert sorted({name.split("/")[0] for name in ranged["train"]["file"]}) == ["00", "02", "21", "22"]
 
 
 def test_ptb_split_errors(tmp_path, cache):
-    for section in ("00", "01"):  # a treebank with sections 00 and 01 only, like NLTK's sample
+    for section in ("00", "24"):  # a treebank with two sections only, like NLTK's sample (00, 01)
         shutil.copytree(FIXTURES / "wsj" / section, tmp_path / "wsj" / section)
     with pytest.raises(ValueError, match=r"split 'train': '02-21' matches no \.mrg file.*3 \.mrg files in WSJ "
-                                         r"section\(s\) 00, 01.*splits=\{'train': '00'"):
+                                         r"section\(s\) 00, 24.*splits=\{'train': '00'"):
         data.load_ptb(tmp_path / "wsj", cache_dir=cache)
     with pytest.raises(ValueError, match="split 'test': '07' matches no .mrg file"):
-        data.load_ptb(tmp_path / "wsj", splits={"train": "00", "test": "07"}, cache_dir=cache)
-    with pytest.raises(ValueError, match="'00/wsj_0001.mrg' is selected by both split 'train' and split 'test'"):
-        data.load_ptb(tmp_path / "wsj", splits={"train": "00", "test": "wsj_0001.mrg"}, cache_dir=cache)
+        data.load_ptb(tmp_path / "wsj", splits={"train": "24", "test": "07"}, cache_dir=cache)
+    with pytest.raises(ValueError, match="'24/wsj_2401.mrg' is selected by both split 'train' and split 'test'"):
+        data.load_ptb(tmp_path / "wsj", splits={"train": "24", "test": "wsj_2401.mrg"}, cache_dir=cache)
     with pytest.raises(ValueError, match="unknown tree normalization option"):
-        data.load_ptb(tmp_path / "wsj", splits={"train": "00"}, strip_tags=True, cache_dir=cache)
+        data.load_ptb(tmp_path / "wsj", splits={"train": "24"}, strip_tags=True, cache_dir=cache)
 
 
 def test_ptb_one_tree_per_line_files(cache):
