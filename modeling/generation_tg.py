@@ -23,7 +23,6 @@ re-encodes each hypothesis's whole prefix instead (same numbers, for tests and b
 Hub code: imports only torch and its sibling files.
 """
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

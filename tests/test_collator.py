@@ -1,6 +1,5 @@
 """The data collator: shapes, agreement with the grammar, padding, errors, and use inside Trainer."""
 
-import numpy as np
 import pytest
 import torch
 

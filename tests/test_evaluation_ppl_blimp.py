@@ -12,11 +12,10 @@ import pytest
 import torch
 
 import hf_slm
-from hf_slm.evaluation import blimp, perplexity
+from hf_slm.evaluation import blimp
 from hf_slm.evaluation.blimp import FIELDS, blimp_accuracy, ptb_words, read_blimp, run_blimp
 from hf_slm.evaluation.perplexity import (
     document_log_probs,
-    grammar_continues_after_sentence,
     read_proposals,
     word_perplexity,
 )
@@ -241,7 +240,6 @@ def test_document_level_is_refused_by_sentence_level_models(tg, terminals, tmp_p
     data = tmp_path / "docs.txt"
     data.write_text("the bird\nsings\n\nthe bird\n")
     for model, tokenizer in (tg, terminals):
-        assert grammar_continues_after_sentence(model) is False
         with pytest.raises(ValueError, match="needs a document-level model"):
             word_perplexity(model, tokenizer, data, document_level=True, progress=False)
 
@@ -302,6 +300,15 @@ def test_read_blimp_normalizes_the_field_and_limits_pairs_per_paradigm():
     assert len(limited) == 8 and {p["pairID"] for p in limited} == {"0", "1"}
     with pytest.raises(ValueError, match="does not exist"):
         read_blimp(BLIMP_FIXTURE / "missing")
+
+
+def test_read_blimp_names_the_file_and_line_of_a_bad_record(tmp_path):
+    good = (BLIMP_FIXTURE / "wh_island.jsonl").read_text().splitlines()[0]
+    for bad, message in (("{not json", "not a JSON object"), ("[1, 2]", "expected a JSON object, found list"),
+                         ('{"sentence_good": "A b ."}', "missing field")):
+        (tmp_path / "p.jsonl").write_text(good + "\n\n" + bad + "\n")
+        with pytest.raises(ValueError, match=rf"p\.jsonl, line 3: {message}"):
+            read_blimp(tmp_path / "p.jsonl")
 
 
 # Per paradigm, which of its four pairs the fake scorer gets right; "tie" gives both sentences one score.

@@ -25,7 +25,6 @@ from hf_slm.evaluation.syntaxgym import (
     parse_formula,
     run_syntaxgym,
 )
-from hf_slm.modeling.configuration_tg import TransformerGrammarConfig
 from hf_slm.modeling.modeling_tg import TransformerGrammarForCausalLM
 
 FIXTURES = Path(__file__).parent / "fixtures" / "syntaxgym"

@@ -26,6 +26,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from datasets import Features, Value
 
+from ..jsonl import iter_jsonl
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples, require_path,
 )
@@ -62,20 +63,9 @@ def _check_columns(found, file):
 
 
 def _jsonl_rows(file):
-    with open(file, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"XSum file {file}, line {number}: not a JSON object ({error.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(
-                    f"XSum file {file}, line {number}: expected a JSON object, found {type(record).__name__}"
-                )
-            _check_columns(record, f"{file}, line {number}")
-            yield _example(record, f"XSum file {file}, line {number}")
+    for number, record in iter_jsonl(file, "XSum file"):
+        _check_columns(record, f"{file}, line {number}")
+        yield _example(record, f"XSum file {file}, line {number}")
 
 
 def _csv_rows(file):

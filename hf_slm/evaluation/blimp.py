@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..jsonl import iter_jsonl
 from .perplexity import sentence_log_probs
 from .results import save_results
 
@@ -95,29 +96,22 @@ def read_blimp(data, limit=None):
     pairs = []
     for file in files:
         taken = defaultdict(int)
-        with open(file, encoding="utf-8") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{file}, line {line_number}: not JSON ({error})") from error
-                missing = [k for k in ("sentence_good", "sentence_bad", "field") if k not in record]
-                if missing:
-                    raise ValueError(f"{file}, line {line_number}: missing field(s) {missing}; expected a BLiMP pair")
-                uid = record.get("UID") or file.stem
-                if limit is not None and taken[uid] >= limit:
-                    continue
-                taken[uid] += 1
-                pairs.append({
-                    "UID": uid,
-                    "field": normalize_field(record["field"]),
-                    "linguistics_term": record.get("linguistics_term", ""),
-                    "pairID": str(record.get("pairID", taken[uid] - 1)),
-                    "sentence_good": record["sentence_good"],
-                    "sentence_bad": record["sentence_bad"],
-                })
+        for line_number, record in iter_jsonl(file, "BLiMP file"):
+            missing = [k for k in ("sentence_good", "sentence_bad", "field") if k not in record]
+            if missing:
+                raise ValueError(f"{file}, line {line_number}: missing field(s) {missing}; expected a BLiMP pair")
+            uid = record.get("UID") or file.stem
+            if limit is not None and taken[uid] >= limit:
+                continue
+            taken[uid] += 1
+            pairs.append({
+                "UID": uid,
+                "field": normalize_field(record["field"]),
+                "linguistics_term": record.get("linguistics_term", ""),
+                "pairID": str(record.get("pairID", taken[uid] - 1)),
+                "sentence_good": record["sentence_good"],
+                "sentence_bad": record["sentence_bad"],
+            })
     return pairs
 
 

@@ -51,7 +51,6 @@ import numpy as np
 from ..beam import score as beam_score
 from ..beam import score_documents
 from ..checks import check_tokenizer_matches
-from ..modeling.grammars import ActionKind, ActionLayout, grammar_for_config
 from ..scoring import action_log_probs, joint_log_probs
 from ..tokenization.trees import normalize_tree, parse_trees, read_trees
 from .parsing import iter_proposals
@@ -229,24 +228,6 @@ def proposal_log_probs(model, tokenizer, proposals, batch_size=32, progress=True
 
 
 # ---- document level -----------------------------------------------------------------------------------
-
-
-def grammar_continues_after_sentence(model):
-    """Whether the model's grammar lets a new sentence start after a complete one (document-level models).
-
-    Probes the grammar with the smallest complete sentence (`<s> (X w X)` or `<s> w </s>`).
-    """
-    layout = ActionLayout.from_config(model.config)
-    grammar = grammar_for_config(model.config)
-    terminal = next(i for i in range(model.config.vocab_size) if layout.kind(i) == ActionKind.TERMINAL)
-    if grammar.uses_eos:
-        sentence = [terminal, layout.eos_token_id]
-    else:
-        sentence = [layout.open_nt_start, terminal, layout.closing_id_for(layout.open_nt_start)]
-    state = grammar.start()
-    for action in [layout.bos_token_id, *sentence]:
-        grammar.step(state, action)
-    return bool(grammar.allowed_next_kinds(state))
 
 
 def document_log_probs(score_sequences, documents, bos_token_id):
@@ -452,7 +433,6 @@ __all__ = [
     "check_proposal_words",
     "describe_perplexity",
     "document_log_probs",
-    "grammar_continues_after_sentence",
     "is_tree_file",
     "proposal_log_probs",
     "read_documents",
