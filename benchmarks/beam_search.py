@@ -25,7 +25,8 @@ def load_model(path):
 
     if Path(path).exists():
         return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path), f"checkpoint {path}"
-    from hf_slm import SyntacticTokenizer, TransformerGrammarForCausalLM, preset_config, read_trees
+    from hf_slm import SyntacticTokenizer, preset_config, read_trees
+    from hf_slm.modeling.modeling_slm import causal_lm_for_config
     from hf_slm.quickstart import QUICKSTART_MODEL
 
     trees = read_trees(SAMPLE / "train.txt")
@@ -33,7 +34,7 @@ def load_model(path):
     tokenizer = SyntacticTokenizer.train(trees, vocab_size=2000, extra_nonterminals=labels)
     config = preset_config("tg-ptb", vocab_size=len(tokenizer), **QUICKSTART_MODEL, **tokenizer.action_layout)
     torch.manual_seed(0)
-    return TransformerGrammarForCausalLM(config), tokenizer, "a randomly initialized model (no checkpoint found)"
+    return causal_lm_for_config(config), tokenizer, "a randomly initialized model (no checkpoint found)"
 
 
 def main():

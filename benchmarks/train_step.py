@@ -60,36 +60,18 @@ def build_batches(batch_size, length):
     order = [i for i in np.argsort(-expanded) if expanded[i] <= length][:batch_size]
     chosen = [trees[i] for i in order]
     batches = {}
+    # pad_to_multiple_of=length: every model runs exactly `length` positions per row
     for grammar in ("tg", "choe_charniak"):
-        collate = SyntacticDataCollator(grammar, tokenizer.action_layout, return_relative_positions=False)
-        batch = collate(tokenizer(chosen)["input_ids"])
-        batches[grammar] = _pad(batch, length)
+        collate = SyntacticDataCollator(grammar, tokenizer.action_layout, pad_to_multiple_of=length)
+        batches[grammar] = collate(tokenizer(chosen)["input_ids"])
     words = SyntacticTokenizer.train(trees, vocab_size=VOCAB - 600, linearization="terminals")
-    collate = SyntacticDataCollator("terminals", words.action_layout, return_relative_positions=False)
-    batches["terminals"] = _pad(collate(words(chosen)["input_ids"]), length)
+    collate = SyntacticDataCollator("terminals", words.action_layout, pad_to_multiple_of=length)
+    batches["terminals"] = collate(words(chosen)["input_ids"])
     tg = batches["tg"]
-    batches["gpt2"] = {"input_ids": tg["input_ids"], "labels": tg["input_ids"].clone()}
-    real = int((tg["input_ids"] != 0).sum())
+    positions = tg["input_ids"].gather(1, tg["expansion_index"])  # TG's expanded ids, [B, length]
+    batches["gpt2"] = {"input_ids": positions, "labels": positions.masked_fill(tg["position_kinds"] == 0, -100)}
+    real = int((tg["position_kinds"] != 0).sum())
     return batches, tokenizer.action_layout, words.action_layout, real
-
-
-def _pad(batch, length):
-    import torch
-    import torch.nn.functional as F
-
-    extra = length - batch["input_ids"].shape[1]
-    if extra <= 0:
-        return batch
-    batch = dict(batch)
-    batch["input_ids"] = F.pad(batch["input_ids"], (0, extra))
-    batch["labels"] = F.pad(batch["labels"], (0, extra), value=-100)
-    mask = F.pad(batch["attention_mask"], (0, extra, 0, extra))
-    mask |= torch.eye(length, dtype=torch.bool)[None]  # padding rows attend themselves, as the collator does
-    batch["attention_mask"] = mask
-    start = batch["position_coordinates"].shape[1]
-    tail = torch.arange(start, length)[None].expand(len(mask), -1) if batch["position_coordinates"].max() >= start - 1 else torch.zeros(len(mask), extra, dtype=torch.long)
-    batch["position_coordinates"] = torch.cat([batch["position_coordinates"], tail], dim=1)
-    return batch
 
 
 def measure(name, steps, batch_size, length):
@@ -107,13 +89,14 @@ def measure(name, steps, batch_size, length):
         model = GPT2LMHeadModel(config)
         batch = batches["gpt2"]
     else:
-        from hf_slm import TransformerGrammarConfig, TransformerGrammarForCausalLM
+        from hf_slm.modeling.configuration_slm import config_for_grammar
+        from hf_slm.modeling.modeling_slm import causal_lm_for_config
 
         chosen_layout = words_layout if name == "terminals" else layout
-        config = TransformerGrammarConfig(vocab_size=VOCAB, grammar=name, max_sequence_length=max(length, 512),
+        config = config_for_grammar(vocab_size=VOCAB, grammar=name, max_sequence_length=max(length, 512),
                                           embedding_dropout=0.0, core_dropout=0.0, final_dropout=0.0,
                                           **MODEL, **chosen_layout)
-        model = TransformerGrammarForCausalLM(config)
+        model = causal_lm_for_config(config)
         batch = batches[name]
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)

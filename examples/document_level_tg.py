@@ -10,7 +10,7 @@ scale, with every step a user would run on BLLIP:
   2. train a tokenizer, then `hf-slm data prepare --loader bllip --document-level`;
   3. `hf-slm train` on the prepared folder (its config gets document_level=True);
   4. `hf-slm eval ppl --document-level` on test documents: each sentence scored by beam search after the
-     greedy best trees of the sentences before it (an upper bound on the perplexity).
+     greedy best trees of the sentences before it (an approximation of the perplexity, not a bound).
 
     python examples/document_level_tg.py --output runs/doc-tg        # about 10 minutes on 2 CPU cores
     python examples/document_level_tg.py --preset txl-terminals-ptb --output runs/doc-txl   # its baselines
@@ -20,7 +20,9 @@ import argparse
 import json
 from pathlib import Path
 
-from hf_slm import PRESETS, SyntacticTokenizer, TransformerGrammarForCausalLM, read_trees
+from transformers import AutoModelForCausalLM
+
+from hf_slm import PRESETS, SyntacticTokenizer, read_trees
 from hf_slm.checks import LINEARIZATION_OF_GRAMMAR
 from hf_slm.data.prepare import prepare_dataset
 from hf_slm.evaluation.perplexity import word_perplexity
@@ -82,7 +84,7 @@ def main():
                              max_sequence_length=1024, attention_dropout=0.0),
     )
     train(setup)
-    model = TransformerGrammarForCausalLM.from_pretrained(output / "model").eval()
+    model = AutoModelForCausalLM.from_pretrained(output / "model").eval()
     tokenizer = SyntacticTokenizer.from_pretrained(output / "model")
     assert model.config.document_level, "a prepared document-level dataset makes a document-level model"
 

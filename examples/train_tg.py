@@ -14,7 +14,8 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
-from hf_slm import SyntacticDataCollator, SyntacticTokenizer, TransformerGrammarForCausalLM, preset_config, read_trees
+from hf_slm import SyntacticDataCollator, SyntacticTokenizer, preset_config, read_trees
+from hf_slm.modeling.modeling_slm import causal_lm_for_config
 from hf_slm.scoring import action_log_probs, action_perplexity
 from hf_slm.training import make_optimizer
 
@@ -45,12 +46,12 @@ def main():
     config = preset_config(preset, vocab_size=len(tokenizer), hidden_size=128, intermediate_size=512,
                            num_hidden_layers=4, num_attention_heads=4, attention_dropout=0.0,
                            max_sequence_length=512, **tokenizer.action_layout)
-    model = TransformerGrammarForCausalLM(config)
+    model = causal_lm_for_config(config)
 
     # 4. Data: only action ids are stored; the collator derives masks and relative positions per batch.
     train_data = Dataset.from_dict({"input_ids": tokenizer(train_trees)["input_ids"]})
     dev_data = Dataset.from_dict({"input_ids": tokenizer(dev_trees)["input_ids"]})
-    collator = SyntacticDataCollator(args.grammar, tokenizer.action_layout, return_relative_positions=False)
+    collator = SyntacticDataCollator(args.grammar, tokenizer.action_layout)
 
     # 5. Training.
     optimizer, scheduler = make_optimizer(model, learning_rate=1e-3, warmup_steps=50, total_steps=args.max_steps,

@@ -28,6 +28,7 @@ class ActionVocabulary:
             open_nt_stop=self.close_nt_start,
             close_nt_start=self.close_nt_start,
             close_nt_stop=len(tokens),
+            unk_token_id=3,
         )
 
     @classmethod

@@ -1,8 +1,9 @@
 """Checks that a tokenizer and a model were made for each other."""
 
-from .modeling.grammars import ActionLayout
+from .modeling.grammars import GRAMMARS, ActionLayout
 
-LINEARIZATION_OF_GRAMMAR = {"tg": "top_down", "choe_charniak": "top_down", "terminals": "terminals"}
+# What a tokenizer must produce for each grammar (each grammar class says it).
+LINEARIZATION_OF_GRAMMAR = {name: rules.linearization for name, rules in GRAMMARS.items()}
 
 
 def check_tokenizer_matches(config, tokenizer):

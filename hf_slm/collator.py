@@ -11,41 +11,41 @@ from .modeling.grammars import ActionLayout, get_grammar
 
 
 class SyntacticDataCollator:
-    """Collate `{"input_ids": [<s>, actions...]}` features into TG / TXL (CC) / TXL (terminals) inputs.
+    """Collate `{"input_ids": [<s>, actions...]}` features into model inputs, with the grammar's structure
+    precomputed (the fast training path; the model computes the same itself from input_ids alone).
 
-    Returns a dict of tensors:
-        input_ids           [B, T'] long, expanded ids padded with the pad id
-        attention_mask      [B, T', T'] bool, row i = positions i may attend (padding columns masked;
-                            a padding row attends only itself so no softmax row is empty)
-        relative_positions  [B, T', T'] long, 0 where not attended (left out with return_relative_positions=False)
-        position_coordinates [B, T'] long, c with relative_positions[b, i, j] = c[b, i] - c[b, j] wherever
-                            attended (TG: tree depth; causal grammars: the position). The model's fast
-                            attention path needs only these.
-        labels              [B, T'] long, -100 on COMPOSE copies, the last position and padding
+    Returns a dict of tensors, T = the longest action sequence, T' = the longest expanded one:
+        input_ids            [B, T] long, action ids, right-padded with the pad id
+        attention_mask       [B, T] long, 1 for real actions (the tokenizer's padding mask)
+        labels               [B, T] long, = input_ids with -100 on padding (the model shifts them)
+        expansion_index      [B, T'] long, the action each expanded position comes from
+        position_mask        [B, T', T'] bool, row i = positions i may attend (padding columns masked;
+                             a padding row attends only itself so no softmax row is empty)
+        position_coordinates [B, T'] long, c with relative position c[i] - c[j] wherever attended (TG: tree
+                             depth; causal grammars: the position)
+        position_kinds       [B, T'] long, PositionKind (COMPOSE copies, padding...)
+        prediction_index     [B, T] long, the position whose output predicts action t + 1
 
     Works as `data_collator` of transformers.Trainer. Features may be dicts with "input_ids" (other keys,
-    such as a tokenizer's 1-D attention_mask, are ignored) or plain lists of ids.
+    such as a tokenizer's attention_mask, are ignored) or plain lists of ids.
 
     Args:
-        grammar: "tg", "choe_charniak" or "terminals".
+        grammar: a grammar name ("tg", "choe_charniak", "terminals") or a grammar object.
         layout: an ActionLayout or a dict of its fields (`tokenizer.action_layout`).
         max_length: raise ValueError when an expanded sequence is longer (nothing is truncated).
-        pad_to_multiple_of: round the padded length up.
+        pad_to_multiple_of: round the padded expanded length up.
         validate: check every sequence against the grammar (a clear error instead of a silent bad mask).
-        return_relative_positions: include the [B, T', T'] matrix (training needs only the coordinates).
         document_level: each sequence is a document, several trees after one `<s>`
             (`tokenizer.encode_document`); the model's config must say document_level=True too.
     """
 
-    def __init__(self, grammar, layout, max_length=None, pad_to_multiple_of=None, validate=True,
-                 return_relative_positions=True, document_level=False):
+    def __init__(self, grammar, layout, max_length=None, pad_to_multiple_of=None, validate=True, document_level=False):
         if isinstance(layout, dict):
             layout = ActionLayout(**layout)
         self.grammar = get_grammar(grammar, layout, document_level) if isinstance(grammar, str) else grammar
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
         self.validate = validate
-        self.return_relative_positions = return_relative_positions
 
     @classmethod
     def from_tokenizer(cls, tokenizer, grammar="tg", **kwargs):
@@ -62,16 +62,23 @@ class SyntacticDataCollator:
             validate=self.validate,
             pad_to_multiple_of=self.pad_to_multiple_of,
             max_length=self.max_length,
+            with_relative_positions=False,
         )
-        features = {
-            "input_ids": torch.from_numpy(batch["input_ids"]),
-            "attention_mask": torch.from_numpy(batch["attention_mask"]),
+        lengths = batch["action_lengths"]
+        width = int(lengths.max())
+        real = np.arange(width)[None, :] < lengths[:, None]
+        input_ids = np.full((len(sequences), width), pad, dtype=np.int64)
+        input_ids[real] = np.concatenate(sequences)
+        return {
+            "input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(real.astype(np.int64)),
+            "labels": torch.from_numpy(np.where(real, input_ids, -100)),
+            "expansion_index": torch.from_numpy(batch["expansion_index"]),
+            "position_mask": torch.from_numpy(batch["attention_mask"]),
             "position_coordinates": torch.from_numpy(batch["position_coordinates"]),
-            "labels": torch.from_numpy(batch["labels"]),
+            "position_kinds": torch.from_numpy(batch["position_kinds"].astype(np.int64)),
+            "prediction_index": torch.from_numpy(batch["prediction_index"]),
         }
-        if self.return_relative_positions:
-            features["relative_positions"] = torch.from_numpy(batch["relative_positions"])
-        return features
 
 
 def _strip_trailing(ids, pad):

@@ -67,7 +67,7 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, 
     stage(4, "sampling trees (ancestral sampling over legal actions)")
     from .sampling import sample_trees
 
-    samples = sample_trees(model, num_samples=3, max_actions=80, word_start_mask=tokenizer.word_start_mask,
+    samples = sample_trees(model, num_samples=3, max_words=20, word_start_mask=tokenizer.word_start_mask,
                            incomplete_word_ids=tokenizer.incomplete_word_ids, seed=seed)
     for sample in samples:
         log("  " + tokenizer.decode(sample))

@@ -17,7 +17,7 @@ from .modeling.grammars import ActionLayout, grammar_for_config
 def collator_for(model, **kwargs):
     """The data collator matching a model's grammar and id layout."""
     return SyntacticDataCollator(grammar_for_config(model.config), ActionLayout.from_config(model.config),
-                                 max_length=model.config.max_sequence_length, return_relative_positions=False, **kwargs)
+                                 max_length=model.config.max_sequence_length, **kwargs)
 
 
 @torch.no_grad()
@@ -33,12 +33,13 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
     batches = range(0, len(sequences), batch_size)
     for start in tqdm(batches, desc="scoring", disable=not progress, unit="batch"):
         batch = collate(list(sequences[start : start + batch_size]))
-        labels = batch["labels"]
         logits = model(**{k: v.to(device) for k, v in batch.items() if k != "labels"}).logits.float()
-        log_probs = torch.log_softmax(logits, dim=-1).cpu()
-        picked = log_probs.gather(-1, labels.clamp(min=0)[..., None])[..., 0]
-        for row in range(len(labels)):
-            results.append(picked[row][labels[row] != -100].numpy().astype(np.float64))
+        # logits[:, t] predicts action t + 1 (the HF causal-LM contract)
+        log_probs = torch.log_softmax(logits[:, :-1], dim=-1).cpu()
+        targets = batch["labels"][:, 1:]
+        picked = log_probs.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+        for row in range(len(targets)):
+            results.append(picked[row][targets[row] != -100].numpy().astype(np.float64))
     return results
 
 

@@ -25,9 +25,9 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from .checks import LINEARIZATION_OF_GRAMMAR, check_tokenizer_matches
 from .collator import SyntacticDataCollator
 from .data.prepare import PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer
-from .modeling.configuration_tg import PRESETS, preset_config
+from .modeling.configuration_slm import PRESETS, preset_config
 from .modeling.grammars import ActionLayout, get_grammar
-from .modeling.modeling_tg import TransformerGrammarForCausalLM
+from .modeling.modeling_slm import causal_lm_for_config
 from .tokenization.tokenization_slm import SyntacticTokenizer
 from .tokenization.trees import read_trees
 
@@ -340,7 +340,7 @@ def train(setup, log=print):
     config = preset_config(setup.preset, **overrides)
     check_tokenizer_matches(config, tokenizer)
     torch.manual_seed(setup.seed)
-    model = TransformerGrammarForCausalLM(config)
+    model = causal_lm_for_config(config)
     log(f"model: {setup.preset} ({grammar}), {sum(p.numel() for p in model.parameters()):,} parameters")
 
     document_level = bool(getattr(config, "document_level", False))
@@ -355,7 +355,7 @@ def train(setup, log=print):
     if eval_trees:
         eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, config.max_sequence_length, "evaluation trees")
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout, max_length=config.max_sequence_length,
-                                     return_relative_positions=False, document_level=document_level)
+                                     document_level=document_level)
     optimizer, scheduler = make_optimizer(
         model, schedule["learning_rate"], schedule["warmup_steps"], schedule["max_steps"],
         schedule["initial_learning_rate"], schedule["final_learning_rate"],

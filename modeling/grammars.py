@@ -9,6 +9,11 @@ on the same rules:
 - `start()` / `step(state, id)`: one action at a time (generation, beam search), a direct transcription
   of the paper's algorithm. Tests hold the two equal on thousands of random trees.
 
+`legal_actions(state)` is the one source of legality: a bool mask over the vocabulary of the actions that
+may follow a prefix. `step` validates with it, the sampler and the beam search start from it (search
+constraints such as forced words or p_c are a separate layer, search_constraints.py), and the vectorized
+validation of whole batches is a fast path that tests hold equal to it.
+
 Grammars:
 - `tg` (Transformer Grammars, paper 000, Algorithm 1): each closing nonterminal is duplicated into a
   COMPOSE copy (attends its opening NT, its children still on the stack and itself; predicts nothing)
@@ -81,6 +86,8 @@ class ActionLayout:
     open_nt_stop: int
     close_nt_start: int
     close_nt_stop: int
+    unk_token_id: int | None = None  # a terminal that legality allows (data has unknown words) and generation never picks
+    vocab_size: int | None = None  # number of ids; None: close_nt_stop (hf-slm vocabularies end with the NTs)
 
     def __post_init__(self):
         n_open = self.open_nt_stop - self.open_nt_start
@@ -90,6 +97,14 @@ class ActionLayout:
                 f"closing nonterminal range has {n_close} ids; expected {n_open} (one per opening label), "
                 "1 (unlabeled) or 0 (no nonterminals)"
             )
+
+    @property
+    def size(self):
+        """Number of ids in the vocabulary (every id past the specials and nonterminals is a terminal)."""
+        if self.vocab_size is not None:
+            return int(self.vocab_size)
+        return max(self.close_nt_stop, self.open_nt_stop, self.pad_token_id + 1, self.bos_token_id + 1,
+                   self.eos_token_id + 1)
 
     @property
     def labeled(self):
@@ -116,12 +131,17 @@ class ActionLayout:
         return self.close_nt_start + (open_id - self.open_nt_start)
 
     def to_dict(self):
-        return dict(self.__dict__)
+        """The id ranges and specials, as config fields (not vocab_size: a model may have more ids)."""
+        return {name: value for name, value in self.__dict__.items() if name != "vocab_size"}
 
     @classmethod
     def from_config(cls, config):
         """Read the layout from a model config (fields of the same names)."""
-        return cls(**{name: int(getattr(config, name)) for name in cls.__dataclass_fields__})
+        fields = {}
+        for name in cls.__dataclass_fields__:
+            value = getattr(config, name, None)
+            fields[name] = None if value is None else int(value)
+        return cls(**fields)
 
 
 @dataclass
@@ -147,6 +167,9 @@ class NewPosition:
     relative_positions: np.ndarray  # relative position to each attended position
     predicts: bool  # whether this position's output predicts the next action
     coordinate: int = 0  # c with relative position c_i - c_j (TG: depth; causal grammars: the position)
+    # References to inputs added to this position's token embedding, for grammars that need them (DTG: the
+    # embedding of the head's last piece, at a position index). TG and the causal grammars add none.
+    extra_inputs: tuple = ()
 
 
 class _GrammarState:
@@ -187,46 +210,75 @@ class Grammar:
     name = None
     duplicates_closing = False
     uses_eos = False
+    # Default clipping range of relative positions (None for the maximum: max_sequence_length - 1).
+    relative_position_range = (0, None)
+    causal = False  # see CausalRules
+    # What a tokenizer for this grammar must produce ("top_down" bracketed trees, or "terminals" only).
+    linearization = "top_down"
 
     def __init__(self, layout, document_level=False):
         self.layout = layout
         self.document_level = bool(document_level)
+        self.vocab_size = layout.size
+        self._kinds = layout.kinds(np.arange(self.vocab_size))
+        self._mask_cache = {}
 
-    # ---- legality -----------------------------------------------------------------------------
-    def allowed_next_kinds(self, state):
-        """The set of ActionKind that may follow the prefix in `state`."""
+    # ---- legality: the one source ------------------------------------------------------------------
+    def legal_actions(self, state):
+        """Bool mask [vocab_size] of the actions that may follow the prefix in `state`.
+
+        The returned array is shared and read-only: copy it before changing it. Subclasses define
+        `_legal_after_start`; everything that needs legality (validation, sampling, beam search) asks here.
+        """
         if state.finished:
-            return frozenset()
+            return self._mask()
         if state.num_actions == 0:
-            return frozenset({ActionKind.BOS})
-        if self.uses_eos:
-            return frozenset({ActionKind.TERMINAL, ActionKind.EOS} if state.num_terminals else {ActionKind.TERMINAL})
-        if not state.open_ids:  # only <s> so far: a tree starts with its root
-            return frozenset({ActionKind.OPEN_NT})
-        kinds = {ActionKind.OPEN_NT, ActionKind.TERMINAL}
-        if state.children[-1] > 0:
-            kinds.add(ActionKind.CLOSE_NT)
-        return frozenset(kinds)
+            return self._mask(ActionKind.BOS)
+        return self._legal_after_start(state)
 
-    def allowed_closing_id(self, state):
-        """The one closing action id that may close the innermost open constituent (None if none open)."""
+    def _legal_after_start(self, state):
+        """Bracketed trees (TG, TXL (CC)): a root opens after `<s>` (in a document, after every closed
+        root); inside a constituent any NT opens and any word comes; the innermost constituent closes, with
+        its own label, once it has a child."""
         if not state.open_ids:
-            return None
-        return self.layout.closing_id_for(state.open_ids[-1])
+            return self._mask(ActionKind.OPEN_NT)
+        if state.children[-1] == 0:
+            return self._mask(ActionKind.OPEN_NT, ActionKind.TERMINAL)
+        closing = self.layout.closing_id_for(state.open_ids[-1])
+        return self._mask(ActionKind.OPEN_NT, ActionKind.TERMINAL, extra_id=closing)
+
+    def _mask(self, *kinds, extra_id=None):
+        """The read-only mask of every id of the given kinds, plus `extra_id` (cached: a handful exist)."""
+        key = (kinds, extra_id)
+        if key not in self._mask_cache:
+            mask = np.isin(self._kinds, np.array(kinds, dtype=np.int8)) if kinds else np.zeros(self.vocab_size, bool)
+            if extra_id is not None:
+                mask[extra_id] = True
+            mask.setflags(write=False)
+            self._mask_cache[key] = mask
+        return self._mask_cache[key]
+
+    def allowed_next_kinds(self, state):
+        """The set of ActionKind that `legal_actions(state)` allows (for messages and inspection)."""
+        return frozenset(ActionKind(int(k)) for k in np.unique(self._kinds[self.legal_actions(state)]))
 
     def _check_action(self, state, action_id, kind):
-        allowed = self.allowed_next_kinds(state)
+        """Raise ValueError naming the action and what was expected, unless `legal_actions` allows it."""
+        legal = self.legal_actions(state)
+        if 0 <= action_id < len(legal) and legal[action_id]:
+            return
         where = f"action {state.num_actions} (id {action_id}, {kind.name})"
-        if kind not in allowed:
-            expected = ", ".join(sorted(k.name for k in allowed)) or "nothing (the sequence is complete)"
-            raise ValueError(f"{self.name} grammar: {where} is not allowed here; expected {expected}")
-        if kind == ActionKind.CLOSE_NT and self.layout.labeled:
-            expected_id = self.allowed_closing_id(state)
-            if action_id != expected_id:
-                raise ValueError(
-                    f"{self.name} grammar: {where} closes the wrong label; expected id {expected_id} to close "
-                    f"the constituent opened by id {state.open_ids[-1]}"
-                )
+        if not 0 <= action_id < len(legal):
+            raise ValueError(f"{self.name} grammar: {where} is outside the vocabulary of {len(legal)} ids")
+        allowed = self.allowed_next_kinds(state)
+        if kind in allowed:  # the kind may come here, but not this id: a closing NT of the wrong label
+            expected = np.flatnonzero(legal & (self._kinds == kind)).tolist()
+            raise ValueError(
+                f"{self.name} grammar: {where} closes the wrong label; expected id {expected[0] if len(expected) == 1 else expected} "
+                f"to close the constituent opened by id {state.open_ids[-1]}"
+            )
+        expected = ", ".join(sorted(k.name for k in allowed)) or "nothing (the sequence is complete)"
+        raise ValueError(f"{self.name} grammar: {where} is not allowed here; expected {expected}")
 
     # ---- incremental ----------------------------------------------------------------------------
     def start(self):
@@ -235,7 +287,7 @@ class Grammar:
     def step(self, state, action_id):
         """Feed one action; return the list of NewPosition it expands to (validating it first)."""
         action_id = int(action_id)
-        kind = self.layout.kind(action_id)
+        kind = ActionKind(int(self._kinds[action_id])) if 0 <= action_id < self.vocab_size else self.layout.kind(action_id)
         self._check_action(state, action_id, kind)
         positions = self._positions_for(state, action_id, kind)
         self._advance(state, action_id, kind, opening_position=state.length - 1)
@@ -286,6 +338,25 @@ class Grammar:
         if not self._valid_sequences(flat, require_complete)[0]:
             self._raise_first_error(flat.sequences[0], require_complete)
 
+    def valid_sequences(self, sequences, require_complete=True):
+        """A bool per sequence: whether it follows the rules (the vectorized fast path of `legal_actions`)."""
+        return self._valid_sequences(_FlatBatch([np.asarray(ids, dtype=np.int64) for ids in sequences], self.layout),
+                                     require_complete)
+
+    def validate_batch(self, sequences, require_complete=True):
+        """Check many sequences at once (vectorized); raise ValueError naming the first bad one and its action."""
+        self._validate_flat(_FlatBatch([np.asarray(ids, dtype=np.int64) for ids in sequences], self.layout),
+                            require_complete)
+
+    def _validate_flat(self, flat, require_complete):
+        valid = self._valid_sequences(flat, require_complete)
+        if not valid.all():
+            index = int(np.flatnonzero(~valid)[0])
+            try:
+                self._raise_first_error(flat.sequences[index], require_complete)
+            except ValueError as error:
+                raise ValueError(f"sequence {index}: {error}") from None
+
     def _raise_first_error(self, ids, require_complete):
         """Replay a sequence action by action with the incremental rules, to name what is wrong."""
         state = self.start()
@@ -305,6 +376,7 @@ class Grammar:
         last = flat.starts + flat.lengths - 1
         count = len(first)
         bad = (kinds == ActionKind.PAD) | ((kinds == ActionKind.BOS) != flat.is_first)
+        bad |= (flat.ids < 0) | (flat.ids >= self.vocab_size)
         if self.uses_eos:
             bad |= (kinds == ActionKind.OPEN_NT) | (kinds == ActionKind.CLOSE_NT)
             is_eos = kinds == ActionKind.EOS
@@ -366,15 +438,20 @@ class Grammar:
     def sequence(self, ids, validate=True, require_complete=True):
         """Expanded ids, attention mask, relative positions, labels and depths for one sequence."""
         batch = self.batch([ids], validate=validate, require_complete=require_complete)
-        return GrammarSequence(**{name: value[0] for name, value in batch.items() if name != "lengths"})
+        fields = GrammarSequence.__dataclass_fields__
+        return GrammarSequence(**{name: value[0] for name, value in batch.items() if name in fields})
 
-    def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None):
+    def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None,
+              with_relative_positions=True):
         """Model inputs for a batch of action-id sequences, padded to the longest expanded length.
 
-        Returns numpy arrays: input_ids [B, T'] (padded with pad_token_id), position_kinds [B, T'],
-        attention_mask [B, T', T'] bool, relative_positions [B, T', T'] int64, labels [B, T'] and
-        depth [B, T'], plus lengths [B]. Padding columns are never attended; a padding row attends only
-        itself (so that no softmax row is empty) and predicts nothing.
+        Returns numpy arrays over the T' expanded positions: input_ids [B, T'] (padded with pad_token_id),
+        position_kinds [B, T'], attention_mask [B, T', T'] bool, relative_positions [B, T', T'] int64 (only
+        with `with_relative_positions`), labels [B, T'] (the action each position predicts), depth [B, T'],
+        position_coordinates [B, T'], expansion_index [B, T'] (the action each position comes from),
+        lengths [B]; and over the T actions: prediction_index [B, T] (the position whose output predicts
+        the next action; 0 for padding) and action_lengths [B]. Padding columns are never attended; a
+        padding row attends only itself (so that no softmax row is empty) and predicts nothing.
         Raises ValueError naming the sequence when one breaks the grammar or expands past `max_length`.
         """
         sequences = [np.asarray(ids, dtype=np.int64) for ids in sequences]
@@ -388,13 +465,7 @@ class Grammar:
                 )
         flat = _FlatBatch(sequences, self.layout)
         if validate:
-            valid = self._valid_sequences(flat, require_complete)
-            if not valid.all():
-                index = int(np.flatnonzero(~valid)[0])
-                try:
-                    self._raise_first_error(sequences[index], require_complete)
-                except ValueError as error:
-                    raise ValueError(f"sequence {index}: {error}") from None
+            self._validate_flat(flat, require_complete)
         expanded = self._expanded_vectors(flat)
         lengths = expanded.lengths
         if max_length is not None and lengths.max() > max_length:
@@ -430,20 +501,26 @@ class Grammar:
                 mask[row, length:, :] = False
                 mask[row, :, length:] = False
         mask |= np.eye(width, dtype=bool)[None]
-        relative_positions = (relative_positions * mask).astype(np.int64)  # 0 wherever nothing is attended
         predicts = padded(expanded.kinds != PositionKind.CLOSE_COMPOSE, False)
         labels = np.full((len(sequences), width), IGNORE_INDEX, dtype=np.int64)
         labels[:, :-1] = np.where(predicts[:, :-1] & valid[:, 1:], vectors["input_ids"][:, 1:], IGNORE_INDEX)
-        return {
+        prediction_index = np.zeros((len(sequences), int(flat.lengths.max())), dtype=np.int64)
+        prediction_index[flat.sequence_index, flat.local_position] = expanded.output_position
+        result = {
             "input_ids": vectors["input_ids"],
             "position_kinds": vectors["position_kinds"],
             "attention_mask": mask,
-            "relative_positions": relative_positions,
             "labels": labels,
             "depth": vectors["depth"],
             "position_coordinates": self._coordinates(vectors),
+            "expansion_index": padded(expanded.source_action.astype(np.int64), 0),
+            "prediction_index": prediction_index,
             "lengths": lengths,
+            "action_lengths": flat.lengths,
         }
+        if with_relative_positions:  # 0 wherever nothing is attended
+            result["relative_positions"] = (relative_positions * mask).astype(np.int64)
+        return result
 
     def _coordinates(self, vectors):
         """Per-position c with relative position R_ij = c_i - c_j on every attended cell."""
@@ -492,19 +569,28 @@ class _Expanded:
         self.sequence_index = np.repeat(np.arange(len(lengths)), lengths)
         self.local_position = np.arange(len(ids)) - starts[self.sequence_index]
         self.depth = self.pushed = self.pop_time = None
+        self.source_action = None  # per position: the index of the action it comes from, in its sequence
+        self.output_position = None  # per action (flat like the actions): its position that predicts the next
 
 
 def _expand(flat, duplicate_closing):
     """Expanded positions: with `duplicate_closing`, each closing NT becomes a COMPOSE and a STACK copy."""
     position_kinds = _POSITION_KIND_OF_ACTION[flat.kinds]
     if not duplicate_closing:
-        return _Expanded(flat.ids, position_kinds, flat.lengths)
+        expanded = _Expanded(flat.ids, position_kinds, flat.lengths)
+        expanded.source_action = expanded.output_position = flat.local_position
+        return expanded
     is_close = flat.kinds == ActionKind.CLOSE_NT
     repeats = 1 + is_close
     kinds = np.repeat(position_kinds, repeats)
     kinds[np.cumsum(repeats)[is_close] - 2] = PositionKind.CLOSE_COMPOSE
     extra = np.bincount(flat.sequence_index, weights=is_close, minlength=len(flat.lengths)).astype(np.int64)
-    return _Expanded(np.repeat(flat.ids, repeats), kinds, flat.lengths + extra)
+    expanded = _Expanded(np.repeat(flat.ids, repeats), kinds, flat.lengths + extra)
+    expanded.source_action = np.repeat(flat.local_position, repeats)
+    # An action's last position is the one that predicts (TG: the STACK copy of a closing NT).
+    last = np.cumsum(repeats) - 1
+    expanded.output_position = expanded.local_position[last]
+    return expanded
 
 
 _POSITION_KIND_OF_ACTION = np.array(
@@ -525,6 +611,7 @@ class TransformerGrammarRules(Grammar):
 
     name = "tg"
     duplicates_closing = True
+    relative_position_range = (-1, 62)  # the reference's 64 values: depth differences beyond are clipped
 
     def _positions_for(self, state, action_id, kind):
         new = []
@@ -638,6 +725,10 @@ def tg_stack_lifetimes(expanded):
 class CausalRules(Grammar):
     """Causal attention and linear relative positions i - j (Transformer-XL)."""
 
+    # One position per action, each attending every earlier one, coordinate = its index: a model may build
+    # this structure itself for any layout of the batch (left padding, a KV cache).
+    causal = True
+
     def _positions_for(self, state, action_id, kind):
         position = state.length
         state.length += 1
@@ -676,6 +767,13 @@ class TerminalsRules(CausalRules):
 
     name = "terminals"
     uses_eos = True
+    linearization = "terminals"
+
+    def _legal_after_start(self, state):
+        """Words, and `</s>` once there is at least one."""
+        if state.num_terminals:
+            return self._mask(ActionKind.TERMINAL, ActionKind.EOS)
+        return self._mask(ActionKind.TERMINAL)
 
     def _check_action(self, state, action_id, kind):
         if kind in (ActionKind.OPEN_NT, ActionKind.CLOSE_NT):
@@ -693,12 +791,17 @@ GRAMMARS = {
 }
 
 
+def grammar_class(name):
+    """The grammar class called `name`, for its class-level facts (defaults, linearization)."""
+    if name not in GRAMMARS:
+        raise ValueError(f"unknown grammar {name!r}; expected one of {sorted(GRAMMARS)}")
+    return GRAMMARS[name]
+
+
 def get_grammar(name, layout, document_level=False):
     """The grammar called `name` ("tg", "choe_charniak" or "terminals") over an ActionLayout; with
     document_level, one sequence holds the trees of a whole document (see Grammar)."""
-    if name not in GRAMMARS:
-        raise ValueError(f"unknown grammar {name!r}; expected one of {sorted(GRAMMARS)}")
-    return GRAMMARS[name](layout, document_level=document_level)
+    return grammar_class(name)(layout, document_level=document_level)
 
 
 def grammar_for_config(config):

@@ -3,7 +3,8 @@
 import torch
 
 import hf_slm
-from hf_slm import TransformerGrammarConfig, TransformerGrammarForCausalLM
+from hf_slm.modeling.configuration_slm import config_for_grammar
+from hf_slm.modeling.modeling_slm import causal_lm_for_config
 
 # Prepended to scripts run in a fresh interpreter: hf_slm and nltk cannot be imported there (a meta-path
 # finder in front of every other, the editable install's included), so only a checkpoint's hub code serves.
@@ -32,10 +33,10 @@ def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", lineariz
     tokenizer = hf_slm.SyntacticTokenizer.train(trees, vocab_size=vocab_size, linearization=linearization)
     options = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
     options.update(config)
-    model_config = TransformerGrammarConfig(vocab_size=len(tokenizer), grammar=grammar, **options,
+    model_config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, **options,
                                             **tokenizer.action_layout)
     torch.manual_seed(seed)
-    model = TransformerGrammarForCausalLM(model_config).eval()
+    model = causal_lm_for_config(model_config).eval()
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory, model, tokenizer

@@ -14,9 +14,9 @@ import torch
 import hf_slm
 from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch
 from hf_slm.action_vocab import ActionVocabulary
-from hf_slm.modeling.configuration_tg import TransformerGrammarConfig
+from hf_slm.modeling.configuration_slm import config_for_grammar
 from hf_slm.modeling.grammars import ActionKind, get_grammar
-from hf_slm.modeling.modeling_tg import TransformerGrammarForCausalLM
+from hf_slm.modeling.modeling_slm import causal_lm_for_config
 from hf_slm.scoring import action_log_probs, joint_log_probs
 
 from conftest import ISOLATION_PREAMBLE, save_tiny_checkpoint
@@ -27,12 +27,12 @@ SENTENCE = [[VOCAB.ids["a"]], [VOCAB.ids["b1"], VOCAB.ids["b2"]], [VOCAB.ids["c"
 
 
 def tiny_model(grammar, seed=0, vocab=VOCAB, **overrides):
-    config = TransformerGrammarConfig(
+    config = config_for_grammar(
         vocab_size=len(vocab.tokens), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=32, grammar=grammar, **vocab.layout.to_dict(), **overrides,
     )
     torch.manual_seed(seed)
-    return TransformerGrammarForCausalLM(config).eval()
+    return causal_lm_for_config(config).eval()
 
 
 def all_trees(grammar, words, max_nonterminals):
@@ -53,7 +53,7 @@ def all_trees(grammar, words, max_nonterminals):
                     grammar.step(child, label)
                     extend(ids + [label], child, word, 0)
             if ActionKind.CLOSE_NT in kinds and (len(state.open_ids) > 1 or word == len(words)):
-                closing = grammar.allowed_closing_id(state)
+                closing = VOCAB.layout.closing_id_for(state.open_ids[-1])
                 child = state.clone()
                 grammar.step(child, closing)
                 extend(ids + [closing], child, word, 0)
@@ -100,18 +100,12 @@ def test_marginals_are_prefix_probabilities_on_an_exhaustive_beam():
     trees = all_trees(grammar, SENTENCE, max_nonterminals=3)
     # Prefixes of every tree up to (and including) its first word, without duplicates.
     prefixes = sorted({tuple(t[: t.index(SENTENCE[0][0]) + 1]) for t in trees})
-    total = []  # log p of each prefix, action by action (prefixes are not complete trees)
+    total = []  # log p of each prefix: the HF contract scores prefixes (logits[:, t] predicts action t + 1)
     for prefix in prefixes:
-        ids = list(prefix)
-        log_probs = []
-        for k in range(1, len(ids)):
-            with torch.no_grad():
-                batch = grammar.batch([ids[:k]], require_complete=False)
-                logits = model(input_ids=torch.from_numpy(batch["input_ids"]),
-                               attention_mask=torch.from_numpy(batch["attention_mask"]),
-                               position_coordinates=torch.from_numpy(batch["position_coordinates"])).logits
-            log_probs.append(float(torch.log_softmax(logits[0, -1], -1)[ids[k]]))
-        total.append(sum(log_probs))
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prefix])).logits[0]
+        log_probs = torch.log_softmax(logits[:-1], -1).gather(1, torch.tensor(prefix[1:])[:, None])
+        total.append(float(log_probs.sum()))
     assert -result.surprisals[0] == pytest.approx(float(torch.logsumexp(torch.tensor(total), 0)), abs=1e-5)
 
 

@@ -18,8 +18,8 @@ from hf_slm.evaluation.parsing import (
     rerank,
     write_proposals,
 )
-from hf_slm.modeling.configuration_tg import TransformerGrammarConfig
-from hf_slm.modeling.modeling_tg import TransformerGrammarForCausalLM
+from hf_slm.modeling.configuration_slm import config_for_grammar
+from hf_slm.modeling.modeling_slm import causal_lm_for_config
 from hf_slm.scoring import joint_log_probs
 from hf_slm.tokenization.trees import normalize_tree, parse_tree, parse_trees
 
@@ -249,10 +249,10 @@ PROPOSALS = [
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     tokenizer = hf_slm.SyntacticTokenizer.train(TREES, vocab_size=30)
-    config = TransformerGrammarConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
+    config = config_for_grammar(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
                                       num_attention_heads=2, intermediate_size=32, **tokenizer.action_layout)
     torch.manual_seed(0)
-    model = TransformerGrammarForCausalLM(config).eval()
+    model = causal_lm_for_config(config).eval()
     return model, tokenizer
 
 

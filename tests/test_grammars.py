@@ -198,8 +198,8 @@ def test_legal_next_kinds():
     for action_id, expected in zip(ids, expected_after):
         grammar.step(state, action_id)
         assert grammar.allowed_next_kinds(state) == expected
-        if A.CLOSE_NT in expected:
-            assert vocab.tokens[grammar.allowed_closing_id(state)] == ("NP)" if state.num_actions == 4 else "S)")
+        legal_closing = [vocab.tokens[i] for i in np.flatnonzero(grammar.legal_actions(state)) if vocab.tokens[i].endswith(")")]
+        assert legal_closing == ([("NP)" if state.num_actions == 4 else "S)")] if A.CLOSE_NT in expected else [])
 
 
 def test_terminals_legal_next_kinds():
@@ -387,22 +387,20 @@ def test_vectorized_validation_agrees_with_incremental_rules(tree, seed, edit):
         ids[k], ids[k + 1] = ids[k + 1], ids[k]
     else:
         ids[k] = int(rng.integers(1, len(VOCAB.tokens)))
+    prefix = ids[: int(rng.integers(1, len(ids) + 1))]
     for name in ("tg", "choe_charniak"):
         grammar = get_grammar(name, VOCAB.layout)
-        try:
-            state = grammar.start()
-            for action_id in ids:
-                kind = grammar.layout.kind(action_id)
-                if kind not in grammar.allowed_next_kinds(state):
-                    raise ValueError
-                if kind == ActionKind.CLOSE_NT and action_id != grammar.allowed_closing_id(state):
-                    raise ValueError
+        for sequence, complete in ((ids, True), (prefix, False)):
+            # legal_actions alone decides, action by action: the vectorized check must agree with it.
+            state, step_ok = grammar.start(), True
+            for action_id in sequence:
+                if not grammar.legal_actions(state)[action_id]:
+                    step_ok = False
+                    break
                 grammar.step(state, action_id)
-            step_ok = state.finished
-        except ValueError:
-            step_ok = False
-        if step_ok:
-            grammar.validate(ids)
-        else:
-            with pytest.raises(ValueError):
-                grammar.validate(ids)
+            step_ok = step_ok and (grammar.is_complete(state) or not complete)
+            if step_ok:
+                grammar.validate(sequence, require_complete=complete)
+            else:
+                with pytest.raises(ValueError):
+                    grammar.validate(sequence, require_complete=complete)

@@ -9,9 +9,9 @@ import textwrap
 import pytest
 import torch
 
-from hf_slm import SyntacticDataCollator, SyntacticTokenizer, TransformerGrammarConfig, TransformerGrammarForCausalLM
+from hf_slm import SyntacticDataCollator, SyntacticTokenizer, joint_log_probs
 
-from conftest import ISOLATION_PREAMBLE
+from conftest import ISOLATION_PREAMBLE, save_tiny_checkpoint
 
 TREES = [
     "(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",
@@ -19,7 +19,8 @@ TREES = [
     "(ROOT (NP (NP (DT the) (NN end)) (PP (IN of) (NP (PRP it)))))",
 ]
 
-# Runs in a fresh interpreter without hf_slm and nltk (see conftest.ISOLATION_PREAMBLE).
+# Runs in a fresh interpreter without hf_slm and nltk (see conftest.ISOLATION_PREAMBLE): the README's
+# canonical snippet, model(**tokenizer(trees, return_tensors="pt", padding=True), labels=input_ids).
 CHILD = ISOLATION_PREAMBLE + r'''
 import json, sys, torch
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
@@ -28,46 +29,52 @@ checkpoint, inputs_path, output_path = sys.argv[1:4]
 model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True).eval()
 base = AutoModel.from_pretrained(checkpoint, trust_remote_code=True).eval()
 tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)
-inputs = torch.load(inputs_path)
+trees = torch.load(inputs_path)["trees"]
+inputs = tokenizer(trees, return_tensors="pt", padding=True)
 with torch.no_grad():
-    logits = model(**inputs["batch"]).logits
-    derived = model(input_ids=inputs["batch"]["input_ids"]).logits  # structure from the hub grammar
-    hidden = base(input_ids=inputs["batch"]["input_ids"], attention_mask=inputs["batch"]["attention_mask"]).last_hidden_state
-encoded = tokenizer(inputs["trees"])["input_ids"]
+    output = model(**inputs, labels=inputs["input_ids"])
+    hidden = base(**inputs).last_hidden_state
+    # log p(x, y) of each tree: the sum of the shifted log-probs of its actions
+    log_probs = torch.log_softmax(output.logits[:, :-1], -1).gather(-1, inputs["input_ids"][:, 1:, None])[..., 0]
+    joint = (log_probs * inputs["attention_mask"][:, 1:]).sum(-1)
 torch.save({
-    "logits": logits, "derived": derived, "hidden": hidden, "encoded": encoded,
-    "decoded": [tokenizer.decode(ids) for ids in encoded],
-    "classes": [type(model).__module__, type(base).__module__, type(tokenizer).__module__],
+    "loss": output.loss, "logits": output.logits, "hidden": hidden, "joint": joint,
+    "input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"],
+    "decoded": [tokenizer.decode(ids, skip_special_tokens=False) for ids in tokenizer(trees)["input_ids"]],
+    "classes": [type(model).__name__, type(model).__module__, type(base).__module__, type(tokenizer).__module__],
 }, output_path)
 '''
 
+GRAMMARS = {  # grammar -> (linearization, family class name)
+    "tg": ("top_down", "TransformerGrammar"),
+    "choe_charniak": ("top_down", "TransformerXL"),
+    "terminals": ("terminals", "TransformerXL"),
+}
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("checkpoint")
-    tokenizer = SyntacticTokenizer.train(TREES, vocab_size=40)
-    config = TransformerGrammarConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, **tokenizer.action_layout,
-    )
-    torch.manual_seed(0)
-    model = TransformerGrammarForCausalLM(config).eval()
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
+
+@pytest.fixture(scope="module", params=sorted(GRAMMARS))
+def checkpoint(request, tmp_path_factory):
+    grammar = request.param
+    directory = tmp_path_factory.mktemp(f"checkpoint-{grammar}")
+    _, model, tokenizer = save_tiny_checkpoint(directory, TREES, vocab_size=40, grammar=grammar,
+                                               linearization=GRAMMARS[grammar][0], hidden_size=32,
+                                               num_attention_heads=4, intermediate_size=64)
     return directory, model, tokenizer
 
 
 def test_checkpoint_files_and_auto_map(checkpoint):
-    directory, _, _ = checkpoint
+    directory, model, _ = checkpoint
+    family = GRAMMARS[model.config.grammar][1]
     files = set(os.listdir(directory))
-    assert {"model.safetensors", "config.json", "modeling_tg.py", "configuration_tg.py", "grammars.py",
-            "tokenization_slm.py", "trees.py", "linearizers.py", "tree_type.py"} <= files
+    assert {"model.safetensors", "config.json", "modeling_slm.py", "configuration_slm.py", "backbone.py", "grammars.py",
+            "generation_slm.py", "search_constraints.py", "safe_loading.py", "tokenization_slm.py", "trees.py",
+            "linearizers.py", "tree_type.py"} <= files
     assert not any(name.endswith((".bin", ".pt", ".pth")) for name in files)
     auto_map = json.loads((directory / "config.json").read_text())["auto_map"]
     assert auto_map == {
-        "AutoConfig": "configuration_tg.TransformerGrammarConfig",
-        "AutoModel": "modeling_tg.TransformerGrammarModel",
-        "AutoModelForCausalLM": "modeling_tg.TransformerGrammarForCausalLM",
+        "AutoConfig": f"configuration_slm.{family}Config",
+        "AutoModel": f"modeling_slm.{family}Model",
+        "AutoModelForCausalLM": f"modeling_slm.{family}ForCausalLM",
     }
     tokenizer_map = json.loads((directory / "tokenizer_config.json").read_text())["auto_map"]
     assert tokenizer_map["AutoTokenizer"][0] == "tokenization_slm.SyntacticTokenizer"
@@ -77,19 +84,22 @@ def test_auto_classes_with_hf_slm_installed(checkpoint):
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     directory, model, tokenizer = checkpoint
-    assert type(AutoConfig.from_pretrained(directory)).__name__ == "TransformerGrammarConfig"
+    family = GRAMMARS[model.config.grammar][1]
+    assert type(AutoConfig.from_pretrained(directory)).__name__ == f"{family}Config"
     loaded = AutoModelForCausalLM.from_pretrained(directory).eval()
-    assert type(AutoModel.from_pretrained(directory)).__name__ == "TransformerGrammarModel"
+    assert type(loaded).__name__ == f"{family}ForCausalLM"
+    assert type(AutoModel.from_pretrained(directory)).__name__ == f"{family}Model"
     assert AutoTokenizer.from_pretrained(directory)(TREES)["input_ids"] == tokenizer(TREES)["input_ids"]
-    batch = SyntacticDataCollator.from_tokenizer(tokenizer)(tokenizer(TREES)["input_ids"])
+    batch = SyntacticDataCollator.from_tokenizer(tokenizer, grammar=model.config.grammar)(tokenizer(TREES)["input_ids"])
     with torch.no_grad():
         assert torch.equal(loaded(**batch).logits, model(**batch).logits)
 
 
-def test_remote_code_load_in_an_interpreter_without_hf_slm(checkpoint, tmp_path):
+def test_hf_contract_in_an_interpreter_without_hf_slm(checkpoint, tmp_path):
+    """model(**tokenizer(trees, padding=True), labels=input_ids) through trust_remote_code equals hf-slm's
+    collator path (the loss) and joint_log_probs (log p(x, y) per tree)."""
     directory, model, tokenizer = checkpoint
-    batch = SyntacticDataCollator.from_tokenizer(tokenizer)(tokenizer(TREES)["input_ids"])
-    torch.save({"batch": batch, "trees": TREES}, tmp_path / "inputs.pt")
+    torch.save({"trees": TREES}, tmp_path / "inputs.pt")
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(CHILD))
     env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), PYTHONPATH="", PYTHONNOUSERSITE="1")
@@ -99,16 +109,20 @@ def test_remote_code_load_in_an_interpreter_without_hf_slm(checkpoint, tmp_path)
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = torch.load(tmp_path / "out.pt")
-    assert all(module.startswith("transformers_modules") for module in out["classes"]), out["classes"]
-    valid = batch["input_ids"] != tokenizer.pad_token_id
+    assert out["classes"][0] == f"{GRAMMARS[model.config.grammar][1]}ForCausalLM"
+    assert all(module.startswith("transformers_modules") for module in out["classes"][1:]), out["classes"]
+    ids = tokenizer(TREES)["input_ids"]
+    batch = SyntacticDataCollator.from_tokenizer(tokenizer, grammar=model.config.grammar)(ids)
     with torch.no_grad():
-        expected = model(**batch).logits
-        hidden = model.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-    assert torch.allclose(out["logits"], expected, atol=1e-6)
-    assert torch.allclose(out["derived"][valid], expected[valid], atol=1e-5)
-    assert torch.allclose(out["hidden"], hidden, atol=1e-6)
-    assert out["encoded"] == tokenizer(TREES)["input_ids"]
-    assert out["decoded"] == [tokenizer.decode(ids) for ids in tokenizer(TREES)["input_ids"]]
+        expected = model(**batch)
+        hidden = model.model(**{k: v for k, v in batch.items() if k != "labels"}).last_hidden_state
+    real = out["attention_mask"].bool()
+    assert torch.equal(out["input_ids"][real], batch["input_ids"][batch["attention_mask"].bool()])
+    assert out["loss"].item() == pytest.approx(expected.loss.item(), rel=1e-5)
+    assert torch.allclose(out["logits"][real], expected.logits[real], atol=1e-5)
+    assert torch.allclose(out["hidden"][real], hidden[real], atol=1e-5)
+    assert out["joint"].tolist() == pytest.approx(joint_log_probs(model, ids), abs=1e-4)
+    assert out["decoded"] == [tokenizer.decode(i, skip_special_tokens=False) for i in ids]
 
 
 def test_broken_checkpoints_give_clear_errors(checkpoint, tmp_path):
@@ -126,10 +140,10 @@ def test_broken_checkpoints_give_clear_errors(checkpoint, tmp_path):
         AutoModelForCausalLM.from_pretrained(broken)
 
 
-def test_tokenizer_that_does_not_match_the_model_is_refused(checkpoint):
+def test_tokenizer_that_does_not_match_the_model_is_refused(tmp_path):
     from hf_slm import check_tokenizer_matches
 
-    _, model, tokenizer = checkpoint
+    _, model, tokenizer = save_tiny_checkpoint(tmp_path, TREES, vocab_size=40, grammar="tg")
     check_tokenizer_matches(model.config, tokenizer)
     other = SyntacticTokenizer.train(TREES + ["(ROOT (FRAG (UH oh)))"], vocab_size=40)  # one more label
     with pytest.raises(ValueError, match="open_nt_stop is .* in the tokenizer but .* in the model config"):

@@ -8,8 +8,10 @@ import torch
 
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.collator import SyntacticDataCollator
-from hf_slm.modeling.configuration_tg import PRESETS, TransformerGrammarConfig, preset_config
-from hf_slm.modeling.modeling_tg import TransformerGrammarForCausalLM, TransformerGrammarModel
+from hf_slm.modeling.backbone import PositionStructure
+from hf_slm.modeling.configuration_slm import PRESETS, TransformerGrammarConfig, config_for_grammar, preset_config
+from hf_slm.modeling.grammars import get_grammar
+from hf_slm.modeling.modeling_slm import TransformerGrammarModel, causal_lm_for_config
 
 TREES = [
     "(S (NP the blue bird NP) (VP sings VP) S)",
@@ -27,12 +29,12 @@ def tiny_config(grammar="tg", **overrides):
         intermediate_size=32, grammar=grammar, max_sequence_length=128, **LAYOUT,
     )
     options.update(overrides)
-    return TransformerGrammarConfig(**options)
+    return config_for_grammar(**options)
 
 
 def tiny_model(grammar="tg", seed=0, **overrides):
     torch.manual_seed(seed)
-    model = TransformerGrammarForCausalLM(tiny_config(grammar, **overrides)).eval()
+    model = causal_lm_for_config(tiny_config(grammar, **overrides)).eval()
     with torch.no_grad():  # non-zero biases so that every term of the formula matters
         for name, parameter in model.named_parameters():
             if name.endswith((".u", ".v", "bias")):
@@ -65,10 +67,10 @@ def hand_forward(model, ids, mask, relpos):
     def gelu(x):
         return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
 
-    h = p["model.embed_tokens.weight"][ids]
+    h = p["model.decoder.embed_tokens.weight"][ids]
     n = len(ids)
     for k in range(cfg.num_hidden_layers):
-        a = f"model.layers.{k}.attentions.0"
+        a = f"model.decoder.layers.{k}.attentions.0"
         q = h @ p[a + ".q_proj.weight"].T
         key = h @ p[a + ".k_proj.weight"].T
         val = h @ p[a + ".v_proj.weight"].T
@@ -85,33 +87,80 @@ def hand_forward(model, ids, mask, relpos):
                 weights = np.exp(np.array(scores) - max(scores))
                 weights /= weights.sum()
                 out[i, s] = sum(w * val[j, s] for w, j in zip(weights, attended))
-        attn = out @ p[f"model.layers.{k}.o_projs.0.weight"].T + p[f"model.layers.{k}.o_projs.0.bias"]
-        h = layer_norm(h + attn, f"model.layers.{k}.ln_attention")
-        ffn = gelu(h @ p[f"model.layers.{k}.ffn_in.weight"].T + p[f"model.layers.{k}.ffn_in.bias"])
-        ffn = ffn @ p[f"model.layers.{k}.ffn_out.weight"].T + p[f"model.layers.{k}.ffn_out.bias"]
-        h = layer_norm(h + ffn, f"model.layers.{k}.ln_ffn")
-    return h @ p["model.embed_tokens.weight"].T + p["output_bias"]
+        attn = out @ p[f"model.decoder.layers.{k}.o_projs.0.weight"].T + p[f"model.decoder.layers.{k}.o_projs.0.bias"]
+        h = layer_norm(h + attn, f"model.decoder.layers.{k}.ln_attention")
+        ffn = gelu(h @ p[f"model.decoder.layers.{k}.ffn_in.weight"].T + p[f"model.decoder.layers.{k}.ffn_in.bias"])
+        ffn = ffn @ p[f"model.decoder.layers.{k}.ffn_out.weight"].T + p[f"model.decoder.layers.{k}.ffn_out.bias"]
+        h = layer_norm(h + ffn, f"model.decoder.layers.{k}.ln_ffn")
+    return h @ p["model.decoder.embed_tokens.weight"].T + p["output_bias"]
 
 
 @pytest.mark.parametrize("grammar", ["tg", "choe_charniak"])
 def test_loss_equals_hand_computation(grammar):
+    """The HF contract (labels=input_ids, shifted inside) and the collator's fast path both give the mean NLL
+    of the predicted actions, computed here by hand over the grammar's positions (Algorithm 1's masks,
+    relative positions and labels, tested against the paper's figure in test_grammars)."""
     model = tiny_model(grammar)
-    inputs = batch(grammar, TREES[:2])
-    loss = model(**inputs).loss.item()
+    sequences = [VOCAB.encode(t.split()) for t in TREES[:2]]
+    rules = get_grammar(grammar, VOCAB.layout)
     total, count = 0.0, 0
-    for row in range(2):
-        n = int((inputs["input_ids"][row] != VOCAB.layout.pad_token_id).sum())
-        logits = hand_forward(
-            model, inputs["input_ids"][row, :n].numpy(), inputs["attention_mask"][row, :n, :n].numpy(),
-            inputs["relative_positions"][row, :n, :n].numpy(),
-        )
-        for i, label in enumerate(inputs["labels"][row, :n].tolist()):
+    for ids in sequences:
+        expanded = rules.sequence(ids)
+        logits = hand_forward(model, expanded.input_ids, expanded.attention_mask, expanded.relative_positions)
+        for i, label in enumerate(expanded.labels.tolist()):
             if label != -100:
                 log_z = np.log(np.exp(logits[i] - logits[i].max()).sum()) + logits[i].max()
                 total += log_z - logits[i, label]
                 count += 1
-    assert count == int((inputs["labels"] != -100).sum())
-    assert loss == pytest.approx(total / count, rel=1e-5)
+    assert count == sum(len(ids) - 1 for ids in sequences)  # every action after <s> is predicted once
+    width = max(len(ids) for ids in sequences)
+    input_ids = torch.tensor([ids + [0] * (width - len(ids)) for ids in sequences])
+    attention_mask = (input_ids != 0).long()
+    contract = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids).loss.item()
+    collated = model(**batch(grammar, TREES[:2])).loss.item()
+    assert contract == pytest.approx(total / count, rel=1e-5)
+    assert collated == pytest.approx(total / count, rel=1e-5)
+
+
+@pytest.mark.parametrize("grammar", ["tg", "choe_charniak", "terminals"])
+def test_contract_and_collator_paths_give_identical_loss_and_gradients(grammar):
+    # train mode (what Trainer runs) without dropout, so that the two paths can be compared
+    model = tiny_model(grammar, num_unrestricted_heads=1, embedding_dropout=0.0, core_dropout=0.0, final_dropout=0.0).train()
+    inputs = batch(grammar) if grammar != "terminals" else SyntacticDataCollator("terminals", LAYOUT)(
+        [VOCAB.encode([w for w in t.split() if "(" not in w and ")" not in w], add_eos=True) for t in TREES])
+    results = []
+    for fast in (True, False):
+        model.zero_grad()
+        given = inputs if fast else {k: inputs[k] for k in ("input_ids", "attention_mask")}
+        output = model(**given, labels=inputs["input_ids"]) if not fast else model(**given)
+        output.loss.backward()
+        results.append((output.loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
+    assert results[0][1].keys() == results[1][1].keys() and results[0][1]
+    for name, grad in results[0][1].items():
+        assert torch.allclose(grad, results[1][1][name], atol=1e-6), name
+
+
+def test_logits_at_t_predict_action_t_plus_1():
+    """log p(x, y) from the shifted logits equals the sum, action by action, of one-step-longer prefixes."""
+    model = tiny_model("tg")
+    ids = VOCAB.encode(TREES[0].split())
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0]
+        for t in range(1, len(ids)):
+            prefix_logits = model(input_ids=torch.tensor([ids[:t]])).logits[0, -1]
+            assert torch.allclose(logits[t - 1], prefix_logits, atol=1e-5)
+
+
+def test_unknown_forward_inputs_are_rejected():
+    model = tiny_model("tg")
+    inputs = batch("tg", TREES[:1])
+    with pytest.raises(TypeError, match=r"unexpected inputs \['relative_positions'\]"):
+        model(**inputs, relative_positions=torch.zeros(1))
+    with pytest.raises(ValueError, match="precomputed structure needs all"):
+        model(input_ids=inputs["input_ids"], position_mask=inputs["position_mask"])
+    with pytest.raises(ValueError, match="expected the \\[B, T\\] padding mask"):
+        model(input_ids=inputs["input_ids"], attention_mask=inputs["position_mask"])
 
 
 # ---- masks restrict --------------------------------------------------------------------------------
@@ -133,13 +182,17 @@ def test_tg_masks_really_restrict():
     for grammar in ("tg", "choe_charniak"):
         torch.manual_seed(0)
         config = tiny_config(grammar, vocab_size=len(vocab.tokens), **layout)
-        model = TransformerGrammarForCausalLM(config).eval()
+        model = causal_lm_for_config(config).eval()
         collate = SyntacticDataCollator(grammar, layout)
         a, b = collate([vocab.encode(tree.split())]), collate([vocab.encode(other.split())])
-        changed = int((a["input_ids"][0] != b["input_ids"][0]).nonzero()[0])
-        with torch.no_grad():
-            difference = (model(**a).logits[0] - model(**b).logits[0]).abs().amax(-1)
-        outputs[grammar] = (a["attention_mask"][0].numpy(), changed, difference)
+        positions_a = a["input_ids"].gather(1, a["expansion_index"])[0]
+        positions_b = b["input_ids"].gather(1, b["expansion_index"])[0]
+        changed = int((positions_a != positions_b).nonzero()[0])
+        with torch.no_grad():  # per position: the last layer's hidden states
+            hidden_a = model(**a, output_hidden_states=True).hidden_states[-1][0]
+            hidden_b = model(**b, output_hidden_states=True).hidden_states[-1][0]
+        difference = (hidden_a - hidden_b).abs().amax(-1)
+        outputs[grammar] = (a["position_mask"][0].numpy(), changed, difference)
     mask, changed, difference = outputs["tg"]
     blind = ~reachable(mask, 2)[:, changed]
     assert blind.sum() >= 5  # e.g. `sings` and everything after the NP is composed, in a 2-layer model
@@ -165,10 +218,10 @@ def test_tg_masks_really_restrict():
 def test_fast_and_reference_attention_agree(grammar, options):
     model = tiny_model(grammar, **options)
     inputs = batch(grammar)
-    valid = inputs["input_ids"] != VOCAB.layout.pad_token_id
+    valid = inputs["attention_mask"].bool()
     results = {}
     for implementation in ("auto", "reference"):
-        model.model.relative_attention = implementation
+        model.config.relative_attention = implementation
         model.zero_grad()
         output = model(**inputs)
         output.loss.backward()
@@ -180,7 +233,7 @@ def test_fast_and_reference_attention_agree(grammar, options):
     for name in fast[1]:
         assert torch.allclose(fast[1][name], reference[1][name], atol=1e-5), name
     # The grammar-derived structure (no mask passed) gives the same logits as the collator's.
-    model.model.relative_attention = "auto"
+    model.config.relative_attention = "auto"
     derived = model(input_ids=inputs["input_ids"]).logits.detach()
     assert torch.allclose(derived[valid], fast[0][valid], atol=1e-5)
 
@@ -191,7 +244,7 @@ def test_gathered_bias_path_agrees_when_coordinates_span_many_values():
     inputs = SyntacticDataCollator("choe_charniak", LAYOUT)([VOCAB.encode(long_tree.split())])
     model.config.max_sequence_length = 256
     fast = model(**inputs).logits
-    model.model.relative_attention = "reference"
+    model.config.relative_attention = "reference"
     assert torch.allclose(fast, model(**inputs).logits, atol=1e-5)
 
 
@@ -204,35 +257,74 @@ def test_all_unrestricted_tg_equals_causal_model():
         state[name.replace("unrestricted_attention", "attentions.0")] = value
     causal.load_state_dict(state)
     inputs = batch("tg")
-    n = inputs["input_ids"].shape[1]
-    causal_mask = torch.tril(torch.ones(n, n, dtype=torch.bool))[None].expand(len(TREES), -1, -1)
-    positions = torch.arange(n)[None].expand(len(TREES), -1)
-    expected = causal(input_ids=inputs["input_ids"], attention_mask=causal_mask, position_coordinates=positions).logits
-    valid = inputs["input_ids"] != VOCAB.layout.pad_token_id
-    assert torch.allclose(tg(**inputs).logits[valid], expected[valid], atol=1e-5)
+    position_ids = inputs["input_ids"].gather(1, inputs["expansion_index"])
+    kinds = inputs["position_kinds"]
+    n = position_ids.shape[1]
+    positions = torch.where(kinds != 0, torch.arange(n)[None], torch.full_like(kinds, -1))
+    tg_structure = PositionStructure(inputs["position_mask"], inputs["position_coordinates"], positions, kinds, -1)
+    causal_structure = PositionStructure(torch.zeros(len(TREES), n, n, dtype=torch.bool), positions.clamp(min=0),
+                                         positions, None, 0)
+    causal_structure.mask = causal_structure.causal_mask()
+    valid = kinds != 0
+    with torch.no_grad():
+        expected = causal.forward_positions(position_ids, causal_structure)
+        assert torch.allclose(tg.forward_positions(position_ids, tg_structure)[valid], expected[valid], atol=1e-5)
 
 
 def test_cache_gives_the_same_logits_as_one_pass():
+    """TG positions fed in two calls with a KV cache (as the beam search does) equal one pass."""
     model = tiny_model("tg")
     inputs = batch("tg", TREES[:1])
-    full = model(**inputs).logits
-    split = 7
-    first = model(
-        input_ids=inputs["input_ids"][:, :split], attention_mask=inputs["attention_mask"][:, :split, :split],
-        position_coordinates=inputs["position_coordinates"][:, :split], use_cache=True,
-    )
-    second = model(
-        input_ids=inputs["input_ids"][:, split:], attention_mask=inputs["attention_mask"][:, split:, :],
-        position_coordinates=inputs["position_coordinates"], past_key_values=first.past_key_values, use_cache=True,
-    )
-    assert torch.allclose(torch.cat([first.logits, second.logits], dim=1), full, atol=1e-5)
+    position_ids = inputs["input_ids"].gather(1, inputs["expansion_index"])
+    n = position_ids.shape[1]
+    positions = torch.arange(n)[None]
+    mask, coordinates, kinds = inputs["position_mask"], inputs["position_coordinates"], inputs["position_kinds"]
+    with torch.no_grad():
+        full = model.forward_positions(position_ids, PositionStructure(mask, coordinates, positions, kinds, -1))
+        from transformers import DynamicCache
+
+        cache, split = DynamicCache(), 7
+        first = model.forward_positions(position_ids[:, :split], PositionStructure(
+            mask[:, :split, :split], coordinates[:, :split], positions[:, :split], kinds[:, :split], -1), cache)
+        second = model.forward_positions(position_ids[:, split:], PositionStructure(
+            mask[:, split:], coordinates, positions, kinds[:, split:], -1), cache)
+    assert torch.allclose(torch.cat([first, second], dim=1), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("grammar", ["choe_charniak", "terminals"])
+def test_causal_models_extend_a_cache_from_action_ids(grammar):
+    """The HF contract with past_key_values (what transformers' generate does), left padding included."""
+    model = tiny_model(grammar)
+    ids = VOCAB.encode(TREES[1].split()) if grammar != "terminals" else VOCAB.encode(["a", "dog", "barks"], add_eos=True)
+    short = ids[:5]
+    width = len(ids)
+    input_ids = torch.tensor([ids, [0] * (width - len(short)) + short])  # second row left-padded
+    attention_mask = (torch.arange(width)[None] >= torch.tensor([[0], [width - len(short)]])).long()
+    with torch.no_grad():
+        full = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        split = width - 3  # every row has a real action in the first call, as in generation
+        first = model(input_ids=input_ids[:, :split], attention_mask=attention_mask[:, :split], use_cache=True)
+        second = model(input_ids=input_ids[:, split:], attention_mask=attention_mask,
+                       past_key_values=first.past_key_values, use_cache=True)
+    real = attention_mask.bool()
+    assert torch.allclose(torch.cat([first.logits, second.logits], dim=1)[real], full[real], atol=1e-5)
+    alone = model(input_ids=torch.tensor([short])).logits[0]
+    assert torch.allclose(full[1, real[1]], alone, atol=1e-5)
+
+
+def test_tg_refuses_a_cache_from_action_ids():
+    model = tiny_model("tg")
+    ids = torch.tensor([VOCAB.encode(TREES[0].split())])
+    first = model(input_ids=ids[:, :3], use_cache=True)
+    with pytest.raises(ValueError, match="cached decoding goes through model.generate"):
+        model(input_ids=ids[:, 3:], past_key_values=first.past_key_values, use_cache=True)
 
 
 # ---- sizes and errors ------------------------------------------------------------------------------
 
 def parameter_count(config):
     with torch.device("meta"):
-        model = TransformerGrammarForCausalLM(config)
+        model = causal_lm_for_config(config)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -251,7 +343,9 @@ def test_presets_are_complete():
     with pytest.raises(ValueError, match="unknown preset 'tg-wsj'"):
         preset_config("tg-wsj")
     with pytest.raises(ValueError, match="unknown grammar 'rnng'"):
-        TransformerGrammarConfig(grammar="rnng")
+        config_for_grammar("rnng")
+    with pytest.raises(ValueError, match="TransformerGrammarConfig does not take grammar 'terminals'.*TransformerXLConfig"):
+        TransformerGrammarConfig(grammar="terminals")
 
 
 def test_input_longer_than_maximum_is_an_error():
@@ -266,6 +360,7 @@ def test_base_model_returns_hidden_states():
     base.load_state_dict({k[len("model."):]: v for k, v in model.state_dict().items() if k.startswith("model.")})
     inputs = batch("tg")
     hidden = base.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).last_hidden_state
-    assert hidden.shape == (*inputs["input_ids"].shape, 16)
+    assert hidden.shape == (*inputs["input_ids"].shape, 16)  # one per action, not per expanded position
     expected = model(**inputs).logits
-    assert torch.allclose(hidden @ model.lm_head.weight.T + model.output_bias, expected, atol=1e-5)
+    real = inputs["attention_mask"].bool()
+    assert torch.allclose((hidden @ model.lm_head.weight.T + model.output_bias)[real], expected[real], atol=1e-5)

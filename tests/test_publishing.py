@@ -19,7 +19,8 @@ from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArgum
 
 from hf_slm import SyntacticDataCollator, TransformerGrammarForCausalLM
 from hf_slm.cli import main
-from hf_slm.modeling.modeling_tg import PickleWeightsRefusedError, TransformerGrammarModel
+from hf_slm.modeling.modeling_slm import TransformerGrammarModel
+from hf_slm.modeling.safe_loading import PickleWeightsRefusedError
 from hf_slm.publishing import check_checkpoint, push_checkpoint
 
 from conftest import ISOLATION_PREAMBLE, save_tiny_checkpoint
@@ -31,7 +32,7 @@ TREES = [
     "(ROOT (S (NP (DT a) (NN dog)) (VP (VBZ barks) (PP (IN at) (NP (DT the) (NN moon))))))",
     "(ROOT (NP (NP (DT the) (NN end)) (PP (IN of) (NP (PRP it)))))",
 ]
-HUB_CODE = {"modeling_tg.py", "configuration_tg.py", "grammars.py", "generation_tg.py", "tokenization_slm.py",
+HUB_CODE = {"modeling_slm.py", "configuration_slm.py", "backbone.py", "grammars.py", "generation_slm.py", "search_constraints.py", "safe_loading.py", "tokenization_slm.py",
             "trees.py", "linearizers.py", "tree_type.py"}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl")
 
@@ -323,7 +324,7 @@ def test_check_checkpoint_names_what_is_missing(published, tmp_path):
 
     cases = {
         "model.safetensors": "it has no weights",
-        "modeling_tg.py": r"config.json needs modeling_tg.py \(named by its auto_map\)",
+        "modeling_slm.py": r"config.json needs modeling_slm.py \(named by its auto_map\)",
         "grammars.py": r"config.json needs grammars.py \(imported by \w+\.py\)",
         "tokenization_slm.py": r"tokenizer_config.json needs tokenization_slm.py \(named by its auto_map\)",
         "tokenizer_config.json": r"no tokenizer \(tokenizer_config.json\)",

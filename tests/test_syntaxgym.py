@@ -25,7 +25,7 @@ from hf_slm.evaluation.syntaxgym import (
     parse_formula,
     run_syntaxgym,
 )
-from hf_slm.modeling.modeling_tg import TransformerGrammarForCausalLM
+from hf_slm.modeling.modeling_slm import TransformerGrammarForCausalLM
 
 FIXTURES = Path(__file__).parent / "fixtures" / "syntaxgym"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -82,9 +82,10 @@ def test_vocabulary_ranges_are_contiguous_and_match_the_action_layout(which, req
     tok = request.getfixturevalue(which)
     layout, tokens = _layout_tokens(tok)
     assert set(layout) == {
-        "pad_token_id", "bos_token_id", "eos_token_id",
+        "pad_token_id", "bos_token_id", "eos_token_id", "unk_token_id",
         "open_nt_start", "open_nt_stop", "close_nt_start", "close_nt_stop",
     }  # fmt: skip
+    assert layout["unk_token_id"] == tok.unk_token_id
     assert tokens[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
     assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id, tok.unk_token_id) == (0, 1, 2, 3)
     assert (layout["pad_token_id"], layout["bos_token_id"], layout["eos_token_id"]) == (0, 1, 2)
@@ -534,7 +535,7 @@ def test_gum_every_tree_round_trips(gum):
     raw, splits, train_trees, tokenizer = gum
     counts = Counter(splits.get(name, "train") for name, trees in raw.items() for _ in trees)
     assert counts == {"train": 7425, "dev": 1022, "test": 937}  # PROVENANCE.md
-    assert len(tokenizer.action_layout) == 7 and len(tokenizer) <= 4 + 2000 + 2 * len(tokenizer.nonterminals)
+    assert len(tokenizer.action_layout) == 8 and len(tokenizer) <= 4 + 2000 + 2 * len(tokenizer.nonterminals)
     # Characters never seen in training become <unk> (one per run of them); the rest must come back exactly.
     seen = {c for tree in train_trees for word in tree.leaves() for c in word}
     unseen_run = re.compile("[^" + re.escape("".join(sorted(seen))) + "() ]+")

@@ -258,6 +258,7 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
             "open_nt_stop": self._close_nt_start,
             "close_nt_start": self._close_nt_start,
             "close_nt_stop": len(self._id_to_token),
+            "unk_token_id": UNK_ID,
         }
 
     @property

@@ -1,22 +1,24 @@
-"""Configuration of Transformer Grammars and their TXL (CC) / TXL (terminals) baselines, and named presets.
+"""Configurations of the Transformer syntactic LMs: one backbone config, one thin subclass per family, presets.
+
+- `SyntacticTransformerConfig`: every field of the shared backbone (modeling/backbone.py) and the grammar.
+- `TransformerGrammarConfig`: Transformer Grammars (paper 000), grammar "tg".
+- `TransformerXLConfig`: the Transformer-XL baselines of paper 000 over the same actions ("choe_charniak",
+  TXL (CC)) or over words only ("terminals", TXL (terminals)).
+Defaults that depend on the grammar (the clipping range of relative positions) come from the grammar class.
 
 Hub code: copied into every checkpoint; imports nothing from hf_slm.
 """
 
 from transformers import PreTrainedConfig
 
-GRAMMAR_NAMES = ("tg", "choe_charniak", "terminals")
-AUTO_MAP = {
-    "AutoConfig": "configuration_tg.TransformerGrammarConfig",
-    "AutoModel": "modeling_tg.TransformerGrammarModel",
-    "AutoModelForCausalLM": "modeling_tg.TransformerGrammarForCausalLM",
-}
+from .grammars import grammar_class
+
+RELATIVE_ATTENTION_CHOICES = ("auto", "reference")
+POSITION_ENCODINGS = ("relative", "absolute")
 
 
-class TransformerGrammarConfig(PreTrainedConfig):
-    """Configuration of `TransformerGrammarModel` / `TransformerGrammarForCausalLM`.
-
-    The same model class is TG (paper 000), TXL (CC) and TXL (terminals): only `grammar` differs.
+class SyntacticTransformerConfig(PreTrainedConfig):
+    """Configuration of the shared Transformer backbone; use a family's subclass.
 
     Args:
         vocab_size: number of action ids (word pieces, nonterminals, specials).
@@ -24,13 +26,16 @@ class TransformerGrammarConfig(PreTrainedConfig):
         num_hidden_layers: K, the number of layers.
         num_attention_heads: heads per layer; head size is hidden_size / num_attention_heads.
         intermediate_size: d_FF, the hidden size of the GELU feed-forward block.
-        grammar: "tg" (STACK/COMPOSE masks, depth relative positions), "choe_charniak" (causal mask, relative
-            position i - j over the same actions) or "terminals" (words only).
-        pad_token_id, bos_token_id, eos_token_id, open_nt_start, open_nt_stop, close_nt_start, close_nt_stop:
-            the id ranges of each action kind (see grammars.ActionLayout); the model needs no tokenizer.
+        grammar: the grammar that expands actions into positions and rules attention (modeling/grammars.py);
+            each family accepts its own (`grammars`).
+        pad_token_id, bos_token_id, eos_token_id, unk_token_id, open_nt_start, open_nt_stop, close_nt_start,
+            close_nt_stop: the id ranges of each action kind (see grammars.ActionLayout); the model needs no
+            tokenizer.
+        position_encoding: "relative" (Transformer-XL: s_ij = (q_i+u)k_j + (q_i+v) W_R r(R_ij), R from the
+            grammar) or "absolute" (GPT-2: learned embeddings of each position's index, added to the input).
         min_relative_position, max_relative_position: relative positions are clipped to this range before
-            their sinusoid embedding. TG: [-1, 62] (64 values) as the reference. None for max means
-            max_sequence_length - 1 (the causal grammars' i - j never needs clipping).
+            their sinusoid embedding. None: the grammar's default (TG: [-1, 62], 64 values as the reference;
+            the causal grammars: [0, max_sequence_length - 1], never clipped).
         max_sequence_length: the longest expanded sequence the model accepts (longer inputs raise).
         document_level: one sequence is a whole document, its sentences' trees after a single `<s>`
             (paper 000, section 3.1; build them with `tokenizer.encode_document`). Under TG each new
@@ -52,13 +57,18 @@ class TransformerGrammarConfig(PreTrainedConfig):
             (layer-level hybrid).
         distinct_compose_attention: separate attention parameters for COMPOSE positions ("TG (distinct
             MHA)", paper 000 Table 2).
+        relative_attention: how the relative term is computed: "auto" (the fastest exact kernel for the
+            input) or "reference" (explicit scores, gather and masked softmax; slow, for tests).
         layer_norm_eps: LayerNorm epsilon.
         initializer_range: standard deviation of the normal initialization of embeddings.
         init_scale: variance scale of the fan-in initialization of linear layers (the reference uses
             2 / num_hidden_layers when None).
     """
 
-    model_type = "transformer_grammar"
+    model_type = "syntactic_transformer"
+    grammars = ("tg", "choe_charniak", "terminals")  # the grammars a family accepts
+    default_grammar = "tg"
+    auto_classes = {}  # Auto class -> "file.Class", filled by each family
 
     def __init__(
         self,
@@ -67,10 +77,11 @@ class TransformerGrammarConfig(PreTrainedConfig):
         num_hidden_layers=4,
         num_attention_heads=8,
         intermediate_size=1024,
-        grammar="tg",
+        grammar=None,
         pad_token_id=0,
         bos_token_id=1,
         eos_token_id=2,
+        unk_token_id=None,
         open_nt_start=4,
         open_nt_stop=4,
         close_nt_start=4,
@@ -87,14 +98,26 @@ class TransformerGrammarConfig(PreTrainedConfig):
         num_unrestricted_heads=0,
         num_unrestricted_layers=0,
         distinct_compose_attention=False,
+        position_encoding="relative",
+        relative_attention="auto",
         layer_norm_eps=1e-5,
         initializer_range=0.02,
         init_scale=None,
         tie_word_embeddings=True,
         **kwargs,
     ):
-        if grammar not in GRAMMAR_NAMES:
-            raise ValueError(f"unknown grammar {grammar!r}; expected one of {list(GRAMMAR_NAMES)}")
+        grammar = self.default_grammar if grammar is None else grammar
+        if grammar not in self.grammars:
+            raise ValueError(
+                f"{type(self).__name__} does not take grammar {grammar!r}; expected one of {list(self.grammars)}"
+                + ("" if grammar_class_or_none(grammar) is None else f" (use {family_config_name(grammar)})")
+            )
+        if position_encoding not in POSITION_ENCODINGS:
+            raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+        if relative_attention not in RELATIVE_ATTENTION_CHOICES:
+            raise ValueError(f"relative_attention must be one of {RELATIVE_ATTENTION_CHOICES}, got {relative_attention!r}")
+        if distinct_compose_attention and not grammar_class(grammar).duplicates_closing:
+            raise ValueError(f"distinct_compose_attention needs COMPOSE positions; the {grammar!r} grammar has none")
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}")
         if not 0 <= num_unrestricted_heads <= num_attention_heads:
@@ -111,10 +134,11 @@ class TransformerGrammarConfig(PreTrainedConfig):
         self.open_nt_stop = open_nt_stop
         self.close_nt_start = close_nt_start
         self.close_nt_stop = close_nt_stop
+        default_min, default_max = grammar_class(grammar).relative_position_range
         if min_relative_position is None:
-            min_relative_position = -1 if grammar == "tg" else 0
+            min_relative_position = default_min
         if max_relative_position is None:
-            max_relative_position = 62 if grammar == "tg" else max_sequence_length - 1
+            max_relative_position = max_sequence_length - 1 if default_max is None else default_max
         if min_relative_position > max_relative_position:
             raise ValueError(f"min_relative_position {min_relative_position} > max_relative_position {max_relative_position}")
         self.min_relative_position = min_relative_position
@@ -129,12 +153,15 @@ class TransformerGrammarConfig(PreTrainedConfig):
         self.num_unrestricted_heads = num_unrestricted_heads
         self.num_unrestricted_layers = num_unrestricted_layers
         self.distinct_compose_attention = distinct_compose_attention
+        self.position_encoding = position_encoding
+        self.relative_attention = relative_attention
+        self.unk_token_id = unk_token_id
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
         self.init_scale = init_scale
         # Every Auto class a checkpoint serves, for trust_remote_code loading without hf_slm installed
         # (transformers records only the saved class by itself).
-        kwargs.setdefault("auto_map", dict(AUTO_MAP))
+        kwargs.setdefault("auto_map", dict(self.auto_classes))
         super().__init__(
             pad_token_id=pad_token_id,
             bos_token_id=bos_token_id,
@@ -146,6 +173,69 @@ class TransformerGrammarConfig(PreTrainedConfig):
     @property
     def head_dim(self):
         return self.hidden_size // self.num_attention_heads
+
+
+class TransformerGrammarConfig(SyntacticTransformerConfig):
+    """Transformer Grammars (paper 000): grammar "tg", STACK/COMPOSE attention, depth relative positions."""
+
+    model_type = "transformer_grammar"
+    grammars = ("tg",)
+    default_grammar = "tg"
+    auto_classes = {
+        "AutoConfig": "configuration_slm.TransformerGrammarConfig",
+        "AutoModel": "modeling_slm.TransformerGrammarModel",
+        "AutoModelForCausalLM": "modeling_slm.TransformerGrammarForCausalLM",
+    }
+
+    def __init__(self, **kwargs):  # an explicit __init__: transformers would otherwise generate a dataclass one
+        super().__init__(**kwargs)
+
+
+class TransformerXLConfig(SyntacticTransformerConfig):
+    """Transformer-XL language models, paper 000's baselines: causal attention with relative position i - j
+    over the TG actions ("choe_charniak": TXL (CC)) or over words only ("terminals": TXL (terminals))."""
+
+    model_type = "slm_transformer_xl"
+    grammars = ("choe_charniak", "terminals")
+    default_grammar = "choe_charniak"
+    auto_classes = {
+        "AutoConfig": "configuration_slm.TransformerXLConfig",
+        "AutoModel": "modeling_slm.TransformerXLModel",
+        "AutoModelForCausalLM": "modeling_slm.TransformerXLForCausalLM",
+    }
+
+    def __init__(self, **kwargs):  # an explicit __init__: transformers would otherwise generate a dataclass one
+        super().__init__(**kwargs)
+
+
+FAMILY_CONFIGS = (TransformerGrammarConfig, TransformerXLConfig)
+
+
+def config_class_for_grammar(grammar):
+    """The family config class that takes `grammar`."""
+    for config_class in FAMILY_CONFIGS:
+        if grammar in config_class.grammars:
+            return config_class
+    raise ValueError(f"unknown grammar {grammar!r}; expected one of {[g for c in FAMILY_CONFIGS for g in c.grammars]}")
+
+
+def config_for_grammar(grammar="tg", **fields):
+    """A config of the family that reads `grammar` ("tg" -> TransformerGrammarConfig, ...)."""
+    return config_class_for_grammar(grammar)(grammar=grammar, **fields)
+
+
+def grammar_class_or_none(grammar):
+    try:
+        return grammar_class(grammar)
+    except ValueError:
+        return None
+
+
+def family_config_name(grammar):
+    try:
+        return config_class_for_grammar(grammar).__name__
+    except ValueError:
+        return "another family's config"
 
 
 # Paper 000, Appendix B (Figure 9). In the PTB column the figure gives two settings: one for TXL (terminals)
@@ -187,10 +277,12 @@ PRESETS = {
 
 
 def preset_config(name, **overrides):
-    """The TransformerGrammarConfig of a preset, with `overrides` (e.g. the tokenizer's id layout)."""
+    """The config of a preset (its family's class), with `overrides` (e.g. the tokenizer's id layout)."""
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; expected one of {sorted(PRESETS)}")
-    return TransformerGrammarConfig(**dict(PRESETS[name]["model"], **overrides))
+    model = dict(PRESETS[name]["model"], **overrides)
+    return config_for_grammar(model.pop("grammar"), **model)
 
 
 TransformerGrammarConfig._auto_class = "AutoConfig"
+TransformerXLConfig._auto_class = "AutoConfig"

@@ -1,4 +1,4 @@
-"""Word-synchronous beam search (Stern et al. 2017) for TG / TXL (CC) / TXL (terminals), batched and cached.
+"""Word-synchronous beam search (Stern et al. 2017) for the Transformer syntactic LMs, batched and cached.
 
 Semantics follow rnng-pytorch's word-synchronous beam search. For each word position t:
   repeat: expand every hypothesis of the frontier by every legal action; per sentence keep the `beam_size`
@@ -28,10 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .backbone import PositionStructure
 from .grammars import ActionKind, ActionLayout, grammar_for_config
-
-# In free generation a word ends after this many pieces at the latest (a runaway word cannot stall a beam).
-MAX_PIECES_PER_WORD = 16
+from .search_constraints import DecodingStatus, SearchConstraints
 # KV cache storage grows by this many slots at a time.
 CACHE_CHUNK = 64
 
@@ -87,6 +86,7 @@ class _Task:
     words: list  # per sentence, the forced words (lists of piece ids)
     max_new_words: list  # per sentence, how many free words may follow (0: forced words only)
     top_k: int | None = None  # sample among the top-k actions instead of beam search
+    temperature: float = 1.0  # sampling: divide log-probabilities by it
     seed: int | None = None
     prefixes: list | None = None  # per sentence, the action ids before it (document-level models)
 
@@ -268,22 +268,12 @@ class WordSynchronousBeamSearch:
         self.layout = ActionLayout.from_config(config)
         self.grammar = grammar_for_config(config)
         self.vocab_size = config.vocab_size
-        kinds = self.layout.kinds(np.arange(self.vocab_size))
-        self.kinds = torch.from_numpy(kinds.astype(np.int64))
-        self.open_mask = self.kinds == ActionKind.OPEN_NT
-        terminal = self.kinds == ActionKind.TERMINAL
-        if word_start_mask is None:
-            starts = torch.ones(self.vocab_size, dtype=torch.bool)
-        else:
-            starts = torch.zeros(self.vocab_size, dtype=torch.bool)
-            given = torch.tensor(list(word_start_mask), dtype=torch.bool)[: self.vocab_size]
-            starts[: len(given)] = given
-        usable = terminal.clone()
-        if self.layout.open_nt_start > 3:
-            usable[3] = False  # hf-slm tokenizers put <unk> after <pad> <s> </s>: never generated
-        self.start_mask = usable & starts
-        self.continuation_mask = usable & ~starts
-        self.incomplete_ids = {int(i) for i in incomplete_word_ids}
+        self.kinds = torch.from_numpy(self.grammar._kinds.astype(np.int64))
+        self.constraints = SearchConstraints(
+            self.grammar, word_start_mask, incomplete_word_ids, self.options.max_nonterminals,
+            self.options.max_consecutive_open, self.options.max_structural_per_word,
+        )
+        self.start_mask = self.constraints.start_mask
         self.device = next(model.parameters()).device
         self.forward_calls = 0
 
@@ -316,6 +306,7 @@ class WordSynchronousBeamSearch:
         mask = torch.zeros((rows, width, total), dtype=torch.bool)
         new_coordinates = torch.zeros((rows, width), dtype=torch.long)
         new_slot_positions = torch.full((rows, width), -1, dtype=torch.long)
+        new_kinds = torch.zeros((rows, width), dtype=torch.long)  # PositionKind.PAD for holes
         predicting = torch.zeros(rows, dtype=torch.long)
         row_index, query_index, key_index = [], [], []
         for r, (hypothesis, positions) in enumerate(zip(hypotheses, pending)):
@@ -326,6 +317,7 @@ class WordSynchronousBeamSearch:
                 input_ids[r, k] = position.input_id
                 new_coordinates[r, k] = position.coordinate
                 new_slot_positions[r, k] = first_new + k
+                new_kinds[r, k] = int(position.kind)
                 if position.predicts:
                     predicting[r] = k
             for k, position in enumerate(positions):
@@ -339,12 +331,11 @@ class WordSynchronousBeamSearch:
                 key_index.append(old + k)
         mask[row_index, query_index, key_index] = True
         coordinates, slot_positions = cache.extend(new_coordinates.to(self.device), new_slot_positions.to(self.device))
-        output = self.model(
-            input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-            position_coordinates=coordinates, slot_positions=slot_positions, past_key_values=cache, use_cache=True,
-        )
+        structure = PositionStructure(mask.to(self.device), coordinates, slot_positions, new_kinds.to(self.device),
+                                      self.model.config.min_relative_position, self.model.config.relative_attention)
+        logits = self.model.forward_positions(input_ids.to(self.device), structure, cache)
         cache.commit(width)
-        logits = output.logits[torch.arange(rows), predicting.to(self.device)].float()
+        logits = logits[torch.arange(rows), predicting.to(self.device)].float()
         log_probs = torch.log_softmax(logits, dim=-1).cpu()
         for r, hypothesis in enumerate(hypotheses):
             hypothesis.log_probs = log_probs[r]
@@ -353,16 +344,16 @@ class WordSynchronousBeamSearch:
         return cache
 
     def _advance_reencoding(self, hypotheses):
+        """Without a cache: run each hypothesis's whole action prefix (right-padded) through the model."""
         rows = [h.ids for h in hypotheses]
-        batch = self.grammar.batch(rows, validate=False, require_complete=False)
-        inputs = {
-            "input_ids": torch.from_numpy(batch["input_ids"]).to(self.device),
-            "attention_mask": torch.from_numpy(batch["attention_mask"]).to(self.device),
-            "position_coordinates": torch.from_numpy(batch["position_coordinates"]).to(self.device),
-        }
-        logits = self.model(**inputs).logits.float()
-        last = torch.from_numpy(batch["lengths"] - 1).to(self.device)
-        log_probs = torch.log_softmax(logits[torch.arange(len(rows)), last], dim=-1).cpu()
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), self.layout.pad_token_id, dtype=torch.long)
+        for r, ids in enumerate(rows):
+            input_ids[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        attention_mask = (torch.arange(width)[None, :] < torch.tensor([len(r) for r in rows])[:, None]).long()
+        logits = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).logits
+        last = torch.tensor([len(r) - 1 for r in rows], device=self.device)
+        log_probs = torch.log_softmax(logits[torch.arange(len(rows)), last].float(), dim=-1).cpu()
         for r, hypothesis in enumerate(hypotheses):
             hypothesis.log_probs = log_probs[r]
             hypothesis.row = r
@@ -371,85 +362,13 @@ class WordSynchronousBeamSearch:
 
     # ---- legality -----------------------------------------------------------------------------------
     def _legal(self, hypotheses, task):
-        """[H, V] bool legal next actions, and [H, V] bool the actions that complete the round.
-
-        Forced words: the word's next piece is the only legal terminal and its last piece completes the
-        round; once all words are there only closing is legal, and finishing the tree completes the round.
-        Free words (after the forced ones, up to task.max_new_words): any terminal piece completes the round
-        (a continuation piece only right after a piece, and necessarily right after a bare word start), and
-        the tree may finish after the first new word.
-        """
-        options = self.options
-        count = len(hypotheses)
-        allowed = torch.zeros((count, self.vocab_size), dtype=torch.bool)
-        completing = torch.zeros((count, self.vocab_size), dtype=torch.bool)
-        open_ok = torch.zeros(count, dtype=torch.bool)
-        free_terminal = torch.zeros(count, dtype=torch.bool)
-        start_ok = torch.zeros(count, dtype=torch.bool)
-        continuation_ok = torch.zeros(count, dtype=torch.bool)
-        rows, ids, completing_rows, completing_ids = [], [], [], []
-        for i, h in enumerate(hypotheses):
-            kinds = self.grammar.allowed_next_kinds(h.state)
-            forced = task.words[h.sentence]
-            free_budget = task.max_new_words[h.sentence]
-            in_forced = h.word < len(forced)
-            new_words = h.word - len(forced)
-            inside_word = in_forced and h.piece > 0
-            last_is_piece = int(self.kinds[h.ids[-1]]) == ActionKind.TERMINAL
-            bare_start = h.ids[-1] in self.incomplete_ids and not in_forced
-            may_start_word = in_forced or new_words < free_budget
-            words_done = not in_forced and (new_words > 0 or free_budget == 0)
-            limit_nt = options.max_nonterminals or max(1, len(forced) + free_budget)
-            if ActionKind.OPEN_NT in kinds and not inside_word and not bare_start and may_start_word:
-                ok = h.state.num_open_total - h.open_before < limit_nt
-                if options.max_consecutive_open is not None:
-                    ok &= h.consecutive_open < options.max_consecutive_open
-                if options.max_structural_per_word is not None:
-                    ok &= h.structural < options.max_structural_per_word
-                open_ok[i] = ok
-            if ActionKind.CLOSE_NT in kinds and not inside_word and not bare_start:
-                closing = self.grammar.allowed_closing_id(h.state)
-                closes_root = len(h.state.open_ids) == 1
-                structural_ok = (options.max_structural_per_word is None or words_done
-                                 or h.structural < options.max_structural_per_word)
-                if closes_root and not words_done:
-                    pass  # the root closes only after the last forced word (and a first new word, if any)
-                elif structural_ok:
-                    rows.append(i)
-                    ids.append(closing)
-                    if closes_root and not free_budget:
-                        completing_rows.append(i)
-                        completing_ids.append(closing)
-            if ActionKind.TERMINAL in kinds:
-                if in_forced:
-                    piece = forced[h.word][h.piece]
-                    rows.append(i)
-                    ids.append(piece)
-                    if h.piece == len(forced[h.word]) - 1:
-                        completing_rows.append(i)
-                        completing_ids.append(piece)
-                elif free_budget:
-                    free_terminal[i] = True
-                    start_ok[i] = may_start_word and not bare_start
-                    # Only a new word continues (h.piece counts its pieces); a forced word is complete.
-                    continuation_ok[i] = last_is_piece and 0 < h.piece < MAX_PIECES_PER_WORD
-            if ActionKind.EOS in kinds and words_done and not bare_start:
-                rows.append(i)
-                ids.append(self.layout.eos_token_id)
-                if not free_budget:
-                    completing_rows.append(i)
-                    completing_ids.append(self.layout.eos_token_id)
-        allowed |= open_ok[:, None] & self.open_mask[None, :]
-        if rows:
-            allowed[rows, ids] = True
-        if free_terminal.any():
-            terminals = (start_ok[:, None] & self.start_mask[None, :]) | (continuation_ok[:, None] & self.continuation_mask[None, :])
-            terminals &= free_terminal[:, None]
-            allowed |= terminals
-            completing |= terminals
-        if completing_rows:
-            completing[completing_rows, completing_ids] = True
-        return allowed, completing
+        """[H, V] bool allowed next actions, and [H, V] bool the actions that complete the round: the
+        grammar's legal actions under the search constraints (search_constraints.py)."""
+        return self.constraints.allowed([
+            DecodingStatus(h.state, h.ids[-1], task.words[h.sentence], task.max_new_words[h.sentence], h.word,
+                           h.piece, h.structural, h.consecutive_open, h.open_before)
+            for h in hypotheses
+        ])
 
     # ---- the search -----------------------------------------------------------------------------------
     def _apply(self, parent, action_id):
@@ -499,7 +418,7 @@ class WordSynchronousBeamSearch:
         return checked
 
     @torch.no_grad()
-    def generate(self, prompts, max_new_words=20, top_k=None, num_samples=1, seed=None, prefixes=None):
+    def generate(self, prompts, max_new_words=20, top_k=None, num_samples=1, seed=None, prefixes=None, temperature=1.0):
         """Free generation after forced prompt words (`prompts[s]`: a list of words, each a list of piece ids;
         it may be empty). Beam search by default; with `top_k`, `num_samples` samples per prompt, every
         action drawn among the top-k legal ones. `prefixes` as in `search` (earlier sentences of a
@@ -509,11 +428,13 @@ class WordSynchronousBeamSearch:
             raise ValueError(f"max_new_words must be a positive integer, got {max_new_words!r}")
         if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
             raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be positive, got {temperature!r}")
         if top_k is not None:
             prompts = [p for p in prompts for _ in range(num_samples)]
             if prefixes is not None:
                 prefixes = [p for p in prefixes for _ in range(num_samples)]
-        results = self._run(_Task(prompts, [max_new_words] * len(prompts), top_k=top_k, seed=seed,
+        results = self._run(_Task(prompts, [max_new_words] * len(prompts), top_k=top_k, seed=seed, temperature=temperature,
                                   prefixes=self._checked_prefixes(prefixes, len(prompts))))
         trees = [r.trees for r in results]
         if top_k is None:
@@ -552,7 +473,7 @@ class WordSynchronousBeamSearch:
                 scores = torch.stack([h.log_probs for h in active]) + torch.tensor([h.score for h in active])[:, None]
                 scores = scores.masked_fill(~allowed, float("-inf"))
                 if sampling:
-                    picks = self._sample(scores, task.top_k, generator)
+                    picks = self._sample(scores, task.top_k, generator, task.temperature)
                 else:
                     picks = []
                     for s in sorted({h.sentence for h in active}):
@@ -660,15 +581,15 @@ class WordSynchronousBeamSearch:
                 fast = [(int(i) // vocab, int(i) % vocab) for i in best]
         return chosen, fast
 
-    def _sample(self, scores, top_k, generator):
-        """One successor per hypothesis, drawn among its top-k legal actions."""
+    def _sample(self, scores, top_k, generator, temperature=1.0):
+        """One successor per hypothesis, drawn among its top-k legal actions (log-probabilities / temperature)."""
         picks = []
         for row in range(len(scores)):
             legal = int(torch.isfinite(scores[row]).sum())
             if legal == 0:
                 continue
             values, indices = torch.topk(scores[row], min(top_k, legal))
-            probabilities = torch.softmax(values - values.max(), -1)
+            probabilities = torch.softmax((values - values.max()) / temperature, -1)
             picks.append((row, int(indices[torch.multinomial(probabilities, 1, generator=generator)])))
         return picks
 

@@ -1,0 +1,338 @@
+"""The Transformer backbone shared by every Transformer syntactic LM family.
+
+A decoder over *positions*: the grammar has already turned actions into positions (TG duplicates each
+closing nonterminal) and said, for each new position, what it attends (a mask row) and where it sits (a
+coordinate c, with relative position R_ij = c_i - c_j). The backbone knows no grammar. It offers:
+- relative attention, Transformer-XL style:
+
+      s_ij = (q_i + u) . k_j + (q_i + v) . W_R r(R_ij)
+
+  (u, v, W_R per layer, r fixed sinusoids, R clipped to the configured range), or absolute positions
+  (GPT-2: learned embeddings of each position's index added to the input, no relative term);
+- restricted heads that follow the grammar's mask and, optionally, unrestricted heads or layers with a
+  causal mask and R_ij = i - j (paper 000's hybrids);
+- optional separate attention parameters for COMPOSE positions;
+- an input hook: `extra_embeddings` [B, T, d] added to the token embeddings (families whose positions carry
+  more than a token, such as DTG's arcs);
+- a KV cache (`past_key_values`) whose rows may have holes (beam search), described by `positions`.
+
+Fast path: since R_ij = c_i - c_j,
+
+    (q_i + v) . W_R r(clip(c_i - c_j)) = sum_d  B_i[clip(c_i - d)] * [c_j == d]
+
+where B_i[R] = (q_i + v) . W_R r(R) is a small [T, K] table per head. So the relative term is the dot
+product of an extra query block (B_i gathered at c_i - d, one column per coordinate value d) with an extra
+key block (the one-hot of c_j), and attention stays one scaled_dot_product_attention call with a boolean
+mask: no [B, H, T, T] float bias is materialized or back-propagated. When coordinates span too many values
+the gathered bias is used instead. `config.relative_attention = "reference"` computes everything
+explicitly (einsum, gather, masked softmax) for tests.
+
+Hub code: imports only torch and its sibling files.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .grammars import PositionKind
+
+# Above this many distinct coordinate values, the gathered bias is cheaper than the one-hot key block.
+MAX_FACTORIZED_COORDINATES = 128
+
+
+@dataclass
+class PositionStructure:
+    """What the grammar says about the positions of one forward call (shared by all layers).
+
+    S = cached slots + T new positions; cached rows may hold holes (slots with position -1).
+        mask: [B, T, S] bool, new position t attends slot s (restricted heads);
+        coordinates: [B, S] long, R_ij = c_i - c_j on restricted heads (TG: depth; causal grammars: position);
+        positions: [B, S] long, each slot's index in its own sequence, -1 for a hole or padding (unrestricted
+            heads: causal mask and R = i - j; absolute position embeddings);
+        kinds: [B, T] PositionKind of the new positions, or None (needed by distinct COMPOSE attention).
+    """
+
+    mask: torch.Tensor
+    coordinates: torch.Tensor
+    positions: torch.Tensor
+    kinds: torch.Tensor | None
+    min_position: int
+    implementation: str = "auto"
+
+    def __post_init__(self):
+        # One device sync per forward call (not per layer): how many coordinate values the fast path spans.
+        self.num_coordinate_values = int(self.coordinates.max()) + 1 if self.coordinates.numel() else 1
+        self.num_position_values = int(self.positions.max()) + 1 if self.positions.numel() else 1
+
+    def causal_mask(self, length=None):
+        """[B, T, S]: the T new positions (default: as many as the mask's rows) attend every earlier or equal
+        position of their own sequence."""
+        length = self.mask.shape[1] if length is None else length
+        query = self.positions[:, -length:]
+        mask = (self.positions[:, None, :] >= 0) & (self.positions[:, None, :] <= query[:, :, None])
+        # A hole or padding query attends itself only, so that no softmax row is empty.
+        eye = torch.eye(self.positions.shape[1], dtype=torch.bool, device=mask.device)[-length:]
+        return mask | eye[None]
+
+
+def sinusoid_table(min_position, max_position, dim):
+    """r(R) for R in [min_position, max_position]: [sin(R w), cos(R w)], w_k = 10000^(-2k/dim). [K, dim]"""
+    positions = torch.arange(min_position, max_position + 1, dtype=torch.float32)
+    inverse_frequency = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+    angles = positions[:, None] * inverse_frequency[None, :]
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+class RelativeAttention(nn.Module):
+    """Multi-head attention with Transformer-XL relative positions over arbitrary masks.
+
+    Shapes: hidden [B, T, d]; mask [B, h, T, S] bool (h = 1 or the heads of this module);
+    coordinates_q [B, T] and coordinates_k [B, S] (R_ij = c_i - c_j); num_coordinate_values: 1 + the
+    largest coordinate (computed once per forward call, not per layer, since it costs a device sync).
+    With `relative=False` (absolute positions, GPT-2) there is no relative term at all.
+    Returns the per-head outputs [B, T, h, d_head] (the output projection is applied by the layer, so
+    that restricted and unrestricted heads share it as in the reference).
+    """
+
+    def __init__(self, config, num_heads, relative=True):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = config.head_dim
+        self.relative = relative
+        inner = num_heads * self.head_dim
+        self.q_proj = nn.Linear(config.hidden_size, inner, bias=False)
+        self.k_proj = nn.Linear(config.hidden_size, inner, bias=False)
+        self.v_proj = nn.Linear(config.hidden_size, inner, bias=False)
+        if relative:
+            self.r_proj = nn.Linear(config.hidden_size, inner, bias=False)  # W_R
+            self.u = nn.Parameter(torch.zeros(num_heads, self.head_dim))
+            self.v = nn.Parameter(torch.zeros(num_heads, self.head_dim))
+        self.dropout = config.core_dropout if config.attention_dropout is None else config.attention_dropout
+
+    def project(self, hidden):
+        """Keys and values of `hidden`: two [B, h, S, d_head] tensors (what a KV cache stores)."""
+        batch, length, _ = hidden.shape
+        k = self.k_proj(hidden).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(hidden).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+        return k, v
+
+    def forward(self, hidden, keys, values, mask, encodings, min_position, coordinates_q, coordinates_k,
+                num_coordinate_values, implementation="auto"):
+        batch, length, _ = hidden.shape
+        q = self.q_proj(hidden).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)  # [B,h,T,dh]
+        dropout = self.dropout if self.training else 0.0
+        scale = self.head_dim ** -0.5
+        if not self.relative:  # absolute positions: plain masked attention
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=dropout, scale=scale)
+            return out.transpose(1, 2)
+        encodings = F.dropout(encodings, self.dropout, self.training)
+        r = self.r_proj(encodings).view(-1, self.num_heads, self.head_dim)  # [K, h, dh]
+        # B_i[R] = (q_i + v) . W_R r(R), for every representable R: [B, h, T, K]
+        table = torch.einsum("bhtd,khd->bhtk", q + self.v[None, :, None], r)
+        num_positions = r.shape[0]
+
+        def relative_index():  # [B, T, S] indices into the table; built only on the paths that need it
+            relative = coordinates_q[:, :, None] - coordinates_k[:, None, :]
+            return (relative.clamp(min_position, min_position + num_positions - 1) - min_position).long()
+
+        if implementation == "reference":
+            return self._reference(q, keys, values, table, relative_index(), mask)
+        content_q = q + self.u[None, :, None]
+        # Few queries (incremental decoding): the [B, h, T, S] bias is small, and cheaper than padding every
+        # cached value to the extended width.
+        few_queries = length <= 4 and keys.shape[2] > length
+        if not few_queries:
+            num_values = num_coordinate_values
+            if num_values <= MAX_FACTORIZED_COORDINATES:
+                # Extra query block: B_i at clip(c_i - d) for every coordinate value d; extra key block:
+                # one-hot(c_j). Their product is exactly the gathered relative term.
+                values_range = torch.arange(num_values, device=hidden.device)
+                rel = coordinates_q[:, :, None] - values_range[None, None, :]
+                rel_index = (rel.clamp(min_position, min_position + num_positions - 1) - min_position).long()
+                extra_q = torch.gather(table, 3, rel_index[:, None].expand(-1, self.num_heads, -1, -1))
+                extra_k = F.one_hot(coordinates_k.long(), num_values).to(q.dtype)
+                extra_k = extra_k[:, None].expand(-1, self.num_heads, -1, -1)
+                # Values padded to the query/key width keep SDPA on its fused kernel (it needs equal widths);
+                # the padding columns come out zero and are sliced off.
+                out = F.scaled_dot_product_attention(
+                    torch.cat([content_q, extra_q], dim=-1), torch.cat([keys, extra_k], dim=-1),
+                    F.pad(values, (0, num_values)), attn_mask=mask, dropout_p=dropout, scale=scale,
+                )
+                return out[..., : self.head_dim].transpose(1, 2)
+        # Gathered bias: [B, h, T, S] float, added inside SDPA.
+        bias = torch.gather(table, 3, relative_index()[:, None].expand(-1, self.num_heads, -1, -1)) * scale
+        bias = bias.masked_fill(~mask, float("-inf"))
+        out = F.scaled_dot_product_attention(content_q, keys, values, attn_mask=bias, dropout_p=dropout, scale=scale)
+        return out.transpose(1, 2)
+
+    def _reference(self, q, keys, values, table, index, mask):
+        """The textbook computation, for tests: scores, masked softmax, dropout, weighted values."""
+        content = torch.einsum("bhtd,bhsd->bhts", q + self.u[None, :, None], keys)
+        position = torch.gather(table, 3, index[:, None].expand(-1, self.num_heads, -1, -1))
+        scores = (content + position) * self.head_dim ** -0.5
+        scores = scores.masked_fill(~mask, float("-inf"))
+        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
+        return torch.einsum("bhts,bhsd->bhtd", weights, values).transpose(1, 2)
+
+
+class SyntacticTransformerLayer(nn.Module):
+    """Attention (restricted and, optionally, unrestricted heads) then a GELU feed-forward block."""
+
+    def __init__(self, config, unrestricted_layer):
+        super().__init__()
+        heads = config.num_attention_heads
+        self.num_unrestricted = heads if unrestricted_layer else config.num_unrestricted_heads
+        self.num_restricted = heads - self.num_unrestricted
+        num_attentions = 2 if config.distinct_compose_attention and self.num_restricted else 1
+        # attentions[0] serves STACK positions (and everything in a non-TG model); attentions[1] COMPOSE.
+        relative = config.position_encoding == "relative"
+        self.attentions = nn.ModuleList(
+            [RelativeAttention(config, self.num_restricted, relative) for _ in range(num_attentions)]
+            if self.num_restricted else []
+        )
+        self.unrestricted_attention = (
+            RelativeAttention(config, self.num_unrestricted, relative) if self.num_unrestricted else None
+        )
+        self.o_projs = nn.ModuleList([nn.Linear(config.hidden_size, config.hidden_size) for _ in range(num_attentions)])
+        self.ffn_in = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.ffn_out = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.ln_attention = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.ln_ffn = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.pre_layer_norm = config.pre_layer_norm
+        self.dropout = config.core_dropout
+
+    def attention_modules(self):
+        """(module, cache slot) of every attention that keeps keys/values."""
+        modules = list(self.attentions)
+        if self.unrestricted_attention is not None:
+            modules.append(self.unrestricted_attention)
+        return modules
+
+    def forward(self, hidden, structure, encodings, cache_kv):
+        x = self.ln_attention(hidden) if self.pre_layer_norm else hidden
+        batch, length, _ = x.shape
+        outputs = []
+        for slot, attention in enumerate(self.attentions):
+            keys, values = cache_kv(slot, attention, x)
+            heads = attention(
+                x, keys, values, structure.mask[:, None], encodings["restricted"], structure.min_position,
+                structure.coordinates[:, -length:], structure.coordinates, structure.num_coordinate_values,
+                implementation=structure.implementation,
+            )
+            outputs.append(heads)
+        unrestricted = None
+        if self.unrestricted_attention is not None:
+            keys, values = cache_kv(len(self.attentions), self.unrestricted_attention, x)
+            positions = structure.positions.clamp(min=0)
+            unrestricted = self.unrestricted_attention(
+                x, keys, values, structure.causal_mask()[:, None], encodings["unrestricted"], 0,
+                positions[:, -length:], positions, structure.num_position_values,
+                implementation=structure.implementation,
+            )
+        projected = []
+        for index, o_proj in enumerate(self.o_projs):
+            parts = ([outputs[index]] if outputs else []) + ([unrestricted] if unrestricted is not None else [])
+            projected.append(o_proj(torch.cat(parts, dim=2).reshape(batch, length, -1)))
+        attended = projected[0]
+        if len(projected) == 2 and structure.kinds is not None:  # distinct STACK / COMPOSE parameters: COMPOSE rows take the second
+            is_compose = structure.kinds == PositionKind.CLOSE_COMPOSE
+            attended = torch.where(is_compose[:, :, None], projected[1], projected[0])
+        attended = F.dropout(attended, self.dropout, self.training)
+        if self.pre_layer_norm:
+            hidden = hidden + attended
+            inner = F.dropout(F.gelu(self.ffn_in(self.ln_ffn(hidden))), self.dropout, self.training)
+            return hidden + F.dropout(self.ffn_out(inner), self.dropout, self.training)
+        hidden = self.ln_attention(hidden + attended)
+        inner = F.dropout(F.gelu(self.ffn_in(hidden)), self.dropout, self.training)
+        return self.ln_ffn(hidden + F.dropout(self.ffn_out(inner), self.dropout, self.training))
+
+
+class SyntacticTransformerDecoder(nn.Module):
+    """Embeddings, layers and (pre-LN) the final LayerNorm: hidden states of the given positions.
+
+    forward(position_ids [B, T] ids of the positions, structure PositionStructure, past_key_values=None,
+            extra_embeddings=None [B, T, d], inputs_embeds=None [B, T, d], output_hidden_states=False)
+        -> (hidden [B, T, d], all hidden states or None)
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_positions = (
+            nn.Embedding(config.max_sequence_length, config.hidden_size) if config.position_encoding == "absolute" else None
+        )
+        first_unrestricted = config.num_hidden_layers - config.num_unrestricted_layers
+        self.layers = nn.ModuleList(
+            [SyntacticTransformerLayer(config, unrestricted_layer=i >= first_unrestricted) for i in range(config.num_hidden_layers)]
+        )
+        self.final_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_layer_norm else None
+        # Fixed sinusoids, computed on first use: not parameters, and not buffers either (a loader that builds
+        # the model on the meta device would leave non-persistent buffers uninitialized).
+        self._encodings = {}
+
+    def relative_encodings(self, device, dtype):
+        """r(R) for the restricted range [min, max] and for the causal range [0, max_sequence_length)."""
+        key = (device, dtype)
+        if key not in self._encodings:
+            config = self.config
+            self._encodings[key] = {
+                "restricted": sinusoid_table(config.min_relative_position, config.max_relative_position, config.hidden_size).to(device, dtype),
+                "unrestricted": sinusoid_table(0, config.max_sequence_length - 1, config.hidden_size).to(device, dtype),
+            }
+        return self._encodings[key]
+
+    def forward(self, position_ids, structure, past_key_values=None, extra_embeddings=None, inputs_embeds=None,
+                output_hidden_states=False):
+        longest = structure.num_position_values
+        if longest > self.config.max_sequence_length:
+            raise ValueError(
+                f"input of {longest} positions is longer than the model's maximum of {self.config.max_sequence_length} "
+                "(config.max_sequence_length)"
+            )
+        hidden = self.embed_tokens(position_ids) if inputs_embeds is None else inputs_embeds
+        if extra_embeddings is not None:
+            hidden = hidden + extra_embeddings
+        if self.embed_positions is not None:
+            hidden = hidden + self.embed_positions(structure.positions[:, -position_ids.shape[1]:].clamp(min=0))
+        hidden = F.dropout(hidden, self.config.embedding_dropout, self.training)
+        encodings = self.relative_encodings(hidden.device, hidden.dtype)
+        all_hidden = [hidden] if output_hidden_states else None
+        slots_per_layer = max(len(layer.attention_modules()) for layer in self.layers)
+        for layer_index, layer in enumerate(self.layers):
+
+            def cache_kv(slot, attention, x, layer_index=layer_index):
+                keys, values = attention.project(x)
+                if past_key_values is not None:
+                    keys, values = past_key_values.update(keys, values, layer_index * slots_per_layer + slot)
+                return keys, values
+
+            hidden = layer(hidden, structure, encodings, cache_kv)
+            if output_hidden_states:
+                all_hidden.append(hidden)
+        if self.final_layer_norm is not None:
+            hidden = self.final_layer_norm(hidden)
+        return hidden, (tuple(all_hidden) if output_hidden_states else None)
+
+
+def init_backbone_weights(module, config):
+    """The reference's initialization for one module of the backbone (PreTrainedModel._init_weights)."""
+    scale = config.init_scale if config.init_scale is not None else 2.0 / config.num_hidden_layers
+    if isinstance(module, nn.Linear):
+        # Fan-in variance scaling (truncated normal), as the reference's VarianceScaling(scale).
+        std = math.sqrt(scale / module.in_features) / 0.87962566103423978
+        nn.init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, std=config.initializer_range)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+    elif isinstance(module, RelativeAttention) and module.relative:
+        std = math.sqrt(scale / module.head_dim)
+        nn.init.trunc_normal_(module.u, std=std, a=-2 * std, b=2 * std)
+        nn.init.trunc_normal_(module.v, std=std, a=-2 * std, b=2 * std)

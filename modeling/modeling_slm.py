@@ -1,0 +1,349 @@
+"""Transformer syntactic LMs as transformers models: thin family classes over the shared backbone.
+
+Families: Transformer Grammars (paper 000; `TransformerGrammar*`) and the Transformer-XL baselines over the
+same actions or over words (`TransformerXL*`). A family is a config class (which grammars it takes) and two
+thin model classes; everything else is shared:
+
+- `SyntacticTransformerModel` (AutoModel) and `SyntacticTransformerForCausalLM` (AutoModelForCausalLM) follow
+  the HuggingFace causal-LM contract. `input_ids` [B, T] are the tokenizer's action ids (`<s>` first) with
+  its [B, T] padding `attention_mask`; the model asks its grammar to expand them into positions (TG: each
+  closing NT becomes a COMPOSE and a STACK copy), runs the backbone over the positions, and returns one
+  output per action: `logits[:, t]` is the distribution of action t + 1. So `labels=input_ids` gives
+  transformers' usual shifted mean NLL of the actions (labels equal to the pad id, or under a 0 of the
+  attention mask, are ignored), and log p(x, y) is the sum of the shifted log-probs, as for GPT-2.
+- The data collator's precomputed structure (`expansion_index`, `position_mask`, `position_coordinates`,
+  `position_kinds`, `prediction_index`) is the fast training path: the same numbers without computing
+  the grammar inside forward.
+- `forward_positions` runs given positions and structure (with a KV cache whose rows may have holes): the
+  decoders of generation_slm.py use it.
+
+Hub code: imports only torch, transformers and its sibling files.
+"""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+
+from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
+from .configuration_slm import SyntacticTransformerConfig, TransformerGrammarConfig, TransformerXLConfig
+from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
+from .grammars import ActionLayout, PositionKind, grammar_for_config
+from .safe_loading import SafetensorsOnlyLoading
+
+IGNORE_INDEX = -100
+# What transformers' generate passes to forward and this model does not need: positions come from the
+# grammar and the attention mask, and every output is computed.
+IGNORED_GENERATION_INPUTS = ("position_ids", "cache_position", "output_attentions", "logits_to_keep")
+STRUCTURE_INPUTS = ("expansion_index", "position_mask", "position_coordinates", "position_kinds", "prediction_index")
+
+
+def _reject_unknown_inputs(model, unused):
+    unknown = sorted(name for name, value in unused.items() if name not in IGNORED_GENERATION_INPUTS and value is not None)
+    if unknown:
+        raise TypeError(f"{type(model).__name__}.forward() got unexpected inputs {unknown}")
+
+
+class SyntacticTransformerPreTrainedModel(SafetensorsOnlyLoading, PreTrainedModel):
+    config_class = SyntacticTransformerConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = False
+    _no_split_modules = ["SyntacticTransformerLayer"]
+    _supports_sdpa = True
+
+    def _init_weights(self, module):
+        init_backbone_weights(module, self.config)
+        if isinstance(module, SyntacticTransformerForCausalLM):
+            nn.init.zeros_(module.output_bias)
+
+
+class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
+    """The backbone under the HF contract: hidden states [B, T, d], one per action (the output of the position
+    that predicts the next action).
+
+    forward(input_ids [B, T] action ids, attention_mask [B, T] padding (1 = real) or None (then the pad id
+            marks padding), past_key_values / use_cache (causal grammars only: a TG's positions depend on
+            the tree, so cached TG decoding goes through `forward_positions`), extra_embeddings [B, T', d]
+            added to the positions' embeddings, output_hidden_states (per position), and the collator's
+            precomputed structure:
+              expansion_index [B, T'] the action each position comes from; position_mask [B, T', T'] bool;
+              position_coordinates [B, T'] (R_ij = c_i - c_j); position_kinds [B, T'] PositionKind;
+              prediction_index [B, T] the position whose output predicts action t + 1.)
+    """
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.layout = ActionLayout.from_config(config)
+        self.grammar = grammar_for_config(config)
+        self.decoder = SyntacticTransformerDecoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.decoder.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.decoder.embed_tokens = value
+
+    # ---- from actions to positions ------------------------------------------------------------------
+    def _structure(self, mask, coordinates, positions, kinds):
+        return PositionStructure(mask, coordinates, positions, kinds, self.config.min_relative_position,
+                                 self.config.relative_attention)
+
+    def positions_of_actions(self, input_ids, attention_mask=None, past_length=0, precomputed=None):
+        """(position ids [B, T'], PositionStructure, prediction_index [B, T]) for action ids [B, T]."""
+        batch, length = input_ids.shape
+        device = input_ids.device
+        if attention_mask is not None and attention_mask.dim() != 2:
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}; expected the [B, T] padding mask a tokenizer "
+                "returns (the grammar builds the structural mask itself)"
+            )
+        if precomputed is not None:
+            if past_length:
+                raise ValueError("the collator's precomputed structure covers whole sequences; it cannot follow a cache")
+            kinds = precomputed["position_kinds"]
+            width = kinds.shape[1]
+            index = torch.arange(width, device=device).expand(batch, -1)
+            positions = torch.where(kinds != PositionKind.PAD, index, torch.full_like(index, -1))
+            structure = self._structure(precomputed["position_mask"].bool(), precomputed["position_coordinates"],
+                                        positions, kinds)
+            return input_ids.gather(1, precomputed["expansion_index"]), structure, precomputed["prediction_index"]
+        padding = attention_mask.bool() if attention_mask is not None else None
+        if self.grammar.causal:
+            return self._causal_positions(input_ids, padding, past_length)
+        if past_length:
+            raise ValueError(
+                f"a {self.config.grammar} model's positions depend on the whole tree, so it cannot extend a cache from "
+                "action ids; cached decoding goes through model.generate / word_synchronous_beam_search"
+            )
+        if padding is None:
+            padding = input_ids != self.layout.pad_token_id
+        ids = input_ids.cpu().numpy()
+        real = [np.flatnonzero(row) for row in padding.cpu().numpy()]
+        for index, where in enumerate(real):
+            if len(where) == 0:
+                raise ValueError(f"input_ids row {index} is all padding")
+        grammar_batch = self.grammar.batch([ids[b, where] for b, where in enumerate(real)], require_complete=False,
+                                           with_relative_positions=False)
+        prediction_index = np.zeros((batch, length), dtype=np.int64)
+        for b, where in enumerate(real):
+            prediction_index[b, where] = grammar_batch["prediction_index"][b, : len(where)]
+        kinds = torch.from_numpy(grammar_batch["position_kinds"].astype(np.int64)).to(device)
+        width = kinds.shape[1]
+        index = torch.arange(width, device=device).expand(batch, -1)
+        structure = self._structure(
+            torch.from_numpy(grammar_batch["attention_mask"]).to(device),
+            torch.from_numpy(grammar_batch["position_coordinates"]).to(device),
+            torch.where(kinds != PositionKind.PAD, index, torch.full_like(index, -1)), kinds,
+        )
+        return torch.from_numpy(grammar_batch["input_ids"]).to(device), structure, torch.from_numpy(prediction_index).to(device)
+
+    def _causal_positions(self, input_ids, padding, past_length):
+        """Causal grammars have one position per action: the structure follows the batch's own layout (left or
+        right padding, a cache), with each slot's index among the real tokens of its row as coordinate."""
+        batch, length = input_ids.shape
+        total = past_length + length
+        if padding is None:
+            padding = torch.ones((batch, total), dtype=torch.bool, device=input_ids.device)
+            if not past_length:
+                padding = input_ids != self.layout.pad_token_id
+        if padding.shape[1] != total:
+            raise ValueError(f"attention_mask covers {padding.shape[1]} positions; expected {total} (cached + new)")
+        if not past_length:
+            ids = input_ids.cpu().numpy()
+            rows = [row[keep] for row, keep in zip(ids, padding.cpu().numpy())]
+            if any(len(row) == 0 for row in rows):
+                raise ValueError("an input_ids row is all padding")
+            self.grammar.validate_batch(rows, require_complete=False)
+        positions = padding.long().cumsum(-1) - 1
+        positions = positions.masked_fill(~padding, -1)
+        structure = self._structure(None, positions.clamp(min=0), positions, None)
+        structure.mask = structure.causal_mask(length)
+        return input_ids, structure, torch.arange(length, device=input_ids.device).expand(batch, -1)
+
+    # ---- forward ----------------------------------------------------------------------------------------
+    def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, inputs_embeds=None,
+                output_hidden_states=None, return_dict=True, extra_embeddings=None, expansion_index=None,
+                position_mask=None, position_coordinates=None, position_kinds=None, prediction_index=None, **unused):
+        _reject_unknown_inputs(self, unused)
+        if input_ids is None:
+            raise ValueError("input_ids (action ids [B, T]) are required: the grammar expands actions, not embeddings")
+        if inputs_embeds is not None:
+            raise ValueError("inputs_embeds is not supported: positions come from the grammar; use extra_embeddings")
+        if use_cache and past_key_values is None:
+            from transformers import DynamicCache
+
+            past_key_values = DynamicCache()
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        given = dict(expansion_index=expansion_index, position_mask=position_mask, position_coordinates=position_coordinates,
+                     position_kinds=position_kinds, prediction_index=prediction_index)
+        present = [name for name, value in given.items() if value is not None]
+        if present and len(present) != len(given):
+            raise ValueError(f"the precomputed structure needs all of {list(given)}; got only {present}")
+        position_ids, structure, prediction_index = self.positions_of_actions(
+            input_ids, attention_mask, past_length, given if present else None)
+        hidden, all_hidden = self.decoder(position_ids, structure, past_key_values if use_cache or past_length else None,
+                                          extra_embeddings=extra_embeddings, output_hidden_states=bool(output_hidden_states))
+        per_action = hidden.gather(1, prediction_index[:, :, None].expand(-1, -1, hidden.shape[-1]))
+        return BaseModelOutputWithPast(
+            last_hidden_state=per_action,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=all_hidden,
+        )
+
+
+class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, GenerationMixin):
+    """The backbone with the tied output layer (embedding transpose + bias); HF causal-LM contract.
+
+    forward(...) takes the inputs of SyntacticTransformerModel and `labels` [B, T]: action ids, shifted inside
+    (labels=input_ids is the usual choice); the loss is the mean NLL of the predicted actions. Labels equal to
+    the pad id or under a 0 of the attention mask are ignored, as are -100s.
+    """
+
+    base_model_class = SyntacticTransformerModel
+    _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+    accepts_loss_kwargs = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = self.base_model_class(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.post_init()
+
+    @property
+    def grammar(self):
+        return self.model.grammar
+
+    def get_input_embeddings(self):
+        return self.model.decoder.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.model.decoder.embed_tokens = value
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def _logits(self, hidden):
+        hidden = F.dropout(hidden, self.config.final_dropout, self.training)
+        return self.lm_head(hidden) + self.output_bias
+
+    def forward(self, input_ids=None, attention_mask=None, labels=None, past_key_values=None, use_cache=None,
+                output_hidden_states=None, return_dict=True, **inputs):
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=past_key_values,
+                             use_cache=use_cache, output_hidden_states=output_hidden_states, **inputs)
+        logits = self._logits(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            targets = labels.masked_fill(labels == self.config.pad_token_id, IGNORE_INDEX)
+            if attention_mask is not None and attention_mask.shape == labels.shape:
+                targets = targets.masked_fill(attention_mask == 0, IGNORE_INDEX)
+            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
+        return CausalLMOutputWithPast(
+            loss=loss, logits=logits, past_key_values=outputs.past_key_values, hidden_states=outputs.hidden_states
+        )
+
+    def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None):
+        """Logits [B, T', V] of given positions (ids [B, T'] and a PositionStructure covering the cache too),
+        appending their keys and values to `past_key_values`. The decoders of generation_slm.py call it."""
+        hidden, _ = self.model.decoder(position_ids, structure, past_key_values, extra_embeddings=extra_embeddings)
+        return self._logits(hidden)
+
+    # ---- decoding -------------------------------------------------------------------------------
+    def generate(self, inputs=None, generation_config=None, tokenizer=None, word_start_mask=None, beam_options=None,
+                 **kwargs):
+        """HF-style generation. Words-only models (TXL (terminals)) use transformers' own generate. Tree models complete each
+        prompt (`<s>` + word pieces, as tokenizer(words, is_split_into_words=True) gives; None for no prompt)
+        into a tree with word-synchronous beam search, or with top-k sampling (`do_sample=True`), and return
+        action ids that `tokenizer.decode` turns into bracketed trees.
+
+        Read from kwargs or `generation_config`: num_beams, do_sample, top_k, num_return_sequences and
+        max_new_tokens (counted in words here). Pass `tokenizer=` (or `word_start_mask=`) so that words made
+        of several pieces are told apart; `beam_options` (a dict) sets any BeamSearchOptions field.
+        """
+        if self.grammar.uses_eos:  # words only (TXL (terminals)): transformers' own generate
+            return super().generate(inputs, generation_config=generation_config, **kwargs)
+        input_ids = kwargs.pop("input_ids", inputs)
+        settings = {}
+        if generation_config is not None:
+            for name in ("num_beams", "do_sample", "top_k", "num_return_sequences", "max_new_tokens"):
+                value = getattr(generation_config, name, None)
+                if value is not None:
+                    settings[name] = value
+        for name in ("num_beams", "do_sample", "top_k", "num_return_sequences", "max_new_tokens", "seed"):
+            if name in kwargs:
+                settings[name] = kwargs.pop(name)
+        kwargs.pop("attention_mask", None)  # the grammar derives structure; a padding mask adds nothing
+        if kwargs:
+            raise ValueError(f"generate() of a {self.config.grammar} model does not take {sorted(kwargs)}")
+        incomplete = ()
+        if tokenizer is not None:
+            word_start_mask = tokenizer.word_start_mask
+            incomplete = getattr(tokenizer, "incomplete_word_ids", ())
+        top_k = settings.get("top_k")
+        return syntactic_generate(
+            self, input_ids, num_beams=settings.get("num_beams", 1), do_sample=settings.get("do_sample", False),
+            top_k=top_k if top_k not in (None, 50) else None,  # 50 is transformers' default, not a choice
+            max_new_words=settings.get("max_new_tokens") or 20,
+            num_return_sequences=settings.get("num_return_sequences", 1), word_start_mask=word_start_mask,
+            incomplete_word_ids=incomplete, seed=settings.get("seed"), **(beam_options or {}),
+        )
+
+    def word_synchronous_beam_search(self, words, options=None, word_start_mask=None, **option_fields):
+        """Forced-word beam search: `words[s]` = sentence s as words of piece ids. Returns SentenceResults
+        (surprisals in nats, log p(x) lower bound, best trees). See generation_slm.BeamSearchOptions."""
+        options = options or BeamSearchOptions(**option_fields)
+        return WordSynchronousBeamSearch(self, options, word_start_mask=word_start_mask).search(words)
+
+
+
+
+class TransformerGrammarModel(SyntacticTransformerModel):
+    """Transformer Grammar (paper 000) backbone: see SyntacticTransformerModel."""
+
+    config_class = TransformerGrammarConfig
+
+
+class TransformerGrammarForCausalLM(SyntacticTransformerForCausalLM):
+    """Transformer Grammar (paper 000) language model: see SyntacticTransformerForCausalLM."""
+
+    config_class = TransformerGrammarConfig
+    base_model_class = TransformerGrammarModel
+
+
+class TransformerXLModel(SyntacticTransformerModel):
+    """Transformer-XL baseline backbone (TXL (CC) / TXL (terminals)): see SyntacticTransformerModel."""
+
+    config_class = TransformerXLConfig
+
+
+class TransformerXLForCausalLM(SyntacticTransformerForCausalLM):
+    """Transformer-XL baseline language model (TXL (CC) / TXL (terminals)): see SyntacticTransformerForCausalLM."""
+
+    config_class = TransformerXLConfig
+    base_model_class = TransformerXLModel
+
+
+# save_pretrained copies this file, its sibling imports and the configuration into every checkpoint, and
+# config.auto_map names all the Auto classes (see SyntacticTransformerConfig), so that
+# AutoModel / AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True) work without hf_slm.
+for _model, _causal_lm in ((TransformerGrammarModel, TransformerGrammarForCausalLM), (TransformerXLModel, TransformerXLForCausalLM)):
+    _model._auto_class = "AutoModel"
+    _causal_lm._auto_class = "AutoModelForCausalLM"
+
+CAUSAL_LM_CLASSES = {
+    TransformerGrammarConfig.model_type: TransformerGrammarForCausalLM,
+    TransformerXLConfig.model_type: TransformerXLForCausalLM,
+}
+
+
+def causal_lm_for_config(config):
+    """A new, randomly initialized causal LM of the family that `config` belongs to."""
+    if config.model_type not in CAUSAL_LM_CLASSES:
+        raise ValueError(f"no hf-slm model class for model_type {config.model_type!r}; expected one of {sorted(CAUSAL_LM_CLASSES)}")
+    return CAUSAL_LM_CLASSES[config.model_type](config)
