@@ -16,31 +16,74 @@ coordinate c, with relative position R_ij = c_i - c_j). The backbone knows no gr
   more than a token, such as DTG's arcs);
 - a KV cache (`past_key_values`) whose rows may have holes (beam search), described by `positions`.
 
-Fast path: since R_ij = c_i - c_j,
+Fast paths (all exact; tests hold them equal to the reference, gradients included):
+- when every attended pair has R = (query slot) - (key slot) (causal grammars, unrestricted heads), the
+  Transformer-XL way: (q_i + v) times the projected sinusoids of each distance, then the relative shift;
+- otherwise, since R_ij = c_i - c_j,
 
-    (q_i + v) . W_R r(clip(c_i - c_j)) = sum_d  B_i[clip(c_i - d)] * [c_j == d]
+      (q_i + v) . W_R r(clip(c_i - c_j)) = sum_d  B_i[clip(c_i - d)] * [c_j == d]
 
-where B_i[R] = (q_i + v) . W_R r(R) is a small [T, K] table per head. So the relative term is the dot
-product of an extra query block (B_i gathered at c_i - d, one column per coordinate value d) with an extra
-key block (the one-hot of c_j), and attention stays one scaled_dot_product_attention call with a boolean
-mask: no [B, H, T, T] float bias is materialized or back-propagated. When coordinates span too many values
-the gathered bias is used instead. `config.relative_attention = "reference"` computes everything
-explicitly (einsum, gather, masked softmax) for tests.
+  where B_i[R] = (q_i + v) . W_R r(R) is a small [T, K] table per head: the relative term is the product of
+  an extra query block (B_i gathered at c_i - d for each coordinate value d) with an extra key block (the
+  one-hot of c_j), riding in the q k^T product.
+On CPU both run in chunked_attention.py (see why there); elsewhere the factorized form is one fused SDPA call
+with a boolean mask. A few queries over a long cache (decoding), or coordinates spanning too many values,
+use the gathered bias. `config.relative_attention = "reference"` computes everything explicitly (einsum,
+gather, masked softmax) for tests.
 
 Hub code: imports only torch and its sibling files.
 """
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .chunked_attention import ChunkedAttention, chunk_plan
 from .grammars import PositionKind
 
 # Above this many distinct coordinate values, the gathered bias is cheaper than the one-hot key block.
 MAX_FACTORIZED_COORDINATES = 128
+
+
+class HeadStructure:
+    """What one group of heads attends in one forward call: mask [B, T, S] bool, coordinates [B, T] / [B, S]
+    (R_ij = c_i - c_j) and how many coordinate values there are. Everything derived from them is computed
+    at most once per forward call, on first use, and shared by every layer (some of it costs a device sync).
+    """
+
+    def __init__(self, mask, coordinates_q, coordinates_k, num_values):
+        self.mask, self.coordinates_q, self.coordinates_k, self.num_values = mask, coordinates_q, coordinates_k, num_values
+
+    @cached_property
+    def additive(self):
+        """The mask as 0 / -inf, [B, 1, T, S]."""
+        zeros = torch.zeros(self.mask.shape, device=self.mask.device)
+        return zeros.masked_fill_(~self.mask, float("-inf"))[:, None]
+
+    @cached_property
+    def relative_shift_applies(self):
+        """Whether every attended pair has R = (query slot) - (key slot) and no attended key lies two or more
+        slots after its query: then the relative term is one product per distance and a relative shift
+        (causal grammars, unrestricted heads; left or right padding). One check per forward call."""
+        length, keys = self.mask.shape[1:]
+        query_slot = torch.arange(keys - length, keys, device=self.mask.device)
+        key_slot = torch.arange(keys, device=self.mask.device)
+        offset_q = (self.coordinates_q - query_slot)[:, :, None]
+        offset_k = (self.coordinates_k - key_slot)[:, None, :]
+        breaks = (offset_q != offset_k) | (key_slot[None, None, :] > query_slot[None, :, None] + 1)
+        return not bool((self.mask & breaks).any())
+
+    def plan(self, heads, itemsize):
+        """The chunks of the chunked kernel (which key window each block of queries visits)."""
+        key = (heads, itemsize)
+        plans = self.__dict__.setdefault("_plans", {})
+        if key not in plans:
+            plans[key] = chunk_plan(self.mask, heads, itemsize)
+        return plans[key]
 
 
 @dataclass
@@ -66,6 +109,19 @@ class PositionStructure:
         # One device sync per forward call (not per layer): how many coordinate values the fast path spans.
         self.num_coordinate_values = int(self.coordinates.max()) + 1 if self.coordinates.numel() else 1
         self.num_position_values = int(self.positions.max()) + 1 if self.positions.numel() else 1
+
+    @cached_property
+    def restricted(self):
+        """The grammar's heads: its mask and coordinates."""
+        length = self.mask.shape[1]
+        return HeadStructure(self.mask, self.coordinates[:, -length:], self.coordinates, self.num_coordinate_values)
+
+    @cached_property
+    def unrestricted(self):
+        """Hybrid heads: causal over each row's own positions, R = i - j."""
+        positions = self.positions.clamp(min=0)
+        length = self.mask.shape[1]
+        return HeadStructure(self.causal_mask(), positions[:, -length:], positions, self.num_position_values)
 
     def causal_mask(self, length=None):
         """[B, T, S]: the T new positions (default: as many as the mask's rows) attend every earlier or equal
@@ -119,54 +175,87 @@ class RelativeAttention(nn.Module):
         v = self.v_proj(hidden).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
         return k, v
 
-    def forward(self, hidden, keys, values, mask, encodings, min_position, coordinates_q, coordinates_k,
-                num_coordinate_values, implementation="auto"):
+    def forward(self, hidden, keys, values, heads, encodings, min_position, implementation="auto"):
+        """hidden [B, T, d]; keys, values [B, h, S, d_head]; heads: a HeadStructure; encodings r(R) for R in
+        [min_position, min_position + K). Returns [B, T, h, d_head]."""
         batch, length, _ = hidden.shape
         q = self.q_proj(hidden).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)  # [B,h,T,dh]
         dropout = self.dropout if self.training else 0.0
         scale = self.head_dim ** -0.5
-        if not self.relative:  # absolute positions: plain masked attention
+        mask = heads.mask[:, None]
+        if not self.relative:  # absolute positions: plain masked attention (fused kernel)
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=dropout, scale=scale)
             return out.transpose(1, 2)
-        encodings = F.dropout(encodings, self.dropout, self.training)
-        r = self.r_proj(encodings).view(-1, self.num_heads, self.head_dim)  # [K, h, dh]
-        # B_i[R] = (q_i + v) . W_R r(R), for every representable R: [B, h, T, K]
-        table = torch.einsum("bhtd,khd->bhtk", q + self.v[None, :, None], r)
-        num_positions = r.shape[0]
+        # Only relative positions that can occur: |R| < the number of coordinate values (T for a causal model),
+        # not the whole configured range (max_sequence_length rows for the causal grammars).
+        max_position = min_position + encodings.shape[0] - 1
+        low, high = max(min_position, 1 - heads.num_values), min(max_position, heads.num_values - 1)
+        high = max(low, high)
+        encodings = F.dropout(encodings[low - min_position : high - min_position + 1], self.dropout, self.training)
+        min_position, max_position = low, high
 
-        def relative_index():  # [B, T, S] indices into the table; built only on the paths that need it
-            relative = coordinates_q[:, :, None] - coordinates_k[:, None, :]
-            return (relative.clamp(min_position, min_position + num_positions - 1) - min_position).long()
+        def relative_index(values_k):  # [B, T, S'] indices into the table; built only on the paths that need it
+            relative = heads.coordinates_q[:, :, None] - values_k[:, None, :]
+            return (relative.clamp(min_position, max_position) - min_position).long()
+
+        def table():  # B_i[R] = (q_i + v) . W_R r(R), scaled: [B, h, T, K]
+            r = self.r_proj(encodings).view(-1, self.num_heads, self.head_dim)
+            return torch.matmul(position_q, r.permute(1, 2, 0))
 
         if implementation == "reference":
-            return self._reference(q, keys, values, table, relative_index(), mask)
-        content_q = q + self.u[None, :, None]
-        # Few queries (incremental decoding): the [B, h, T, S] bias is small, and cheaper than padding every
-        # cached value to the extended width.
-        few_queries = length <= 4 and keys.shape[2] > length
-        if not few_queries:
-            num_values = num_coordinate_values
-            if num_values <= MAX_FACTORIZED_COORDINATES:
-                # Extra query block: B_i at clip(c_i - d) for every coordinate value d; extra key block:
-                # one-hot(c_j). Their product is exactly the gathered relative term.
-                values_range = torch.arange(num_values, device=hidden.device)
-                rel = coordinates_q[:, :, None] - values_range[None, None, :]
-                rel_index = (rel.clamp(min_position, min_position + num_positions - 1) - min_position).long()
-                extra_q = torch.gather(table, 3, rel_index[:, None].expand(-1, self.num_heads, -1, -1))
-                extra_k = F.one_hot(coordinates_k.long(), num_values).to(q.dtype)
-                extra_k = extra_k[:, None].expand(-1, self.num_heads, -1, -1)
-                # Values padded to the query/key width keep SDPA on its fused kernel (it needs equal widths);
-                # the padding columns come out zero and are sliced off.
-                out = F.scaled_dot_product_attention(
-                    torch.cat([content_q, extra_q], dim=-1), torch.cat([keys, extra_k], dim=-1),
-                    F.pad(values, (0, num_values)), attn_mask=mask, dropout_p=dropout, scale=scale,
-                )
-                return out[..., : self.head_dim].transpose(1, 2)
-        # Gathered bias: [B, h, T, S] float, added inside SDPA.
-        bias = torch.gather(table, 3, relative_index()[:, None].expand(-1, self.num_heads, -1, -1)) * scale
+            r = self.r_proj(encodings).view(-1, self.num_heads, self.head_dim)
+            positional = torch.einsum("bhtd,khd->bhtk", q + self.v[None, :, None], r)
+            return self._reference(q, keys, values, positional, relative_index(heads.coordinates_k), mask)
+        # (q + u) * scale and (q + v) * scale: the scale is folded into q, never applied to [T, S] scores
+        content_q = torch.add((self.u * scale)[None, :, None], q, alpha=scale)
+        position_q = torch.add((self.v * scale)[None, :, None], q, alpha=scale)
+        keys_length = keys.shape[2]
+        few_queries = length <= 4 and keys_length > length  # incremental decoding: a small bias is cheapest
+        if hidden.device.type == "cpu" and not few_queries:
+            if heads.relative_shift_applies:
+                # Transformer-XL: r for distances S-1, S-2, ... down past -1 (clipped to the table), ~S rows and
+                # not max_sequence_length; a multiple of 16 rows keeps the GEMM widths aligned.
+                width = -(-(keys_length + 2) // 16) * 16
+                distances = torch.arange(keys_length - 1, keys_length - 1 - width, -1, device=hidden.device)
+                rows = encodings[distances.clamp(min_position, max_position) - min_position]
+                r = self.r_proj(rows).view(-1, self.num_heads, self.head_dim).transpose(0, 1).contiguous()  # [h, W, dh]
+                plan = heads.plan(self.num_heads, q.element_size())
+                out = ChunkedAttention.apply(content_q, keys.detach(), keys, values, position_q, r, heads.additive,
+                                             plan, dropout)
+                return out.transpose(1, 2)
+            if heads.num_values <= MAX_FACTORIZED_COORDINATES:
+                # (q_i + v) . W_R r(clip(c_i - c_j)) = extra_q[i] . one_hot(c_j), extra_q[i, d] = B_i[clip(c_i - d)]:
+                # the one-hot columns ride in the q k^T product.
+                extra_q, extra_k = self._factorized_blocks(table(), heads, min_position, max_position)
+                kx = torch.cat([keys.detach(), extra_k.expand(-1, self.num_heads, -1, -1)], dim=-1)
+                plan = heads.plan(self.num_heads, q.element_size())
+                out = ChunkedAttention.apply(torch.cat([content_q, extra_q], -1), kx, keys, values, None, None,
+                                             heads.additive, plan, dropout)
+                return out.transpose(1, 2)
+        elif not few_queries and heads.num_values <= MAX_FACTORIZED_COORDINATES:
+            # Other devices: the same factorization inside one fused SDPA call with a boolean mask (values padded
+            # to the query/key width, as SDPA's fused kernels need equal widths; padding columns are sliced off).
+            extra_q, extra_k = self._factorized_blocks(table(), heads, min_position, max_position)
+            out = F.scaled_dot_product_attention(
+                torch.cat([content_q, extra_q], dim=-1), torch.cat([keys, extra_k.expand(-1, self.num_heads, -1, -1)], dim=-1),
+                F.pad(values, (0, heads.num_values)), attn_mask=mask, dropout_p=dropout, scale=1.0,
+            )
+            return out[..., : self.head_dim].transpose(1, 2)
+        # The gathered bias [B, h, T, S] inside SDPA (few queries, or coordinates spanning many values).
+        bias = torch.gather(table(), 3, relative_index(heads.coordinates_k)[:, None].expand(-1, self.num_heads, -1, -1))
         bias = bias.masked_fill(~mask, float("-inf"))
-        out = F.scaled_dot_product_attention(content_q, keys, values, attn_mask=bias, dropout_p=dropout, scale=scale)
+        out = F.scaled_dot_product_attention(content_q, keys, values, attn_mask=bias, dropout_p=dropout, scale=1.0)
         return out.transpose(1, 2)
+
+    def _factorized_blocks(self, table, heads, min_position, max_position):
+        """Extra query block [B, h, T, D] (B_i at clip(c_i - d) for every coordinate value d) and extra key block
+        [B, 1, S, D] (one-hot of c_j): their product is the relative term."""
+        values_range = torch.arange(heads.num_values, device=table.device)
+        rel = heads.coordinates_q[:, :, None] - values_range[None, None, :]
+        rel_index = (rel.clamp(min_position, max_position) - min_position).long()
+        extra_q = torch.gather(table, 3, rel_index[:, None].expand(-1, self.num_heads, -1, -1))
+        extra_k = F.one_hot(heads.coordinates_k.long(), heads.num_values).to(table.dtype)[:, None]
+        return extra_q, extra_k
 
     def _reference(self, q, keys, values, table, index, mask):
         """The textbook computation, for tests: scores, masked softmax, dropout, weighted values."""
@@ -217,21 +306,14 @@ class SyntacticTransformerLayer(nn.Module):
         outputs = []
         for slot, attention in enumerate(self.attentions):
             keys, values = cache_kv(slot, attention, x)
-            heads = attention(
-                x, keys, values, structure.mask[:, None], encodings["restricted"], structure.min_position,
-                structure.coordinates[:, -length:], structure.coordinates, structure.num_coordinate_values,
-                implementation=structure.implementation,
-            )
+            heads = attention(x, keys, values, structure.restricted, encodings["restricted"], structure.min_position,
+                              structure.implementation)
             outputs.append(heads)
         unrestricted = None
         if self.unrestricted_attention is not None:
             keys, values = cache_kv(len(self.attentions), self.unrestricted_attention, x)
-            positions = structure.positions.clamp(min=0)
-            unrestricted = self.unrestricted_attention(
-                x, keys, values, structure.causal_mask()[:, None], encodings["unrestricted"], 0,
-                positions[:, -length:], positions, structure.num_position_values,
-                implementation=structure.implementation,
-            )
+            unrestricted = self.unrestricted_attention(x, keys, values, structure.unrestricted, encodings["unrestricted"],
+                                                       0, structure.implementation)
         projected = []
         for index, o_proj in enumerate(self.o_projs):
             parts = ([outputs[index]] if outputs else []) + ([unrestricted] if unrestricted is not None else [])

@@ -126,9 +126,13 @@ def test_results_are_well_formed_trees_over_the_input_words():
             assert log_prob == pytest.approx(joint_log_probs(model, [ids])[0], abs=1e-4)
 
 
-@pytest.mark.parametrize("grammar_name", ["tg", "choe_charniak"])
-def test_batch_equals_one_at_a_time_and_cache_equals_reencoding(grammar_name):
-    model = tiny_model(grammar_name, seed=2, num_unrestricted_heads=1)
+@pytest.mark.parametrize("grammar_name, options", [
+    ("tg", {"num_unrestricted_heads": 1}),
+    ("tg", {"distinct_compose_attention": True}),  # the cached path once crashed here (it lost the kinds)
+    ("choe_charniak", {"num_unrestricted_heads": 1}),
+])
+def test_batch_equals_one_at_a_time_and_cache_equals_reencoding(grammar_name, options):
+    model = tiny_model(grammar_name, seed=2, **options)
     sentences = [SENTENCE, SENTENCE[:2], [SENTENCE[2], SENTENCE[1]], SENTENCE + SENTENCE]
     options = dict(beam_size=12, word_beam_size=4, fast_track=2, num_trees=3)
     together = WordSynchronousBeamSearch(model, BeamSearchOptions(**options)).search(sentences)

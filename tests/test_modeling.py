@@ -213,11 +213,14 @@ def test_tg_masks_really_restrict():
         ("tg", {"distinct_compose_attention": True}),
         ("tg", {"pre_layer_norm": True}),
         ("choe_charniak", {}),
+        ("choe_charniak", {"num_unrestricted_heads": 1}),
+        ("terminals", {}),
     ],
 )
 def test_fast_and_reference_attention_agree(grammar, options):
     model = tiny_model(grammar, **options)
-    inputs = batch(grammar)
+    inputs = batch(grammar) if grammar != "terminals" else SyntacticDataCollator("terminals", LAYOUT)(
+        [VOCAB.encode([w for w in t.split() if "(" not in w and ")" not in w], add_eos=True) for t in TREES])
     valid = inputs["attention_mask"].bool()
     results = {}
     for implementation in ("auto", "reference"):
@@ -246,6 +249,27 @@ def test_gathered_bias_path_agrees_when_coordinates_span_many_values():
     fast = model(**inputs).logits
     model.config.relative_attention = "reference"
     assert torch.allclose(fast, model(**inputs).logits, atol=1e-5)
+
+
+def test_relative_table_covers_the_sequence_not_the_configured_maximum(monkeypatch):
+    """A causal model configured for 1024 positions projects r(R) for about T distances, not 1024, and the
+    per-forward work (chunk plans, the relative-shift check) is done once per forward call, not per layer."""
+    from hf_slm.modeling import backbone
+
+    model = tiny_model("choe_charniak", max_sequence_length=1024, num_hidden_layers=3, num_unrestricted_heads=1)
+    rows = []
+    for layer in model.model.decoder.layers:
+        for attention in layer.attention_modules():
+            attention.r_proj.register_forward_hook(lambda module, args, output: rows.append(args[0].shape[0]))
+    plans = []
+    original = backbone.chunk_plan
+    monkeypatch.setattr(backbone, "chunk_plan", lambda *args: plans.append(1) or original(*args))
+    inputs = batch("choe_charniak")
+    with torch.no_grad():
+        model(**inputs)
+    length = inputs["position_mask"].shape[1]
+    assert len(rows) == 6 and max(rows) <= length + 17  # T + the shift's margin, rounded up to 16
+    assert len(plans) == 2  # restricted and unrestricted heads, shared by the 3 layers
 
 
 def test_all_unrestricted_tg_equals_causal_model():
