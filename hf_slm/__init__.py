@@ -1,26 +1,85 @@
-"""hf-slm: syntactic language models as HuggingFace transformers models."""
+"""hf-slm: syntactic language models as HuggingFace transformers models.
 
-from .auto import register_auto_classes
-from .beam import generate_trees, parse, score
-from .checks import check_tokenizer_matches
-from .collator import SyntacticDataCollator
-from .ensemble import UniformMixture
-from .modeling.configuration_tg import PRESETS, TransformerGrammarConfig, preset_config
-from .modeling.generation_tg import BeamSearchOptions, WordSynchronousBeamSearch
-from .modeling.grammars import ActionKind, ActionLayout, PositionKind, get_grammar
-from .modeling.modeling_tg import TransformerGrammarForCausalLM, TransformerGrammarModel
-from .sampling import sample_trees
-from .scoring import action_log_probs, action_perplexity, joint_log_probs
-from .tokenization.linearizers import (
-    bottom_up_actions,
-    terminal_actions,
-    top_down_actions,
-    tree_from_bottom_up,
-    tree_from_top_down,
-)
-from .tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
-from .tokenization.trees import normalize_tree, parse_tree, parse_trees, read_trees, tree_to_string
+The names below are imported on first use (PEP 562 `__getattr__`): the `hf-slm` command line runs this
+file before every command, and `hf-slm --help` or `hf-slm masks` must not wait seconds for torch and
+transformers. Importing hf_slm still registers its classes with the transformers Auto factories, at once
+when transformers is already imported, else when it is (hf_slm/auto_registration.py).
+"""
 
-register_auto_classes()
+from importlib import import_module
+from importlib.util import find_spec
+
+from .auto_registration import register_auto_classes_once, watch_transformers
 
 __version__ = "0.1.0"
+
+# public name -> submodule that defines it
+_NAMES = {
+    "register_auto_classes": "auto",
+    "generate_trees": "beam",
+    "parse": "beam",
+    "score": "beam",
+    "check_tokenizer_matches": "checks",
+    "SyntacticDataCollator": "collator",
+    "UniformMixture": "ensemble",
+    "PRESETS": "modeling.configuration_slm",
+    "TransformerGrammarConfig": "modeling.configuration_slm",
+    "preset_config": "modeling.configuration_slm",
+    "SyntacticTransformerConfig": "modeling.configuration_slm",
+    "TransformerXLConfig": "modeling.configuration_slm",
+    "config_for_grammar": "modeling.configuration_slm",
+    "BeamSearchOptions": "modeling.generation_slm",
+    "WordSynchronousBeamSearch": "modeling.generation_slm",
+    "ActionKind": "modeling.grammars",
+    "ActionLayout": "modeling.grammars",
+    "PositionKind": "modeling.grammars",
+    "get_grammar": "modeling.grammars",
+    "TransformerGrammarForCausalLM": "modeling.modeling_slm",
+    "TransformerGrammarModel": "modeling.modeling_slm",
+    "TransformerXLForCausalLM": "modeling.modeling_slm",
+    "TransformerXLModel": "modeling.modeling_slm",
+    "SyntacticTransformerForCausalLM": "modeling.modeling_slm",
+    "SyntacticTransformerModel": "modeling.modeling_slm",
+    "sample_trees": "sampling",
+    "action_log_probs": "scoring",
+    "action_perplexity": "scoring",
+    "joint_log_probs": "scoring",
+    "bottom_up_actions": "tokenization.linearizers",
+    "terminal_actions": "tokenization.linearizers",
+    "top_down_actions": "tokenization.linearizers",
+    "tree_from_bottom_up": "tokenization.linearizers",
+    "tree_from_top_down": "tokenization.linearizers",
+    "SyntacticTokenizer": "tokenization.tokenization_slm",
+    "SyntacticWordTokenizer": "tokenization.tokenization_slm",
+    "normalize_tree": "tokenization.trees",
+    "parse_tree": "tokenization.trees",
+    "parse_trees": "tokenization.trees",
+    "read_trees": "tokenization.trees",
+    "tree_to_string": "tokenization.trees",
+}
+
+# Submodules that need neither torch nor transformers (numpy, nltk): handing out their names registers nothing.
+_WITHOUT_TRANSFORMERS = {"checks", "modeling.grammars", "tokenization.linearizers", "tokenization.trees"}
+
+__all__ = sorted(_NAMES) + ["__version__"]
+
+watch_transformers()
+
+
+def __getattr__(name):
+    """A public name (imported from its submodule, then cached here), or a submodule such as `hf_slm.beam`."""
+    if name in _NAMES:
+        module = _NAMES[name]
+        value = getattr(import_module(f".{module}", __name__), name)
+        if module not in _WITHOUT_TRANSFORMERS:
+            # Whoever touches the model, tokenizer or config classes expects the Auto factories to know them.
+            register_auto_classes_once()
+        globals()[name] = value
+        return value
+    if not name.startswith("_") and find_spec(f"{__name__}.{name}") is not None:
+        return import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_NAMES))

@@ -1,6 +1,6 @@
 """Scoring, parsing and generation with word-synchronous beam search, from words to readable results.
 
-The search itself is hub code (modeling/generation_tg.py): anyone who loads a checkpoint with
+The search itself is hub code (modeling/generation_slm.py): anyone who loads a checkpoint with
 trust_remote_code gets it through `model.generate` and `model.word_synchronous_beam_search`. This module adds
 the tokenizer side: words to pieces, batching with a progress bar, trees back to brackets.
 """
@@ -11,7 +11,7 @@ import warnings
 from tqdm.auto import tqdm
 
 from .checks import check_tokenizer_matches
-from .modeling.generation_tg import BeamSearchOptions, WordSynchronousBeamSearch
+from .modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
 
 
 def sentence_words(sentence, index=0):
@@ -89,7 +89,9 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
 
     `documents` is a list of documents, each a list of sentences (strings or word lists). Sentence i of a
     document is searched after the best trees found for its sentences 1..i-1 (each the top of its own
-    final beam), so its numbers are conditional on them: log_prob approximates log p(x_i | x_<i) from below.
+    final beam), so its numbers are conditional on them: log_prob is an approximation of log p(x_i | x_<i),
+    not a bound. It is the beam's mass of p(x_i | that one prefix tree), while log p(x_i | x_<i) averages
+    over every tree of x_<i, which can make x_i more or less likely than the greedy trees do.
     Needs a document-level model (config.document_level). Returns per document a list of `score`-like
     dicts, one per sentence; "tree" is that sentence's tree alone. Sentence i of all documents is batched.
     """

@@ -1,6 +1,6 @@
 """`hf-slm card DIR`: write a checkpoint's model card (README.md) from its config and saved results."""
 
-from .model_card import DEFAULT_LICENSE
+from .model_cards import DEFAULT_LICENSE  # not .model_card: it imports jinja2 and huggingface_hub
 
 
 def command_card(args):

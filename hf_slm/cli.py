@@ -45,7 +45,7 @@ def command_quickstart(args):
 
 
 def command_presets(args):
-    from .modeling.configuration_tg import PRESETS
+    from .modeling.configuration_slm import PRESETS
 
     print(f"{'preset':<22} {'grammar':<14} {'d':>5} {'layers':>6} {'heads':>5} {'d_ff':>5} {'vocab':>6}  description")
     for name, preset in PRESETS.items():
@@ -117,9 +117,12 @@ def command_score(args):
     from .beam import score
 
     model, tokenizer = _load(args.model)
+    units = "bits" if args.bits else "nats"
     for result in score(model, tokenizer, args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
                         **_beam_options(args)):
-        print(json.dumps({key: result[key] for key in ("words", "surprisals", "log_prob", "tree")}))
+        # end_surprisal is printed so that a reader can check sum(surprisals) + end_surprisal == -log_prob.
+        shown = {key: result[key] for key in ("words", "surprisals", "end_surprisal", "log_prob", "tree")}
+        print(json.dumps({**shown, "units": units}))
     return 0
 
 
@@ -154,7 +157,8 @@ def command_eval_rerank(args):
     model, tokenizer, directory = _eval_setup(args)
     metrics = rerank(model, tokenizer, args.gold, args.proposals, limit=args.limit, batch_size=args.batch_size,
                      output_dir=directory)
-    _report("rerank", metrics, directory, ("precision", "recall", "f1", "exact_match", "sentences", "oracle", "first_proposal"))
+    _report("rerank", metrics, directory,
+            ("precision", "recall", "f1", "exact_match", "sentences", "oracle", "first_proposal", "units"))
     return 0
 
 
@@ -163,7 +167,7 @@ def command_eval_parse(args):
 
     model, tokenizer, directory = _eval_setup(args)
     metrics = parse_eval(model, tokenizer, args.gold, limit=args.limit, output_dir=directory, **_beam_options(args))
-    _report("parse", metrics, directory, ("precision", "recall", "f1", "exact_match", "sentences"))
+    _report("parse", metrics, directory, ("precision", "recall", "f1", "exact_match", "sentences", "units"))
     return 0
 
 
@@ -196,8 +200,7 @@ def command_eval_blimp(args):
     model, tokenizer, directory = _eval_setup(args)
     metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory, batch_size=args.batch_size,
                         **_beam_options(args))
-    print(json.dumps({"accuracy": metrics["accuracy"], "pairs": metrics["pairs"], "paradigms": metrics["paradigms"],
-                      "by_field": metrics["by_field"]}))
+    print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units")}))
     print(f"wrote {directory}/blimp.json", file=sys.stderr)
     return 0
 
@@ -282,7 +285,8 @@ def build_parser():
     _add_beam_options(parse_command)
     parse_command.set_defaults(function=command_parse)
 
-    score_command = commands.add_parser("score", help="per-word surprisals, log p(x) and the best tree, as JSON lines")
+    score_command = commands.add_parser(
+        "score", help="per-word surprisals, end_surprisal, log p(x) and the best tree, as JSON lines with their units")
     score_command.add_argument("--model", required=True)
     score_command.add_argument("--bits", action="store_true", help="surprisals and log p(x) in bits (default nats)")
     score_command.add_argument("sentences", nargs="+", metavar="SENTENCE")
@@ -310,11 +314,13 @@ def build_parser():
                                 help="proposal trees: one per line, one blank-line separated block per sentence")
     parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses", command_eval_parse)
     parse_eval_command.add_argument("--gold", required=True)
-    ppl = _add_eval_command(evaluations, "ppl", "word perplexity (an upper bound for syntactic models)", command_eval_ppl)
+    ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for terminals models, an upper bound for "
+                            "syntactic ones, an approximation for them at document level)", command_eval_ppl)
     ppl.add_argument("--data", required=True, help="trees (PTB brackets) or one sentence per line")
     ppl.add_argument("--proposals", help="proposal trees per sentence (see hf_slm/evaluation/parsing.py); default: the beam")
-    ppl.add_argument("--document-level", action="store_true", help="documents separated by blank lines: each sentence after the greedy best trees "
-                     "of the ones before it (needs a document-level model)")
+    ppl.add_argument("--document-level", action="store_true",
+                     help="documents separated by blank lines: each sentence after the greedy best trees of the ones "
+                     "before it, an approximation for syntactic models (needs a document-level model)")
     blimp = _add_eval_command(evaluations, "blimp", "BLiMP accuracy per paradigm, field and overall", command_eval_blimp)
     blimp.add_argument("--data", required=True, help="a folder of BLiMP .jsonl files")
     sg = _add_eval_command(evaluations, "sg", "SyntaxGym: per-suite accuracy, circuits, the 31-suite SG score, a plot",

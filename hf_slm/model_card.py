@@ -27,9 +27,8 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 
-from .model_cards import TEMPLATE_DIRECTORY
+from .model_cards import DEFAULT_LICENSE, TEMPLATE_DIRECTORY
 
-DEFAULT_LICENSE = "apache-2.0"
 REPO_PLACEHOLDER = "ORG/NAME"
 REVISION_PLACEHOLDER = "COMMIT_SHA"
 COMMIT_SHA = re.compile(r"[0-9a-f]{7,40}")
@@ -241,12 +240,23 @@ def _limit_text(options, unit):
     return f"; first {limit} {unit}" if limit else ""
 
 
+def _perplexity_estimate(metrics):
+    """What the perplexity is: "exact", "upper bound" or "approximation".
+
+    Decided by the method, not by a saved label: results saved before the greedy-prefix methods were called
+    approximations say `is_upper_bound: true` for them.
+    """
+    if metrics["method"].endswith("_greedy_prefix"):
+        return "approximation"
+    return "upper bound" if metrics["is_upper_bound"] else "exact"
+
+
 def _perplexity(record, path):
     metrics = _metric_values(record, path, ("perplexity", "is_upper_bound", "method", "sentences", "words"))
-    upper = bool(metrics["is_upper_bound"])
+    estimate = _perplexity_estimate(metrics)
     documents = metrics.get("documents")
     level = " (document level)" if documents is not None else ""
-    label = f"Word perplexity{level}, {'upper bound' if upper else 'exact'}"
+    label = f"Word perplexity{level}, {estimate}"
     method = metrics["method"]
     options = record["options"] or {}
     how = {
@@ -270,7 +280,7 @@ def _perplexity(record, path):
     row = EvaluationRow(label, f"{metrics['perplexity']:.2f}", f"{name} ({counts})", how, _date(record))
     result = EvalResult(task_type="text-generation", task_name=f"Language modeling{level}", dataset_type=name,
                         dataset_name=name, metric_type="perplexity", metric_value=metrics["perplexity"],
-                        metric_name=f"word perplexity{level} ({'upper bound' if upper else 'exact'})")
+                        metric_name=f"word perplexity{level} ({estimate})")
     return ReportedEvaluation([row], result, "perplexity")
 
 

@@ -9,4 +9,8 @@ from pathlib import Path
 
 TEMPLATE_DIRECTORY = Path(__file__).resolve().parent
 
-__all__ = ["TEMPLATE_DIRECTORY"]
+# The license id a card states for the weights unless told otherwise. Here rather than in hf_slm.model_card
+# so that `hf-slm card --help` can show it without importing jinja2 and huggingface_hub.
+DEFAULT_LICENSE = "apache-2.0"
+
+__all__ = ["DEFAULT_LICENSE", "TEMPLATE_DIRECTORY"]

@@ -1,14 +1,26 @@
-"""`hf-slm masks`: the JSON report of paper 000 Figure 2, PTB input, the PNG, errors."""
+"""`hf-slm masks`: the JSON report of paper 000 Figure 2, PTB input, the PNG, errors. A quick start (no torch,
+transformers or datasets for --help and masks); `score` JSON lines whose surprisals add up; units in outputs."""
 
 import json
+import math
 import subprocess
 import sys
+import textwrap
+import warnings
+from pathlib import Path
 
 import pytest
+from conftest import save_tiny_checkpoint
 
 from hf_slm.cli import main
 
 FIGURE_2 = "(S (NP the blue bird NP) (VP sings VP) S)"
+TREES = [
+    "(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",
+    "(ROOT (S (NP (DT a) (NN dog)) (VP (VBZ barks) (PP (IN at) (NP (DT the) (NN moon))))))",
+    "(ROOT (S (NP (PRP I)) (VP (VBP like) (NP (PRP it))) (. .)))",
+]
+SMALL_BEAM = ["--beam-size", "20", "--word-beam-size", "5"]
 
 
 def run_cli(*args):
@@ -63,3 +75,97 @@ def test_masks_png(tmp_path):
 def test_masks_errors(tree, message, capsys):
     assert main(["masks", tree]) == 2
     assert message in capsys.readouterr().err
+
+
+# ---- start-up: commands import only what they need ------------------------------------------------------
+
+HEAVY = ("torch", "transformers", "datasets")
+
+# Runs in a fresh interpreter, so that nothing the test session imported counts.
+LAZINESS_CHILD = textwrap.dedent(f"""
+    import json, sys
+    import hf_slm.cli
+
+    heavy = {HEAVY!r}
+    seen = {{}}
+    hf_slm.cli.build_parser()
+    seen["build_parser"] = [name for name in heavy if name in sys.modules]
+    assert hf_slm.cli.main(["masks", {FIGURE_2!r}, "--grammar", "tg", "--json"]) == 0
+    seen["masks"] = [name for name in heavy if name in sys.modules]
+    print(json.dumps(seen))
+""")
+
+
+def test_help_and_masks_import_no_torch_transformers_or_datasets():
+    # Not a timing: which modules are loaded decides the start-up time (seconds for these three).
+    result = subprocess.run([sys.executable, "-c", LAZINESS_CHILD], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen == {"build_parser": [], "masks": []}
+
+
+def test_help_lists_every_command():
+    result = run_cli("--help")
+    assert result.returncode == 0, result.stderr
+    for command in ("masks", "quickstart", "presets", "train", "parse", "score", "generate", "eval", "card", "data",
+                    "push"):
+        assert command in result.stdout
+
+
+# ---- score: JSON lines that add up, with their units ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    directory, _, _ = save_tiny_checkpoint(tmp_path_factory.mktemp("cli") / "tg", TREES, vocab_size=40)
+    return directory
+
+
+def _score_lines(capsys, checkpoint, *options):
+    sentences = ["the blue bird sings .", "I like it"]
+    assert main(["score", "--model", str(checkpoint), *SMALL_BEAM, *options, *sentences]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["words"] for line in lines] == [s.split() for s in sentences]
+    return lines
+
+
+def test_score_lines_carry_end_surprisal_and_units_and_add_up(checkpoint, capsys):
+    nats = _score_lines(capsys, checkpoint)
+    bits = _score_lines(capsys, checkpoint, "--bits")
+    for line in nats + bits:
+        assert set(line) == {"words", "surprisals", "end_surprisal", "log_prob", "tree", "units"}
+        assert len(line["surprisals"]) == len(line["words"])
+        # The README's promise, checkable from the output alone: surprisals + end_surprisal = -log p(x).
+        assert math.fsum(line["surprisals"]) + line["end_surprisal"] == pytest.approx(-line["log_prob"], abs=1e-6)
+    assert {line["units"] for line in nats} == {"nats"} and {line["units"] for line in bits} == {"bits"}
+    for in_nats, in_bits in zip(nats, bits):
+        assert in_bits["log_prob"] == pytest.approx(in_nats["log_prob"] / math.log(2), rel=1e-6)
+        assert in_bits["end_surprisal"] == pytest.approx(in_nats["end_surprisal"] / math.log(2), rel=1e-6, abs=1e-9)
+        assert in_bits["tree"] == in_nats["tree"]
+
+
+def test_eval_outputs_name_their_units(checkpoint, tmp_path, capsys):
+    fixtures = Path(__file__).parent / "fixtures"
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("\n".join(TREES[:2]) + "\n")
+    out = ["--output", str(tmp_path / "results"), *SMALL_BEAM]
+
+    assert main(["eval", "ppl", "--model", str(checkpoint), "--data", str(gold), *out]) == 0
+    assert "nats" in capsys.readouterr().out
+    record = json.loads((tmp_path / "results" / "ppl.json").read_text())["metrics"]
+    assert record["log_prob_units"] == "nats" and record["estimate"] == "upper bound"
+    lines = (tmp_path / "results" / "ppl_sentences.jsonl").read_text().splitlines()
+    assert {json.loads(line)["units"] for line in lines} == {"nats"}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny tokenizer spells some BLiMP characters as <unk>
+        assert main(["eval", "blimp", "--model", str(checkpoint), "--data", str(fixtures / "blimp"), "--limit", "1",
+                     *out]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["units"] == "fraction" and 0 <= printed["accuracy"] <= 1
+    pairs = (tmp_path / "results" / "blimp_pairs.jsonl").read_text().splitlines()
+    assert {json.loads(line)["units"] for line in pairs} == {"nats"}
+
+    assert main(["eval", "parse", "--model", str(checkpoint), "--gold", str(gold), *out]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["units"] == "percent" and 0 <= printed["f1"] <= 100

@@ -1,4 +1,9 @@
-"""Word perplexity (exact / upper bound, proposal files, document level) and BLiMP accuracy."""
+"""Word perplexity (exact / upper bound, proposal files, document level) and BLiMP accuracy.
+
+Expected numbers are computed here, not by the library: log p of an action sequence by one forward call of the
+model and a sum of log_softmax entries (`_hand_log_prob`), perplexities as exp(-sum / N_w) written out, BLiMP
+outcomes from scores fixed by construction.
+"""
 
 import itertools
 import json
@@ -6,6 +11,7 @@ import math
 import re
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,9 +25,8 @@ from hf_slm.evaluation.perplexity import (
     read_proposals,
     word_perplexity,
 )
-from hf_slm.modeling.configuration_tg import TransformerGrammarConfig
-from hf_slm.modeling.modeling_tg import TransformerGrammarForCausalLM
-from hf_slm.scoring import joint_log_probs
+from hf_slm.modeling.configuration_slm import config_for_grammar
+from hf_slm.modeling.modeling_slm import causal_lm_for_config
 
 BLIMP_FIXTURE = Path(__file__).parent / "fixtures" / "blimp"
 SHARED_BLIMP = Path(__file__).resolve().parents[2] / "shared" / "data" / "blimp" / "data"
@@ -47,11 +52,11 @@ def _training_trees():
 
 
 def _model(tokenizer, grammar):
-    config = TransformerGrammarConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
+    config = config_for_grammar(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
                                       num_attention_heads=2, intermediate_size=32, grammar=grammar,
                                       **tokenizer.action_layout)
     torch.manual_seed(0)
-    return TransformerGrammarForCausalLM(config).eval()
+    return causal_lm_for_config(config).eval()
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +103,24 @@ def _logsumexp(values):
     return float(torch.logsumexp(torch.tensor(values, dtype=torch.float64), 0))
 
 
+def _hand_log_prob(model, ids):
+    """log p of one action sequence (`<s>` first), without the library's scoring or collator.
+
+    One forward call on the action ids (the model expands them into the grammar's positions itself and
+    returns one row of logits per action, row t predicting action t + 1), then the sum over t of
+    log_softmax(logits[t])[ids[t + 1]].
+    """
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0].double()
+    assert logits.shape[0] == len(ids), "expected one row of logits per action"
+    log_probs = torch.log_softmax(logits, dim=-1)
+    return math.fsum(float(log_probs[t, ids[t + 1]]) for t in range(len(ids) - 1))
+
+
+def _hand_log_probs(model, sequences):
+    return [_hand_log_prob(model, ids) for ids in sequences]
+
+
 # ---- perplexity ---------------------------------------------------------------------------------------
 
 
@@ -129,14 +152,15 @@ def test_proposal_perplexity_is_the_hand_computed_bound_and_matches_an_exhaustiv
     proposals = _write_proposals(tmp_path / "proposals.txt", blocks)
 
     # nltk Trees are encoded as they are (a bracketed string would be normalized: "(S (NP sings))" would lose NP).
-    expected_log_probs = [_logsumexp(joint_log_probs(model, _ids(tokenizer, trees))) for trees in enumerated]
-    expected = math.exp(-sum(expected_log_probs) / 3)
+    # log p(x) >= logsumexp over the distinct trees of log p(x, y), each y scored by hand; N_w = 2 + 1 words.
+    expected_log_probs = [_logsumexp(_hand_log_probs(model, _ids(tokenizer, trees))) for trees in enumerated]
+    expected = math.exp(-(expected_log_probs[0] + expected_log_probs[1]) / 3)
     metrics = word_perplexity(model, tokenizer, data, proposals=proposals, progress=False, batch_size=16)
-    assert metrics["perplexity"] == pytest.approx(expected, rel=1e-9)
-    assert metrics["log_prob_total"] == pytest.approx(sum(expected_log_probs))
+    assert metrics["perplexity"] == pytest.approx(expected, rel=1e-5)
+    assert metrics["log_prob_total"] == pytest.approx(sum(expected_log_probs), abs=1e-4)
     assert (metrics["words"], metrics["sentences"], metrics["denominator"]) == (3, 2, 3)
     assert metrics["is_upper_bound"] is True and metrics["method"] == "proposals"
-    assert "upper bound" in metrics["summary"]
+    assert metrics["estimate"] == "upper bound" and "upper bound" in metrics["summary"]
     assert metrics["proposals_per_sentence"] == {"min": 20, "max": 52, "mean": 36.0}
 
     # The proposals are every tree with n_c = 2, so an exhaustive beam with n_c = 2 finds the same p(x).
@@ -149,12 +173,13 @@ def test_proposal_perplexity_is_the_hand_computed_bound_and_matches_an_exhaustiv
     trees_file = tmp_path / "gold.mrg"
     trees_file.write_text("(ROOT (S (NP (DT the) (NN bird))))\n(ROOT (S (VP (VBZ sings))))\n")
     again = word_perplexity(model, tokenizer, trees_file, proposals=proposals, progress=False)
-    assert again["perplexity"] == pytest.approx(expected, rel=1e-9)
+    assert again["perplexity"] == pytest.approx(expected, rel=1e-5)
     first = word_perplexity(model, tokenizer, trees_file, proposals=proposals, limit=1, max_proposals=10,
                             progress=False)
     assert first["sentences"] == 1 and first["proposals_per_sentence"]["max"] == 10
-    top10 = _ids(tokenizer, enumerated[0][:10])
-    assert first["perplexity"] == pytest.approx(math.exp(-_logsumexp(joint_log_probs(model, top10)) / 2), rel=1e-9)
+    # The first ten distinct proposals of "the bird" (file order; duplicates come after them), N_w = 2.
+    top10 = _hand_log_probs(model, _ids(tokenizer, enumerated[0][:10]))
+    assert first["perplexity"] == pytest.approx(math.exp(-_logsumexp(top10) / 2), rel=1e-5)
 
 
 def _tag(tree, words):
@@ -186,26 +211,33 @@ def test_terminals_perplexity_is_exact_and_counts_eos(terminals, tmp_path):
     model, tokenizer = terminals
     data = tmp_path / "gold.mrg"
     data.write_text("\n".join(TREES) + "\n")
-    # The terminals tokenizer encodes a tree as <s> words </s>: score those sequences directly.
-    joint = joint_log_probs(model, tokenizer(TREES)["input_ids"])
-    words = sum(len(hf_slm.parse_tree(t).leaves()) for t in TREES)
+    # The terminals tokenizer encodes a tree as <s> words </s>: score those sequences by hand.
+    sequences = tokenizer(TREES)["input_ids"]
+    assert all(ids[0] == tokenizer.bos_token_id and ids[-1] == tokenizer.eos_token_id for ids in sequences)
+    joint = _hand_log_probs(model, sequences)
+    # 5 + 6 + 4 words ("the blue bird sings .", "a dog barks at the moon", "I like it ."), plus one </s> each.
+    words, sentences = 15, 3
     metrics = word_perplexity(model, tokenizer, data, progress=False, output_dir=tmp_path / "out")
-    assert metrics["perplexity"] == pytest.approx(math.exp(-sum(joint) / (words + len(TREES))), rel=1e-9)
-    assert metrics["perplexity_words_only_count"] == pytest.approx(math.exp(-sum(joint) / words), rel=1e-9)
+    assert (metrics["words"], metrics["sentences"], metrics["denominator"]) == (words, sentences, words + sentences)
+    assert metrics["perplexity"] == pytest.approx(math.exp(-(joint[0] + joint[1] + joint[2]) / 18), rel=1e-5)
+    assert metrics["perplexity_words_only_count"] == pytest.approx(math.exp(-math.fsum(joint) / 15), rel=1e-5)
     assert metrics["is_upper_bound"] is False and metrics["method"] == "exact" and metrics["eos_counted"] is True
-    assert "exact" in metrics["summary"] and "upper bound" not in metrics["summary"]
+    assert metrics["estimate"] == "exact"
+    summary = metrics["summary"]
+    assert "exact" in summary and "bound" not in summary and "approximation" not in summary
     record = json.loads((tmp_path / "out" / "ppl.json").read_text())
     assert record["evaluation"] == "ppl" and record["grammar"] == "terminals"
     assert record["metrics"]["perplexity"] == pytest.approx(metrics["perplexity"])
-    lines = (tmp_path / "out" / "ppl_sentences.jsonl").read_text().splitlines()
-    assert [json.loads(line)["log_prob"] for line in lines] == pytest.approx(joint)
+    lines = [json.loads(line) for line in (tmp_path / "out" / "ppl_sentences.jsonl").read_text().splitlines()]
+    assert [line["log_prob"] for line in lines] == pytest.approx(joint, abs=1e-4)
+    assert [line["words"] for line in lines] == [5, 6, 4] and {line["units"] for line in lines} == {"nats"}
     # The plain-text form of the same sentences gives the same number; proposals are ignored, with a warning.
     text = tmp_path / "words.txt"
     text.write_text("\n".join(" ".join(hf_slm.parse_tree(t).leaves()) for t in TREES) + "\n")
     proposals = _write_proposals(tmp_path / "p.txt", [[t] for t in TREES])
     with pytest.warns(UserWarning, match="exact"):
         again = word_perplexity(model, tokenizer, text, proposals=proposals, progress=False)
-    assert again["perplexity"] == pytest.approx(metrics["perplexity"], rel=1e-9)
+    assert again["perplexity"] == pytest.approx(math.exp(-math.fsum(joint) / 18), rel=1e-5)
 
 
 def test_syntactic_results_file_says_upper_bound(tg, tmp_path):
@@ -215,8 +247,8 @@ def test_syntactic_results_file_says_upper_bound(tg, tmp_path):
     word_perplexity(model, tokenizer, data, progress=False, output_dir=tmp_path / "out",
                     beam_options=dict(beam_size=10, word_beam_size=5))
     record = json.loads((tmp_path / "out" / "ppl.json").read_text())
-    assert record["metrics"]["is_upper_bound"] is True
-    assert "upper bound" in record["metrics"]["summary"]
+    assert record["metrics"]["is_upper_bound"] is True and record["metrics"]["estimate"] == "upper bound"
+    assert "upper bound" in record["metrics"]["summary"] and "approximation" not in record["metrics"]["summary"]
     assert record["options"]["beam_options"] == {"beam_size": 10, "word_beam_size": 5}
 
 
@@ -336,24 +368,34 @@ def _fake_scorer():
     return scorer, calls
 
 
-def test_blimp_accuracy_aggregates_per_paradigm_field_and_overall():
+def test_blimp_accuracy_aggregates_per_paradigm_field_and_overall(tmp_path):
     scorer, calls = _fake_scorer()
-    metrics = run_blimp(None, None, BLIMP_FIXTURE, scorer=scorer)
+    stub_model = SimpleNamespace(config=SimpleNamespace(grammar="stub"))  # only named in blimp.json
+    metrics = run_blimp(stub_model, None, BLIMP_FIXTURE, scorer=scorer, output_dir=tmp_path)
     assert calls == [32]  # every distinct sentence scored once, in one call
+    # Which pairs are right, pair by pair: the OUTCOMES table (a tie is wrong).
+    rows = [json.loads(line) for line in (tmp_path / "blimp_pairs.jsonl").read_text().splitlines()]
+    assert len(rows) == 16
+    for row in rows:
+        assert row["correct"] is (OUTCOMES[row["UID"]][int(row["pairID"])] is True), row
+        assert row["log_prob_good"] == -10.0 and row["units"] == "nats"
     by_paradigm = {uid: entry["accuracy"] for uid, entry in metrics["by_paradigm"].items()}
-    assert by_paradigm == {"anaphor_gender_agreement": 1.0, "npi_present_1": 0.25, "principle_A_case_2": 0.5,
-                           "wh_island": 0.0}
+    assert by_paradigm == {"anaphor_gender_agreement": 4 / 4, "npi_present_1": 1 / 4, "principle_A_case_2": 2 / 4,
+                           "wh_island": 0 / 4}
+    assert {uid: entry["correct"] for uid, entry in metrics["by_paradigm"].items()} == {
+        "anaphor_gender_agreement": 4, "npi_present_1": 1, "principle_A_case_2": 2, "wh_island": 0}
     assert metrics["by_field"] == {"morphology": 1.0, "semantics": 0.25, "syntax": 0.0, "syntax_semantics": 0.5}
     assert metrics["by_phenomenon"] == {"anaphor_agreement": 1.0, "binding": 0.5, "island_effects": 0.0,
                                         "npi_licensing": 0.25}
     assert metrics["accuracy"] == pytest.approx((1 + 0.25 + 0.5 + 0) / 4)
     assert metrics["accuracy_pairs"] == pytest.approx(7 / 16)
     assert (metrics["pairs"], metrics["paradigms"]) == (16, 4)
+    assert metrics["units"] == "fraction" and metrics["log_prob"] == "custom scorer"
     limited = run_blimp(None, None, BLIMP_FIXTURE, scorer=_fake_scorer()[0], limit=2)
     assert limited["pairs"] == 8
     assert {u: e["accuracy"] for u, e in limited["by_paradigm"].items()} == {
         "anaphor_gender_agreement": 1.0, "npi_present_1": 0.5, "principle_A_case_2": 0.5, "wh_island": 0.0}
-    assert limited["accuracy"] == pytest.approx(0.5)
+    assert limited["accuracy"] == pytest.approx((1 + 0.5 + 0.5 + 0) / 4)
 
 
 def test_blimp_accuracy_on_unequal_paradigms_is_a_mean_over_paradigms():
@@ -365,31 +407,68 @@ def test_blimp_accuracy_on_unequal_paradigms_is_a_mean_over_paradigms():
     assert metrics["accuracy_pairs"] == pytest.approx(0.5)
 
 
-SMALL_BEAM = dict(beam_size=10, word_beam_size=5, fast_track=5, max_structural_per_word=2)
+def _expected_blimp(pairs, log_prob_of):
+    """Per paradigm (correct, pairs) and the per-pair outcomes, from log p(x) computed by `log_prob_of(words)`."""
+    outcomes, by_paradigm = {}, {}
+    for pair in pairs:
+        good = log_prob_of(ptb_words(pair["sentence_good"]))
+        bad = log_prob_of(ptb_words(pair["sentence_bad"]))
+        outcomes[pair["UID"], pair["pairID"]] = (good, bad, good > bad)
+        correct, total = by_paradigm.get(pair["UID"], (0, 0))
+        by_paradigm[pair["UID"]] = (correct + (good > bad), total + 1)
+    return outcomes, by_paradigm
 
 
-def test_blimp_end_to_end_on_tiny_models(tg, terminals, tmp_path):
-    model, tokenizer = tg
+def _check_blimp_against(metrics, directory, outcomes, by_paradigm, abs_tolerance):
+    assert (metrics["pairs"], metrics["paradigms"]) == (len(outcomes), len(by_paradigm))
+    for uid, (correct, total) in by_paradigm.items():
+        assert (metrics["by_paradigm"][uid]["correct"], metrics["by_paradigm"][uid]["pairs"]) == (correct, total), uid
+    assert metrics["accuracy"] == pytest.approx(sum(c / t for c, t in by_paradigm.values()) / len(by_paradigm))
+    rows = [json.loads(line) for line in (directory / "blimp_pairs.jsonl").read_text().splitlines()]
+    assert len(rows) == len(outcomes)
+    for row in rows:
+        good, bad, correct = outcomes[row["UID"], row["pairID"]]
+        assert row["log_prob_good"] == pytest.approx(good, abs=abs_tolerance)
+        assert row["log_prob_bad"] == pytest.approx(bad, abs=abs_tolerance)
+        assert row["correct"] is correct
+
+
+def test_blimp_of_a_terminals_model_against_log_probs_computed_by_hand(terminals, tmp_path):
+    model, tokenizer = terminals
+    pairs = read_blimp(BLIMP_FIXTURE, limit=2)
+
+    def log_prob_of(words):  # exact: log p(<s> pieces </s>)
+        pieces = tokenizer(words, is_split_into_words=True)["input_ids"]
+        return _hand_log_prob(model, pieces + [tokenizer.eos_token_id])
+
+    outcomes, by_paradigm = _expected_blimp(pairs, log_prob_of)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every fixture word is spelled without <unk>
-        metrics = run_blimp(model, tokenizer, BLIMP_FIXTURE, limit=1, output_dir=tmp_path / "tg", progress=False,
-                            **SMALL_BEAM)
-    assert (metrics["pairs"], metrics["paradigms"]) == (4, 4)
-    assert set(metrics["by_field"]) == set(FIELDS)
-    assert 0.0 <= metrics["accuracy"] <= 1.0 and "beam" in metrics["log_prob"]
-    record = json.loads((tmp_path / "tg" / "blimp.json").read_text())
-    assert record["evaluation"] == "blimp" and record["options"]["limit"] == 1
-    rows = [json.loads(line) for line in (tmp_path / "tg" / "blimp_pairs.jsonl").read_text().splitlines()]
-    assert len(rows) == 4
-    beam = hf_slm.score(model, tokenizer, [rows[0]["good"]], progress=False, **SMALL_BEAM)
-    assert rows[0]["log_prob_good"] == pytest.approx(beam[0]["log_prob"], abs=1e-5)
+        metrics = run_blimp(model, tokenizer, BLIMP_FIXTURE, limit=2, output_dir=tmp_path, progress=False)
+    assert metrics["log_prob"] == "exact" and metrics["log_prob_units"] == "nats"
+    _check_blimp_against(metrics, tmp_path, outcomes, by_paradigm, abs_tolerance=1e-4)
+    record = json.loads((tmp_path / "blimp.json").read_text())
+    assert record["evaluation"] == "blimp" and record["options"]["limit"] == 2
 
-    model, tokenizer = terminals
-    metrics = run_blimp(model, tokenizer, BLIMP_FIXTURE, limit=1, output_dir=tmp_path / "txl", progress=False)
-    assert metrics["log_prob"] == "exact"
-    rows = [json.loads(line) for line in (tmp_path / "txl" / "blimp_pairs.jsonl").read_text().splitlines()]
-    ids = tokenizer(rows[0]["bad"].split(), is_split_into_words=True)["input_ids"] + [tokenizer.eos_token_id]
-    assert rows[0]["log_prob_bad"] == pytest.approx(joint_log_probs(model, [ids])[0], abs=1e-6)
+
+def test_blimp_of_a_tg_model_against_every_tree_scored_by_hand(tg, tmp_path):
+    # With at most one nonterminal (n_c = 1) a sentence has one tree per label, (L w1 ... wn), and a beam wide
+    # enough to keep them all has log p(x) = logsumexp over the labels of log p(x, (L words)).
+    model, tokenizer = tg
+    pairs = read_blimp(BLIMP_FIXTURE, limit=2)
+    labels = tokenizer.nonterminals
+    beam = dict(beam_size=4 * len(labels), word_beam_size=4 * len(labels), fast_track=len(labels), max_nonterminals=1)
+
+    def log_prob_of(words):
+        flat_trees = [f"({label} {' '.join(words)})" for label in labels]
+        return _logsumexp(_hand_log_probs(model, _ids(tokenizer, flat_trees)))
+
+    outcomes, by_paradigm = _expected_blimp(pairs, log_prob_of)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        metrics = run_blimp(model, tokenizer, BLIMP_FIXTURE, limit=2, output_dir=tmp_path, progress=False, **beam)
+    assert "beam" in metrics["log_prob"]
+    _check_blimp_against(metrics, tmp_path, outcomes, by_paradigm, abs_tolerance=1e-4)
 
 
 @pytest.mark.skipif(not SHARED_BLIMP.is_dir(), reason="../shared/data/blimp is absent")

@@ -247,6 +247,32 @@ def test_upper_bound_only_for_syntactic_perplexity(evaluated, grammar):
         assert "upper bound" in _section(card.text, "Limitations")
 
 
+def test_document_level_perplexity_is_an_approximation(tmp_path):
+    # Greedy best-tree prefixes (paper 000, 3.1) bound nothing: the card says approximation, never upper bound,
+    # for that row, even for results saved when they were (wrongly) labelled upper bounds.
+    directory, model, tokenizer = save_tiny_checkpoint(tmp_path / "doc-tg", TREES, document_level=True)
+    documents = tmp_path / "documents.txt"
+    documents.write_text("the bird sings\nI like it\n\nthe dog barks\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny tokenizer spells unseen characters as <unk>
+        word_perplexity(model, tokenizer, documents, document_level=True, beam_options=BEAM,
+                        output_dir=directory / "eval_results", progress=False)
+    path = directory / "eval_results" / "ppl.json"
+    saved = json.loads(path.read_text())
+    assert saved["metrics"]["estimate"] == "approximation" and saved["metrics"]["is_upper_bound"] is False
+    legacy = dict(saved, metrics=dict(saved["metrics"], is_upper_bound=True))
+    del legacy["metrics"]["estimate"]
+    for record in (saved, legacy):
+        path.write_text(json.dumps(record))
+        card = build_model_card(directory)
+        rows = _results_by_evaluation(card.text)
+        assert "Word perplexity (document level), approximation" in rows
+        assert not any("bound" in " ".join(row) for label, row in rows.items() if label.startswith("Word perplexity"))
+        perplexity = next(r for r in card.data.eval_results if r.metric_type == "perplexity")
+        assert perplexity.metric_name == "word perplexity (document level) (approximation)"
+        assert "approximation" in _section(card.text, "Limitations")
+
+
 def test_pinned_revision_advice(evaluated):
     directory, _ = evaluated["tg"]
     pinned = build_model_card(directory, repo_id="org/tiny-tg", revision=SHA).text

@@ -161,7 +161,8 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
             `perplexity.sentence_log_probs` (exact for terminals models, the beam for syntactic models).
         word_splitting: "ptb" (default) or "whitespace" (module docstring).
         beam_options: BeamSearchOptions fields (beam_size, word_beam_size, ...) for syntactic models.
-    Returns the metrics of `blimp_accuracy` plus "log_prob" (how p(x) was computed) and "summary".
+    Returns the metrics of `blimp_accuracy` plus "log_prob" (how p(x) was computed), "units" ("fraction": the
+    accuracies), "log_prob_units" ("nats": the pair log-probabilities) and "summary".
     """
     pairs = read_blimp(data_dir, limit)
     split = [(split_words(p["sentence_good"], word_splitting), split_words(p["sentence_bad"], word_splitting))
@@ -186,6 +187,8 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
     good = [log_prob[tuple(g)] for g, _ in split]
     bad = [log_prob[tuple(b)] for _, b in split]
     metrics = blimp_accuracy(pairs, good, bad)
+    metrics["units"] = "fraction"  # accuracies in [0, 1], not percent
+    metrics["log_prob_units"] = "nats"  # the log-probabilities of blimp_pairs.jsonl
     metrics["log_prob"] = how
     fields = ", ".join(f"{name} {value:.3f}" for name, value in metrics["by_field"].items())
     metrics["summary"] = (f"BLiMP accuracy {metrics['accuracy']:.3f} (mean over {metrics['paradigms']} paradigms, "
@@ -203,5 +206,5 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
             for pair, (g_words, b_words), g, b in zip(pairs, split, good, bad):
                 handle.write(json.dumps({"UID": pair["UID"], "pairID": pair["pairID"], "good": " ".join(g_words),
                                          "bad": " ".join(b_words), "log_prob_good": g, "log_prob_bad": b,
-                                         "correct": g > b}) + "\n")
+                                         "correct": g > b, "units": "nats"}) + "\n")
     return metrics

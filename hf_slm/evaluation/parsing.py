@@ -209,7 +209,8 @@ def rerank(model, tokenizer, gold_trees, proposals, batch_size=32, limit=None, m
     Returns:
         EVALB corpus metrics of the chosen trees (`evalb.summarize`: precision, recall, f1, exact_match, ...),
         plus "oracle" and "first_proposal" (the same metrics for those choices), "proposals" (trees scored),
-        "chosen" (index of the chosen proposal per sentence) and "chosen_log_probs" (their log p(x, y), nats).
+        "chosen" (index of the chosen proposal per sentence) and "chosen_log_probs" (their log p(x, y), nats);
+        "units": "percent" and "log_prob_units": "nats" say so.
     """
     _check_syntactic(model, tokenizer, "reranking")
     gold, gold_source = _gold_list(gold_trees, limit)
@@ -269,6 +270,8 @@ def rerank(model, tokenizer, gold_trees, proposals, batch_size=32, limit=None, m
     metrics["proposals"] = total
     metrics["chosen"] = chosen
     metrics["chosen_log_probs"] = chosen_log_probs
+    metrics["units"] = "percent"  # precision, recall, f1, exact_match, no_crossing (as EVALB prints them)
+    metrics["log_prob_units"] = "nats"  # chosen_log_probs
     data = {"gold": gold_source, "proposals": str(proposals) if isinstance(proposals, (str, Path)) else
             "<trees in memory>", "sentences": len(gold), "proposal_trees": total}
     options = {"batch_size": batch_size, "limit": limit, "max_proposals": max_proposals, "max_length": max_length,
@@ -325,7 +328,7 @@ def parse_eval(model, tokenizer, gold_trees, limit=None, batch_size=8, max_lengt
         beam_options: BeamSearchOptions fields (beam_size, word_beam_size, fast_track, ...).
 
     Returns:
-        EVALB corpus metrics of the predicted trees (`evalb.summarize`).
+        EVALB corpus metrics of the predicted trees (`evalb.summarize`), with "units": "percent".
     """
     _check_syntactic(model, tokenizer, "parsing")
     gold, gold_source = _gold_list(gold_trees, limit)
@@ -344,6 +347,7 @@ def parse_eval(model, tokenizer, gold_trees, limit=None, batch_size=8, max_lengt
         if max_length is None or sentence.length <= max_length:
             scores.append(sentence.score(tree, test_pos=test_pos))
     metrics = summarize(scores, skipped_long=len(gold) - len(scores))
+    metrics["units"] = "percent"  # precision, recall, f1, exact_match, no_crossing (as EVALB prints them)
     data = {"gold": gold_source, "sentences": len(gold)}
     options = {"batch_size": batch_size, "limit": limit, "max_length": max_length, "beam": beam_options,
                "normalization": dict(tokenizer.normalization), "evalb": "COLLINS.prm rules (hf_slm.evaluation.evalb)"}

@@ -1,4 +1,5 @@
-"""Word-level perplexity: exact for terminals models, an upper bound for syntactic ones (paper 000, 3.1).
+"""Word-level perplexity: exact for terminals models, an upper bound for syntactic ones (paper 000, 3.1), an
+approximation for syntactic ones at document level.
 
 PPL(D) = exp(-sum_x log p(x) / N_w).
 
@@ -15,7 +16,8 @@ PPL(D) = exp(-sum_x log p(x) / N_w).
       for every model);
     * beam (no proposal file): the mass of word-synchronous beam search's final beam (`hf_slm.score`).
   N_w counts the words only: the syntactic models end when the root closes, no `</s>` is predicted.
-  Every such number is labelled an upper bound (`is_upper_bound: true`, and the summary text says so).
+  Every such number is labelled an upper bound (`estimate: "upper bound"`, `is_upper_bound: true`, and the
+  summary text says so).
 
 Proposal file format (the one of hf_slm.evaluation.parsing, whose reader is used): a UTF-8 text file with one
 block per sentence, in the order of the data; a block holds that sentence's candidate trees, one bracketed
@@ -34,10 +36,15 @@ of the greedy best trees of sentences 1..i-1, and
         growing by the highest-scoring proposal of each sentence;
     with the beam: log p(x_i | prefix) ~ the mass of the final beam of a search that starts after the
         prefix, which grows by the best tree of each final beam (`hf_slm.beam.score_documents`).
-Both are upper bounds on the perplexity. A document-level terminals model is exact: log p(<s> the
-document's words </s>), N_w counting one `</s>` per document; its per-sentence numbers in
+Both are approximations, not bounds: p(x_i | x_<i) sums over every tree of the earlier sentences, and
+conditioning on their single greedy best tree instead can make sentence i more or less likely, so the
+perplexity can come out above or below the true one. They are labelled so (`estimate: "approximation"`,
+`is_upper_bound: false`, the summary says "approximation"). A document-level terminals model is exact:
+log p(<s> the document's words </s>), N_w counting one `</s>` per document; its per-sentence numbers in
 ppl_sentences.jsonl are the sums of each sentence's word-piece log-probabilities (the `</s>` goes to the
 last sentence).
+
+Log-probabilities (`log_prob_total`, ppl_sentences.jsonl) are natural logs; the outputs say "nats".
 """
 
 import json
@@ -268,21 +275,35 @@ def document_log_probs(score_sequences, documents, bos_token_id):
 # ---- the evaluation -----------------------------------------------------------------------------------
 
 
+# What kind of number each method gives: exact, an upper bound on the perplexity, or an approximation.
+ESTIMATES = {
+    "exact": "exact",
+    "proposals": "upper bound",
+    "beam": "upper bound",
+    # Conditioning on one greedy tree of the earlier sentences instead of summing over their trees bounds
+    # nothing (module docstring).
+    "proposals_greedy_prefix": "approximation",
+    "beam_greedy_prefix": "approximation",
+}
+
+
 def describe_perplexity(metrics):
-    """One line for people: the number, whether it is exact or an upper bound, and how it was computed."""
+    """One line for people: the number, whether it is exact, an upper bound or an approximation, and how it was
+    computed."""
     how = {
-        "exact": "exact: log p(<s> words </s>) of a terminals model; N_w counts one </s> per sentence",
-        "proposals": "upper bound: p(x) >= sum of p(x, y) over the proposal trees of each sentence",
-        "beam": "upper bound: p(x) >= the mass of the final beam of word-synchronous beam search",
-        "proposals_greedy_prefix": "upper bound: proposal trees of each sentence after the greedy best trees "
-                                   "of the sentences before it in its document",
-        "beam_greedy_prefix": "upper bound: the final beam of each sentence after the greedy best trees of the "
-                              "sentences before it in its document",
+        "exact": "log p(<s> words </s>) of a terminals model; N_w counts one </s> per sentence",
+        "proposals": "p(x) >= sum of p(x, y) over the proposal trees of each sentence",
+        "beam": "p(x) >= the mass of the final beam of word-synchronous beam search",
+        "proposals_greedy_prefix": "proposal trees of each sentence after the greedy best trees of the sentences "
+                                   "before it in its document",
+        "beam_greedy_prefix": "the final beam of each sentence after the greedy best trees of the sentences "
+                              "before it in its document",
     }[metrics["method"]]
     if metrics["method"] == "exact" and metrics.get("documents") is not None:
-        how = "exact: log p(<s> document </s>) of a terminals model; N_w counts one </s> per document"
-    return (f"word perplexity {metrics['perplexity']:.3f} ({how}) on {metrics['sentences']} sentences, "
-            f"{metrics['words']} words")
+        how = "log p(<s> document </s>) of a terminals model; N_w counts one </s> per document"
+    return (f"word perplexity {metrics['perplexity']:.3f} ({ESTIMATES[metrics['method']]}: {how}) on "
+            f"{metrics['sentences']} sentences, {metrics['words']} words; total log p {metrics['log_prob_total']:.3f} "
+            f"{metrics['log_prob_units']}")
 
 
 def _check_document_level(model):
@@ -328,9 +349,11 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         output_dir: when given, write `ppl.json` (save_results) and `ppl_sentences.jsonl` there.
         max_proposals: keep at most this many distinct proposals per sentence (the paper: J = 300).
         progress: show progress bars.
-    Returns metrics: perplexity, log_prob_total, words, sentences, is_upper_bound, method ("exact",
-        "proposals", "beam" or "proposals_greedy_prefix"), denominator (the N_w used), eos_counted,
-        summary (a sentence saying "exact" or "upper bound"), and proposal counts when proposals are used.
+    Returns metrics: perplexity, log_prob_total (nats), log_prob_units ("nats"), words, sentences, method
+        ("exact", "proposals", "beam", "proposals_greedy_prefix" or "beam_greedy_prefix"), estimate ("exact",
+        "upper bound" or, for the greedy-prefix methods, "approximation"), is_upper_bound, denominator (the
+        N_w used), eos_counted, summary (a sentence that starts its parenthesis with the estimate), documents
+        with document_level, and proposal counts when proposals are used.
     """
     check_tokenizer_matches(model.config, tokenizer)
     beam_options = dict(beam_options or {})
@@ -396,9 +419,11 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
     metrics = {
         "perplexity": math.exp(-total / denominator),
         "log_prob_total": total,
+        "log_prob_units": "nats",
         "words": words,
         "sentences": len(sentences),
-        "is_upper_bound": not terminals,
+        "estimate": ESTIMATES[method],
+        "is_upper_bound": ESTIMATES[method] == "upper bound",
         "method": method,
         "denominator": denominator,
         "eos_counted": terminals,
@@ -422,7 +447,7 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         save_results(directory, "ppl", metrics, model, described, options)
         with open(directory / "ppl_sentences.jsonl", "w", encoding="utf-8") as handle:
             for index, (sentence, log_prob) in enumerate(zip(sentences, log_probs)):
-                record = {"index": index, "words": len(sentence), "log_prob": log_prob}
+                record = {"index": index, "words": len(sentence), "log_prob": log_prob, "units": "nats"}
                 if proposal_counts is not None:
                     record["proposals"] = proposal_counts[index]
                 handle.write(json.dumps(record) + "\n")
