@@ -175,17 +175,22 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
 
+def family_auto_classes(prefix):
+    """The auto_map of a family whose classes are {prefix}Config, {prefix}Model and {prefix}ForCausalLM."""
+    return {
+        "AutoConfig": f"configuration_slm.{prefix}Config",
+        "AutoModel": f"modeling_slm.{prefix}Model",
+        "AutoModelForCausalLM": f"modeling_slm.{prefix}ForCausalLM",
+    }
+
+
 class TransformerGrammarConfig(SyntacticTransformerConfig):
     """Transformer Grammars (paper 000): grammar "tg", STACK/COMPOSE attention, depth relative positions."""
 
     model_type = "transformer_grammar"
     grammars = ("tg",)
     default_grammar = "tg"
-    auto_classes = {
-        "AutoConfig": "configuration_slm.TransformerGrammarConfig",
-        "AutoModel": "modeling_slm.TransformerGrammarModel",
-        "AutoModelForCausalLM": "modeling_slm.TransformerGrammarForCausalLM",
-    }
+    auto_classes = family_auto_classes("TransformerGrammar")
 
     def __init__(self, **kwargs):  # an explicit __init__: transformers would otherwise generate a dataclass one
         super().__init__(**kwargs)
@@ -198,11 +203,7 @@ class TransformerXLConfig(SyntacticTransformerConfig):
     model_type = "slm_transformer_xl"
     grammars = ("choe_charniak", "terminals")
     default_grammar = "choe_charniak"
-    auto_classes = {
-        "AutoConfig": "configuration_slm.TransformerXLConfig",
-        "AutoModel": "modeling_slm.TransformerXLModel",
-        "AutoModelForCausalLM": "modeling_slm.TransformerXLForCausalLM",
-    }
+    auto_classes = family_auto_classes("TransformerXL")
 
     def __init__(self, **kwargs):  # an explicit __init__: transformers would otherwise generate a dataclass one
         super().__init__(**kwargs)
