@@ -146,3 +146,31 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
         beam_options=beam_options or None,
     )
     return [tokenizer.decode(row) for row in output]
+
+
+def gold_tree_coverage(tokenizer, trees, grammar="tg", **beam_options):
+    """(fraction, indices): the fraction of `trees` (bracketed strings or trees) that forced-word beam search
+    could find at all under the search constraints of `beam_options` (BeamSearchOptions fields: n_c, p_c...),
+    and the indices of those it could not. Each gold tree is replayed action by action, with its own words
+    forced, through the same SearchConstraints the search uses."""
+    from .modeling.grammars import ActionKind, ActionLayout, get_grammar
+    from .modeling.search_constraints import SearchConstraints
+
+    options = BeamSearchOptions(**beam_options).check()
+    rules = get_grammar(grammar, ActionLayout(**tokenizer.action_layout))
+    constraints = SearchConstraints(rules, tokenizer.word_start_mask, _incomplete_word_ids(tokenizer),
+                                    options.max_nonterminals, options.max_consecutive_open,
+                                    options.max_structural_per_word, options.max_nonterminals_per_word)
+    unreachable = []
+    for index, tree in enumerate(trees):
+        encoded = tokenizer(tree, return_word_starts=True)
+        words = []  # the tree's words as piece ids: a new word at every word start
+        for piece, starts in zip(encoded["input_ids"], encoded["word_starts"]):
+            if rules.layout.kind(piece) == ActionKind.TERMINAL:
+                if starts or not words:
+                    words.append([piece])
+                else:
+                    words[-1].append(piece)
+        if not constraints.reachable(encoded["input_ids"], words):
+            unreachable.append(index)
+    return 1 - len(unreachable) / max(len(trees), 1), unreachable

@@ -88,7 +88,10 @@ def _load(model_dir):
 
 
 def _beam_options(args):
-    options = {"fast_track": args.fast_track}
+    from .modeling.generation_slm import CONSTRAINT_SETTINGS
+
+    options = dict(CONSTRAINT_SETTINGS[args.constraints]) if getattr(args, "constraints", None) else {}
+    options["fast_track"] = args.fast_track
     if hasattr(args, "beam_size"):
         options.update(beam_size=args.beam_size, word_beam_size=args.word_beam_size)
     if args.max_nonterminals:
@@ -217,14 +220,23 @@ def _add_eval_command(evaluations, name, help_text, function, beam=True):
     return command
 
 
+# The names of modeling.generation_slm.CONSTRAINT_SETTINGS, written out so that building the parser imports
+# no torch (a test holds them equal).
+CONSTRAINT_SETTING_NAMES = ("default", "paper003-sg", "paper003-summaries")
+
+
 def _add_beam_options(parser, sizes=True):
     if sizes:
         parser.add_argument("--beam-size", type=int, default=100, help="action beam (paper 003: 300)")
         parser.add_argument("--word-beam-size", type=int, default=10)
     parser.add_argument("--fast-track", type=int, default=1)
-    parser.add_argument("--max-nonterminals", type=int, help="n_c (default: the number of words)")
+    parser.add_argument("--constraints", choices=CONSTRAINT_SETTING_NAMES,
+                        help="named n_c / p_c settings: 'default' (n_c = 2 x words, p_c = 6: every gold tree of the GUM "
+                             "and PTB samples stays reachable), 'paper003-sg' (n_c = words, p_c = 3) or "
+                             "'paper003-summaries' (n_c = words, p_c = 5); --max-* options override them")
+    parser.add_argument("--max-nonterminals", type=int, help="n_c (default: 2 x the number of words)")
     parser.add_argument("--max-consecutive-open", type=int,
-                        help="p_c, the most opening nonterminals in a row (default 3; 5 for generate)")
+                        help="p_c, the most opening nonterminals in a row (default 6; 5 for generate)")
     parser.add_argument("--no-cache", action="store_true", help="re-encode prefixes instead of a KV cache")
 
 

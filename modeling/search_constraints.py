@@ -14,6 +14,7 @@ finish the sentence once its words are there).
 Hub code: imports only numpy, torch and its sibling files.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +50,7 @@ class SearchConstraints:
     """
 
     def __init__(self, grammar, word_start_mask=None, incomplete_word_ids=(), max_nonterminals=None,
-                 max_consecutive_open=None, max_structural_per_word=None):
+                 max_consecutive_open=None, max_structural_per_word=None, max_nonterminals_per_word=1.0):
         self.grammar = grammar
         layout = grammar.layout
         kinds = grammar._kinds
@@ -73,6 +74,37 @@ class SearchConstraints:
         self.max_nonterminals = max_nonterminals
         self.max_consecutive_open = max_consecutive_open
         self.max_structural_per_word = max_structural_per_word
+        self.max_nonterminals_per_word = max_nonterminals_per_word
+
+    def counters_after(self, action, forced_words, word, piece, structural, consecutive_open):
+        """(word, piece, structural, consecutive_open) after `action`: the one place these counters advance.
+        A forced word ends with its last piece; a free word starts with a word-start piece."""
+        if self.is_terminal[action]:
+            if word < len(forced_words):
+                done = piece == len(forced_words[word]) - 1
+                word, piece = (word + 1, 0) if done else (word, piece + 1)
+            elif self.start_mask[action]:
+                word, piece = word + 1, 1
+            else:
+                piece += 1
+            return word, piece, 0, 0
+        return word, piece, structural + 1, consecutive_open + 1 if self.open_mask[action] else 0
+
+    def reachable(self, sequence, words):
+        """Whether the action sequence `sequence` (`<s>` first, a whole tree over the given `words`, each a
+        list of piece ids) stays inside these constraints at every step: whether forced-word beam search
+        can find it at all."""
+        state = self.grammar.start()
+        self.grammar.step(state, sequence[0])
+        status = DecodingStatus(state, sequence[0], words, 0, open_before=state.num_open_total)
+        for action in sequence[1:]:
+            if not bool(self.allowed([status])[0][0, action]):
+                return False
+            self.grammar.step(state, action)
+            status.word, status.piece, status.structural, status.consecutive_open = self.counters_after(
+                action, words, status.word, status.piece, status.structural, status.consecutive_open)
+            status.last_action = action
+        return status.word == len(words) and self.grammar.is_complete(state)
 
     def allowed(self, statuses):
         """([H, V] bool allowed actions, [H, V] bool actions that complete the round) for H hypotheses."""
@@ -90,7 +122,8 @@ class SearchConstraints:
             may_start_word = in_forced or new_words < s.free_words
             words_done = not in_forced and (new_words > 0 or s.free_words == 0)
             if not inside_word and not bare_start and may_start_word:
-                limit = self.max_nonterminals or max(1, len(s.forced_words) + s.free_words)
+                words = len(s.forced_words) + s.free_words
+                limit = self.max_nonterminals or max(1, math.ceil(self.max_nonterminals_per_word * words))
                 ok = s.state.num_open_total - s.open_before < limit
                 if self.max_consecutive_open is not None:
                     ok &= s.consecutive_open < self.max_consecutive_open

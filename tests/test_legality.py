@@ -1,13 +1,16 @@
 """One source of legality: validation, the search constraints and the sampler agree with `legal_actions`."""
 
+from pathlib import Path
+
 import numpy as np
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import hf_slm
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.modeling.configuration_slm import config_for_grammar
-from hf_slm.modeling.grammars import ActionKind, get_grammar
+from hf_slm.modeling.grammars import ActionKind, ActionLayout, get_grammar
 from hf_slm.modeling.modeling_slm import causal_lm_for_config
 from hf_slm.modeling.search_constraints import DecodingStatus, SearchConstraints
 from hf_slm.sampling import sample_trees
@@ -83,3 +86,37 @@ def test_sampled_trees_are_valid_for_every_grammar():
         for sample in samples:
             words = [i for i in sample if VOCAB.layout.kind(i) == ActionKind.TERMINAL]
             assert 1 <= len(words) <= 6 and UNK not in words
+
+
+# ---- search defaults keep gold trees reachable ------------------------------------------------------------
+
+def test_default_constraints_keep_gold_trees_reachable_and_paper003_settings_exclude_what_they_should():
+    """On the shipped GUM sample: the default n_c / p_c let >= 99.9% of the gold trees through (all of them,
+    measured), and each of paper 003's settings excludes exactly the trees a plain count says it must: a
+    run of more than p_c opening NTs, or more NTs than words."""
+    from hf_slm import SyntacticTokenizer, read_trees
+    from hf_slm.beam import gold_tree_coverage
+    from hf_slm.cli import CONSTRAINT_SETTING_NAMES
+    from hf_slm.modeling.generation_slm import CONSTRAINT_SETTINGS
+
+    assert CONSTRAINT_SETTING_NAMES == tuple(CONSTRAINT_SETTINGS)
+    sample = Path(hf_slm.__file__).parent / "sample_data" / "gum"
+    trees = read_trees(sample / "dev.txt") + read_trees(sample / "test.txt")
+    tokenizer = SyntacticTokenizer.train(read_trees(sample / "train.txt") + trees, vocab_size=2000)  # every label
+    coverage, unreachable = gold_tree_coverage(tokenizer, trees)
+    assert coverage >= 0.999, [str(trees[i]) for i in unreachable[:3]]
+
+    layout = ActionLayout(**tokenizer.action_layout)
+    counts = []  # (longest run of opening NTs, number of NTs, number of words) of each encoded gold tree
+    for tree in trees:
+        encoded = tokenizer(tree, return_word_starts=True)
+        kinds = layout.kinds(encoded["input_ids"])
+        run = longest = 0
+        for kind in kinds:
+            run = run + 1 if kind == ActionKind.OPEN_NT else 0
+            longest = max(longest, run)
+        counts.append((longest, int((kinds == ActionKind.OPEN_NT).sum()), sum(encoded["word_starts"])))
+    for name, p_c in (("paper003-sg", 3), ("paper003-summaries", 5)):
+        _, unreachable = gold_tree_coverage(tokenizer, trees, **CONSTRAINT_SETTINGS[name])
+        expected = [i for i, (longest, nts, words) in enumerate(counts) if longest > p_c or nts > words]
+        assert unreachable == expected and expected, name
