@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from .checks import check_tokenizer_matches
 from .modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
+from .modeling.grammars import grammar_class
 
 
 def sentence_words(sentence, index=0):
@@ -99,7 +100,7 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
     if not getattr(model.config, "document_level", False):
         raise ValueError("score_documents needs a document-level model (config.document_level=True); this model "
                          "reads one sentence per sequence: use score()")
-    if model.config.grammar == "terminals":
+    if grammar_class(model.config.grammar).words_only:
         raise ValueError("a terminals model has no trees to search: score its documents exactly with "
                          "hf_slm.joint_log_probs on tokenizer.encode_document(...) ids")
     options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()

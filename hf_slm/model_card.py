@@ -28,6 +28,7 @@ from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 
 from .model_cards import DEFAULT_LICENSE, TEMPLATE_DIRECTORY
+from .modeling.grammars import grammar_class
 
 REPO_PLACEHOLDER = "ORG/NAME"
 REVISION_PLACEHOLDER = "COMMIT_SHA"
@@ -388,7 +389,8 @@ def model_details(config, parameters):
     if open_nts:
         vocabulary += f" ({open_nts} nonterminal labels, each with an opening and a closing action)"
     low, high = config.get("min_relative_position"), config.get("max_relative_position")
-    what = "tree-depth differences depth(i) - depth(j)" if grammar == "tg" else "sequence distances i - j"
+    rules = grammar_class(grammar)
+    what = rules.relative_position_meaning
     attention_dropout = config.get("attention_dropout")
     rows = [
         ("grammar", f"`{grammar}`"),
@@ -399,7 +401,7 @@ def model_details(config, parameters):
         ("vocabulary", vocabulary),
         ("parameters", f"{parameters:,}" if parameters is not None else "not counted (no safetensors weights)"),
         ("max sequence length", f"{_config_value(config, 'max_sequence_length')} positions"
-                                + (" (closing nonterminals count twice)" if grammar == "tg" else "")),
+                                + (" (closing nonterminals count twice)" if rules.duplicates_closing else "")),
         ("relative positions", f"{what}, clipped to [{low}, {high}]"),
         ("dropout", f"embeddings {_config_value(config, 'embedding_dropout')}, layers "
                     f"{_config_value(config, 'core_dropout')}, attention weights "
@@ -410,8 +412,8 @@ def model_details(config, parameters):
         ("layer norm", "pre-LN" if config.get("pre_layer_norm") else "post-LN"),
         ("tied input and output embeddings", "yes" if config.get("tie_word_embeddings", True) else "no"),
     ]
-    if grammar == "tg":
-        # Hybrids (paper 000, section 2.4): some heads or top layers attend without the STACK/COMPOSE mask.
+    if not rules.causal:
+        # Hybrids (paper 000, section 2.4): some heads or top layers attend without the grammar's mask.
         unrestricted = [f"{config[key]} {unit}" for key, unit in (("num_unrestricted_heads", "heads per layer"),
                                                                    ("num_unrestricted_layers", "top layers"))
                         if config.get(key)]

@@ -213,6 +213,8 @@ class Grammar:
     # Default clipping range of relative positions (None for the maximum: max_sequence_length - 1).
     relative_position_range = (0, None)
     causal = False  # see CausalRules
+    words_only = False  # no structure actions: p(x) is the model's own, exact (TXL (terminals))
+    relative_position_meaning = "sequence distances i - j"  # what R_ij is, in words (model cards)
     # What a tokenizer for this grammar must produce ("top_down" bracketed trees, or "terminals" only).
     linearization = "top_down"
 
@@ -612,6 +614,7 @@ class TransformerGrammarRules(Grammar):
     name = "tg"
     duplicates_closing = True
     relative_position_range = (-1, 62)  # the reference's 64 values: depth differences beyond are clipped
+    relative_position_meaning = "tree-depth differences depth(i) - depth(j)"
 
     def _positions_for(self, state, action_id, kind):
         new = []
@@ -768,6 +771,7 @@ class TerminalsRules(CausalRules):
     name = "terminals"
     uses_eos = True
     linearization = "terminals"
+    words_only = True
 
     def _legal_after_start(self, state):
         """Words, and `</s>` once there is at least one."""

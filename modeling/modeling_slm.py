@@ -46,6 +46,12 @@ def _reject_unknown_inputs(model, unused):
         raise TypeError(f"{type(model).__name__}.forward() got unexpected inputs {unknown}")
 
 
+def _slot_positions(kinds):
+    """[B, T'] each position's index in its right-padded row, -1 for padding (from the PositionKinds)."""
+    index = torch.arange(kinds.shape[1], device=kinds.device).expand(len(kinds), -1)
+    return torch.where(kinds != PositionKind.PAD, index, torch.full_like(index, -1))
+
+
 class SyntacticTransformerPreTrainedModel(SafetensorsOnlyLoading, PreTrainedModel):
     config_class = SyntacticTransformerConfig
     base_model_prefix = "model"
@@ -104,11 +110,8 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             if past_length:
                 raise ValueError("the collator's precomputed structure covers whole sequences; it cannot follow a cache")
             kinds = precomputed["position_kinds"]
-            width = kinds.shape[1]
-            index = torch.arange(width, device=device).expand(batch, -1)
-            positions = torch.where(kinds != PositionKind.PAD, index, torch.full_like(index, -1))
             structure = self._structure(precomputed["position_mask"].bool(), precomputed["position_coordinates"],
-                                        positions, kinds)
+                                        _slot_positions(kinds), kinds)
             return input_ids.gather(1, precomputed["expansion_index"]), structure, precomputed["prediction_index"]
         padding = attention_mask.bool() if attention_mask is not None else None
         if self.grammar.causal:
@@ -131,12 +134,9 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         for b, where in enumerate(real):
             prediction_index[b, where] = grammar_batch["prediction_index"][b, : len(where)]
         kinds = torch.from_numpy(grammar_batch["position_kinds"].astype(np.int64)).to(device)
-        width = kinds.shape[1]
-        index = torch.arange(width, device=device).expand(batch, -1)
         structure = self._structure(
             torch.from_numpy(grammar_batch["attention_mask"]).to(device),
-            torch.from_numpy(grammar_batch["position_coordinates"]).to(device),
-            torch.where(kinds != PositionKind.PAD, index, torch.full_like(index, -1)), kinds,
+            torch.from_numpy(grammar_batch["position_coordinates"]).to(device), _slot_positions(kinds), kinds,
         )
         return torch.from_numpy(grammar_batch["input_ids"]).to(device), structure, torch.from_numpy(prediction_index).to(device)
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..jsonl import iter_jsonl
 from .perplexity import sentence_log_probs
+from ..modeling.grammars import grammar_class
 from .results import save_results
 
 FIELDS = ("morphology", "semantics", "syntax", "syntax_semantics")
@@ -177,7 +178,7 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
             return sentence_log_probs(model, tokenizer, sentences, batch_size=batch_size, progress=progress,
                                       **beam_options)
 
-        how = "exact" if model.config.grammar == "terminals" else "beam (lower bound on p(x))"
+        how = "exact" if grammar_class(model.config.grammar).words_only else "beam (lower bound on p(x))"
     else:
         how = "custom scorer"
     scores = [float(v) for v in scorer([list(words) for words in distinct])]

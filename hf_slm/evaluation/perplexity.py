@@ -61,6 +61,7 @@ from ..checks import check_tokenizer_matches
 from ..scoring import action_log_probs, joint_log_probs
 from ..tokenization.trees import normalize_tree, parse_trees, read_trees
 from .parsing import iter_proposals
+from ..modeling.grammars import grammar_class
 from .results import save_results
 
 BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n")
@@ -189,7 +190,7 @@ def sentence_log_probs(model, tokenizer, sentences, batch_size=32, progress=True
     syntactic models the mass of the final beam of word-synchronous beam search (a lower bound).
     """
     sentences = [list(words) for words in sentences]
-    if model.config.grammar == "terminals":
+    if grammar_class(model.config.grammar).words_only:
         return _joint_in_length_order(model, terminal_sequences(tokenizer, sentences), batch_size, progress)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     results = beam_score(model, tokenizer, [sentences[i] for i in order], batch_size=batch_size,
@@ -357,7 +358,7 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
     """
     check_tokenizer_matches(model.config, tokenizer)
     beam_options = dict(beam_options or {})
-    terminals = model.config.grammar == "terminals"
+    terminals = grammar_class(model.config.grammar).words_only
     if document_level:
         _check_document_level(model)
     if limit is not None and limit < 1:
