@@ -1,15 +1,22 @@
-"""Word-synchronous beam search: forward calls and seconds per sentence, with the KV cache and re-encoding.
+"""Word-synchronous beam search: forward calls, speed, the model's share of the time, batching, memory.
 
-    python benchmarks/beam_search.py [--model hf-slm-quickstart] [--beams 10 30 100 300] [--no-reencode-above 100]
+    python benchmarks/beam_search.py [--model hf-slm-quickstart] [--beams 10 30 100 300] [--reencode-up-to 30]
 
-Five GUM test sentences of 20 words each (from the sample shipped in the package) are parsed one at a time
-(as paper 003, Table 5 counts forward calls for one sentence of 20 tokens) and then all five in one batch.
-Settings as paper 003: word beam = action beam / 10, fast track 5, n_c = sentence length, p_c = 3. The
-model is the quickstart checkpoint (run `hf-slm quickstart` first) or, if it is missing, a randomly
-initialized model of the same size (said in the output; forward-call counts then mean less).
+Table 1: five GUM test / dev sentences of 20 words (from the sample shipped in the package), searched one at a
+time (paper 003, Table 5 counts forward calls for one sentence of 20 tokens) and then all five in one
+batch. Table 2: fifteen BLiMP-length sentences (6-7 words) at beam 100. Settings as paper 003: word beam =
+action beam / 10, fast track 5, n_c = sentence length, p_c = 3 (`--constraints paper003-sg`). The model is
+the quickstart checkpoint (run `hf-slm quickstart` first) or, if it is missing, a randomly initialized
+model of the same size (said in the output; forward-call counts then mean less).
+
+Columns: calls/sent = decoder calls per sentence; s/sent and sent/s one at a time; forward = the share of
+the search's time spent in the model's forward (reading the KV cache included); batch-5 s/sent and the
+speed-up of batching over one at a time; peak KV = the largest key/value cache held (MiB); re-encoded =
+s/sent without a cache (the searches must agree). Peak process memory (max RSS) is printed at the end.
 """
 
 import argparse
+import resource
 import sys
 import time
 from pathlib import Path
@@ -18,6 +25,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "hf_slm" / "sample_data" / "gum"
+TABLE_5 = {10: 310, 30: 352, 100: 416, 300: 435}  # paper 003, Nb-Dn-In-M, forward calls for 20 tokens
 
 
 def load_model(path):
@@ -37,54 +45,81 @@ def load_model(path):
     return causal_lm_for_config(config), tokenizer, "a randomly initialized model (no checkpoint found)"
 
 
+def run(search, sentences):
+    """(seconds, forward calls, forward seconds, results) of one search over `sentences`."""
+    decoder = search.decoder
+    calls, forward = decoder.forward_calls, decoder.forward_seconds
+    start = time.perf_counter()
+    results = search.search(sentences)
+    return time.perf_counter() - start, decoder.forward_calls - calls, decoder.forward_seconds - forward, results
+
+
+def measure(model, tokenizer, sentences, beam, reencode):
+    from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch
+    from hf_slm.beam import _incomplete_word_ids
+    from hf_slm.modeling.generation_slm import CONSTRAINT_SETTINGS
+
+    settings = dict(beam_size=beam, word_beam_size=max(1, beam // 10), fast_track=5, **CONSTRAINT_SETTINGS["paper003-sg"])
+
+    def searcher(**extra):
+        return WordSynchronousBeamSearch(model, BeamSearchOptions(**settings, **extra), word_start_mask=tokenizer.word_start_mask,
+                                         incomplete_word_ids=_incomplete_word_ids(tokenizer))
+
+    search = searcher()
+    single = [run(search, [words]) for words in sentences]
+    seconds = sum(r[0] for r in single)
+    row = dict(beam=beam, word_beam=settings["word_beam_size"], calls=sum(r[1] for r in single) / len(sentences),
+               seconds=seconds / len(sentences), per_second=len(sentences) / seconds,
+               forward_share=sum(r[2] for r in single) / seconds, peak_kv=search.decoder.peak_cache_bytes / 2 ** 20)
+    batched = searcher()
+    row["batched"] = sum(run(batched, sentences[i : i + 5])[0] for i in range(0, len(sentences), 5)) / len(sentences)
+    row["batch_speedup"] = row["seconds"] / row["batched"]
+    row["reencoded"] = float("nan")
+    if reencode:
+        slow = searcher(use_cache=False)
+        start = time.perf_counter()
+        for words, fast in zip(sentences, single):
+            result = slow.search([words])[0]
+            if abs(result.log_prob - fast[3][0].log_prob) > 1e-3:
+                raise SystemExit(f"cached and re-encoded searches disagree: {fast[3][0].log_prob} vs {result.log_prob}")
+        row["reencoded"] = (time.perf_counter() - start) / len(sentences)
+    return row
+
+
+def print_table(title, rows):
+    print(f"\n{title}")
+    print(f"{'beam':>5} {'word beam':>9} {'calls/sent':>10} {'Table 5':>7} {'s/sent':>7} {'sent/s':>7} {'forward':>7} "
+          f"{'batch-5 s/sent':>14} {'batch speed-up':>14} {'peak KV MiB':>11} {'re-encoded s/sent':>17}")
+    for r in rows:
+        print(f"{r['beam']:>5} {r['word_beam']:>9} {r['calls']:>10.0f} {TABLE_5.get(r['beam'], ''):>7} {r['seconds']:>7.2f} "
+              f"{r['per_second']:>7.2f} {r['forward_share']:>7.0%} {r['batched']:>14.2f} {r['batch_speedup']:>13.2f}x "
+              f"{r['peak_kv']:>11.1f} {r['reencoded']:>17.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="hf-slm-quickstart")
     parser.add_argument("--beams", type=int, nargs="+", default=[10, 30, 100, 300])
-    parser.add_argument("--no-reencode-above", type=int, default=300, help="skip re-encoding for larger beams")
+    parser.add_argument("--reencode-up-to", type=int, default=30, help="compare with re-encoding up to this beam")
     args = parser.parse_args()
 
-    from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch, read_trees
-    from hf_slm.beam import _incomplete_word_ids, words_to_pieces
+    from hf_slm import read_trees
+    from hf_slm.beam import words_to_pieces
 
     model, tokenizer, source = load_model(args.model)
     model.eval()
-    sentences = [t.leaves() for t in read_trees(SAMPLE / "test.txt") if len(t.leaves()) == 20][:5]
-    if len(sentences) < 5:
-        raise SystemExit("fewer than 5 sentences of 20 words in the sample")
-    encoded = [words_to_pieces(tokenizer, words)[0] for words in sentences]
+    trees = read_trees(SAMPLE / "test.txt") + read_trees(SAMPLE / "dev.txt")
+    long = [words_to_pieces(tokenizer, t.leaves())[0] for t in trees if len(t.leaves()) == 20][:5]
+    short = [words_to_pieces(tokenizer, t.leaves())[0] for t in trees if len(t.leaves()) in (6, 7)][:15]
+    if len(long) < 5 or len(short) < 15:
+        raise SystemExit("not enough sentences of 20 and of 6-7 words in the sample")
     print(f"model: {source} ({model.config.grammar}, {sum(p.numel() for p in model.parameters()):,} parameters); "
-          f"5 sentences of 20 words; {torch.get_num_threads()} threads")
-    print(f"{'beam':>5} {'word beam':>9} {'calls/sent':>10} {'s/sent cached':>13} {'s/sent re-encoded':>17} "
-          f"{'speed-up':>8} {'s/sent, batch of 5':>18}")
-    for beam in args.beams:
-        options = dict(beam_size=beam, word_beam_size=max(1, beam // 10), fast_track=5, max_consecutive_open=3)
-        search = WordSynchronousBeamSearch(model, BeamSearchOptions(**options), word_start_mask=tokenizer.word_start_mask,
-                                           incomplete_word_ids=_incomplete_word_ids(tokenizer))
-        calls, start = 0, time.perf_counter()
-        cached_results = []
-        for words in encoded:
-            result = search.search([words])[0]
-            calls += result.forward_calls
-            cached_results.append(result)
-        cached = (time.perf_counter() - start) / len(encoded)
-        reencoded = float("nan")
-        if beam <= args.no_reencode_above:
-            slow = WordSynchronousBeamSearch(model, BeamSearchOptions(use_cache=False, **options),
-                                             word_start_mask=tokenizer.word_start_mask,
-                                             incomplete_word_ids=_incomplete_word_ids(tokenizer))
-            start = time.perf_counter()
-            for words, fast in zip(encoded, cached_results):
-                result = slow.search([words])[0]
-                if abs(result.log_prob - fast.log_prob) > 1e-3:
-                    raise SystemExit(f"cached and re-encoded searches disagree: {fast.log_prob} vs {result.log_prob}")
-            reencoded = (time.perf_counter() - start) / len(encoded)
-        start = time.perf_counter()
-        search.search(encoded)
-        batched = (time.perf_counter() - start) / len(encoded)
-        print(f"{beam:>5} {options['word_beam_size']:>9} {calls / len(encoded):>10.0f} {cached:>13.2f} {reencoded:>17.2f} "
-              f"{reencoded / cached:>7.1f}x {batched:>18.2f}")
-    print("Paper 003, Table 5 (Nb-Dn-In-M, forward calls for one 20-token sentence): 310 / 352 / 416 / 435")
+          f"device {next(model.parameters()).device}; {torch.get_num_threads()} threads")
+    print_table("Table 1: five sentences of 20 words (batch-5: all five in one search)",
+                [measure(model, tokenizer, long, beam, beam <= args.reencode_up_to) for beam in args.beams])
+    print_table("Table 2: fifteen sentences of 6-7 words (BLiMP length), beam 100 (batch-5: three batches of five)",
+                [measure(model, tokenizer, short, 100, False)])
+    print(f"\npeak process memory (max RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 10:.0f} MiB")
     return 0
 
 

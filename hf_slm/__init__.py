@@ -30,6 +30,8 @@ _NAMES = {
     "config_for_grammar": "modeling.configuration_slm",
     "BeamSearchOptions": "modeling.generation_slm",
     "WordSynchronousBeamSearch": "modeling.generation_slm",
+    "SearchDecoder": "modeling.search_decoders",
+    "TransformerSearchDecoder": "modeling.search_decoders",
     "ActionKind": "modeling.grammars",
     "ActionLayout": "modeling.grammars",
     "PositionKind": "modeling.grammars",

@@ -14,7 +14,8 @@ coordinate c, with relative position R_ij = c_i - c_j). The backbone knows no gr
 - optional separate attention parameters for COMPOSE positions;
 - an input hook: `extra_embeddings` [B, T, d] added to the token embeddings (families whose positions carry
   more than a token, such as DTG's arcs);
-- a KV cache (`past_key_values`) whose rows may have holes (beam search), described by `positions`.
+- a KV cache (`past_key_values`) whose rows may hold padding (beam search reads only attended positions),
+  described by `positions`.
 
 Fast paths (all exact; tests hold them equal to the reference, gradients included):
 - when every attended pair has R = (query slot) - (key slot) (causal grammars, unrestricted heads), the
@@ -90,7 +91,7 @@ class HeadStructure:
 class PositionStructure:
     """What the grammar says about the positions of one forward call (shared by all layers).
 
-    S = cached slots + T new positions; cached rows may hold holes (slots with position -1).
+    S = cached slots + T new positions; cached rows may hold padding (slots with position -1).
         mask: [B, T, S] bool, new position t attends slot s (restricted heads);
         coordinates: [B, S] long, R_ij = c_i - c_j on restricted heads (TG: depth; causal grammars: position);
         positions: [B, S] long, each slot's index in its own sequence, -1 for a hole or padding (unrestricted

@@ -1,11 +1,13 @@
-"""Word-synchronous beam search (Stern et al. 2017) for the Transformer syntactic LMs, batched and cached.
+"""Word-synchronous beam search (Stern et al. 2017) for every syntactic LM family, batched.
 
 Semantics follow rnng-pytorch's word-synchronous beam search. For each word position t:
   repeat: expand every hypothesis of the frontier by every legal action; per sentence keep the `beam_size`
   best successors (action beam); those that generate word t go to the word beam, plus up to `fast_track`
   word-generating successors from outside the top (fast track); the others form the next frontier;
-  until the word beam holds `beam_size` hypotheses or the frontier is empty. Then prune the word beam to
-  `word_beam_size`; it is the frontier of word t + 1. After the last word a final round closes the trees.
+  until the successors that reached word t *within* the action beam number `beam_size` (fast-tracked ones
+  do not count), the word beam holds min(2 b, b + 5 fast_track) hypotheses, or the frontier is empty.
+  Then prune the word beam to `word_beam_size`; it is the frontier of word t + 1. After the last word a
+  final round closes the trees.
 The marginal log p(x_<=t) is the logsumexp of the word beam's joint scores (after pruning by default, or
 before, as the DTG reference); surprisal(t) = marginal(t - 1) - marginal(t).
 
@@ -13,14 +15,12 @@ Words are pieces: after the first piece of a word only its next piece is legal, 
 generated word t when it generates the word's last piece. In free generation hypotheses synchronize on
 every terminal piece.
 
-All hypotheses of all sentences advance together: one forward call per round, with a KV cache whose rows
-are hypotheses. A successor's row is its parent's row, selected by index (`index_select`) when the beam is
-pruned or branched; the new positions go into new slots. Rows of different hypotheses hold different
-numbers of positions, so some slots are holes: masked, never recomputed. The grammar's incremental state
-gives each new position's mask row and coordinate (its depth for TG). With `use_cache=False` every round
-re-encodes each hypothesis's whole prefix instead (same numbers, for tests and benchmarks).
+All hypotheses of all sentences advance together, one model call per round. The search keeps them as rows
+of tensors (scores, counters, action histories; the grammar's incremental states beside them) and knows
+no model family: a decoder (search_decoders.py) advances rows by actions and returns next-action
+log-probabilities. Legality comes from the grammar, the decoding limits from search_constraints.py.
 
-Hub code: imports only torch and its sibling files.
+Hub code: imports only numpy, torch and its sibling files.
 """
 
 from dataclasses import dataclass
@@ -28,11 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .backbone import PositionStructure
 from .grammars import ActionKind, ActionLayout, grammar_for_config
-from .search_constraints import DecodingStatus, SearchConstraints
-# KV cache storage grows by this many slots at a time.
-CACHE_CHUNK = 64
+from .search_constraints import DecodingStatus, SearchConstraints, SentenceWords
+from .search_decoders import search_decoder_for
 
 
 # Paper 003's search constraints (section 4 and appendix), for its unlabeled, unary-free trees: n_c = the
@@ -120,282 +118,65 @@ class SentenceResult:
     forward_calls: int  # forward calls of the whole batch while this sentence was searched
 
 
-class _Hypothesis:
-    __slots__ = ("sentence", "ids", "state", "score", "word", "piece", "structural", "consecutive_open",
-                 "slots", "coordinates", "log_probs", "row", "finished", "open_before", "_new_positions",
-                 "_parent_row")
+@dataclass
+class _Beam:
+    """Hypotheses as rows: the constraints' status, joint scores, action histories and the decoder's state."""
 
-    def successor(self, action_id):
-        child = _Hypothesis.__new__(_Hypothesis)
-        child.sentence = self.sentence
-        child.ids = self.ids + [action_id]
-        child.state = self.state.clone()
-        child.score = self.score
-        child.word, child.piece = self.word, self.piece
-        child.structural, child.consecutive_open = self.structural, self.consecutive_open
-        child.slots = list(self.slots)
-        child.coordinates = list(self.coordinates)
-        child.log_probs = None
-        child.row = None
-        child.finished = False
-        child.open_before = self.open_before
-        child._new_positions = None
-        child._parent_row = self.row
-        return child
+    status: DecodingStatus
+    score: torch.Tensor  # [H] float64, joint log-probability of the actions so far
+    actions: torch.Tensor  # [H, L] long action ids, -1 past each row's length
+    lengths: torch.Tensor  # [H] long
+    decoder_state: object
+    log_probs: torch.Tensor  # [H, V] float32, the next action's log-probabilities
 
+    def __len__(self):
+        return len(self.score)
 
-class _RowCache:
-    """A KV cache whose rows are hypotheses (the model calls `update` and `get_seq_length`).
-
-    Storage is allocated in chunks of CACHE_CHUNK slots and filled in place, so that a round costs one
-    write of the new positions, not a copy of everything cached. Alongside keys and values it keeps, per
-    slot, the coordinate (depth for TG) and the position in its hypothesis (-1 for a hole) of what the slot
-    holds. Only the first `length` slots are in use.
-    """
-
-    def __init__(self, keys=None, values=None, coordinates=None, slot_positions=None, length=0):
-        self.keys = keys or {}
-        self.values = values or {}
-        self.coordinates = coordinates
-        self.slot_positions = slot_positions
-        self.length = length
-
-    def get_seq_length(self, layer_idx=0):
-        return self.length
+    def select(self, rows, decoder):
+        return _Beam(self.status.select(rows), self.score[rows], self.actions[rows], self.lengths[rows],
+                     decoder.select(self.decoder_state, rows), None if self.log_probs is None else self.log_probs[rows])
 
     @staticmethod
-    def _room(storage, needed, dim, fill=0):
-        """`storage` with at least `needed` slots along `dim` (grown by whole chunks, new slots = fill)."""
-        if storage.shape[dim] >= needed:
-            return storage
-        shape = list(storage.shape)
-        shape[dim] = -(-needed // CACHE_CHUNK) * CACHE_CHUNK - storage.shape[dim]
-        return torch.cat([storage, storage.new_full(shape, fill)], dim=dim)
+    def concat(beams, decoder):
+        width = max(b.actions.shape[1] for b in beams)
+        actions = torch.cat([torch.nn.functional.pad(b.actions, (0, width - b.actions.shape[1]), value=-1) for b in beams])
+        return _Beam(DecodingStatus.concat([b.status for b in beams]), torch.cat([b.score for b in beams]), actions,
+                     torch.cat([b.lengths for b in beams]), decoder.concat([b.decoder_state for b in beams]),
+                     torch.cat([b.log_probs for b in beams]))
 
-    def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
-        start, stop = self.length, self.length + key_states.shape[2]
-        if layer_idx not in self.keys:
-            shape = list(key_states.shape)
-            shape[2] = 0
-            self.keys[layer_idx] = key_states.new_zeros(shape)
-            self.values[layer_idx] = value_states.new_zeros(shape)
-        keys = self.keys[layer_idx] = self._room(self.keys[layer_idx], stop, 2)
-        values = self.values[layer_idx] = self._room(self.values[layer_idx], stop, 2)
-        keys[:, :, start:stop] = key_states
-        values[:, :, start:stop] = value_states
-        return keys[:, :, :stop], values[:, :, :stop]
-
-    def extend(self, coordinates, slot_positions):
-        """Write the coordinates and positions of the next slots; return both for all slots, new included."""
-        start, stop = self.length, self.length + coordinates.shape[1]
-        if self.coordinates is None:
-            self.coordinates = coordinates.new_zeros((len(coordinates), 0))
-            self.slot_positions = slot_positions.new_full((len(slot_positions), 0), -1)
-        self.coordinates = self._room(self.coordinates, stop, 1)
-        self.slot_positions = self._room(self.slot_positions, stop, 1, fill=-1)
-        self.coordinates[:, start:stop] = coordinates
-        self.slot_positions[:, start:stop] = slot_positions
-        return self.coordinates[:, :stop], self.slot_positions[:, :stop]
-
-    def commit(self, width):
-        self.length += width
-
-    def rows(self, start, stop):
-        """Rows start..stop-1 as views (no copy; their storage is shared, and later rounds write only rows
-        of the cache they run on)."""
-        return _RowCache(
-            {k: v[start:stop] for k, v in self.keys.items()}, {k: v[start:stop] for k, v in self.values.items()},
-            self.coordinates[start:stop], self.slot_positions[start:stop], self.length,
-        )
-
-    def compact(self, slot_lists):
-        """A new cache where row r holds exactly the slots `slot_lists[r]`, moved to 0..n_r - 1 (holes dropped).
-
-        Beam search calls it once per word: rows then hold only their hypothesis's positions, so the slots a
-        round must copy stay close to the real sequence lengths.
-        """
-        rows = len(slot_lists)
-        length = max(len(slots) for slots in slot_lists)
-        capacity = -(-max(length, 1) // CACHE_CHUNK) * CACHE_CHUNK
-        index = torch.zeros((rows, capacity), dtype=torch.long, device=self.coordinates.device)
-        valid = torch.zeros((rows, capacity), dtype=torch.bool, device=self.coordinates.device)
-        for row, slots in enumerate(slot_lists):
-            index[row, : len(slots)] = torch.tensor(slots, dtype=torch.long)
-            valid[row, : len(slots)] = True
-
-        def gather(storage):
-            expanded = index[:, None, :, None].expand(-1, storage.shape[1], -1, storage.shape[3])
-            return torch.gather(storage, 2, expanded) * valid[:, None, :, None].to(storage.dtype)
-
-        positions = torch.arange(capacity, device=index.device)[None].expand(rows, -1)
-        return _RowCache(
-            {k: gather(v) for k, v in self.keys.items()}, {k: gather(v) for k, v in self.values.items()},
-            torch.gather(self.coordinates, 1, index) * valid, torch.where(valid, positions, torch.full_like(positions, -1)),
-            length,
-        )
-
-    def select(self, rows):
-        return _RowCache(
-            {k: v.index_select(0, rows) for k, v in self.keys.items()},
-            {k: v.index_select(0, rows) for k, v in self.values.items()},
-            self.coordinates.index_select(0, rows), self.slot_positions.index_select(0, rows), self.length,
-        )
+    def ids(self, row):
+        return self.actions[row, : self.lengths[row]].tolist()
 
 
-def _concat_caches(caches):
-    """Stack the rows of several caches; slots past a cache's own length become holes."""
-    caches = [c for c in caches if c is not None and c.coordinates is not None and len(c.coordinates)]
-    if not caches:
-        return None
-    if len(caches) == 1:
-        return caches[0]
-    capacity = max(c.coordinates.shape[1] for c in caches)
-    length = max(c.length for c in caches)
-
-    def padded(tensor, dim, fill=0):
-        missing = capacity - tensor.shape[dim]
-        if missing == 0:
-            return tensor
-        shape = list(tensor.shape)
-        shape[dim] = missing
-        return torch.cat([tensor, tensor.new_full(shape, fill)], dim=dim)
-
-    keys = {k: torch.cat([padded(c.keys[k], 2) for c in caches]) for k in caches[0].keys}
-    values = {k: torch.cat([padded(c.values[k], 2) for c in caches]) for k in caches[0].values}
-    coordinates = torch.cat([padded(c.coordinates, 1) for c in caches])
-    slot_positions = torch.cat([padded(c.slot_positions, 1, -1) for c in caches])
-    start = 0
-    for c in caches:
-        stop = start + len(c.coordinates)
-        slot_positions[start:stop, c.length : length] = -1
-        coordinates[start:stop, c.length : length] = 0
-        start = stop
-    return _RowCache(keys, values, coordinates, slot_positions, length)
+def _rows(mask):
+    return torch.nonzero(mask).squeeze(1)
 
 
 class WordSynchronousBeamSearch:
-    """Batched word-synchronous beam search over a TG / TXL (CC) / TXL (terminals) model."""
+    """Batched word-synchronous beam search over any model a SearchDecoder can drive."""
 
-    def __init__(self, model, options=None, word_start_mask=None, incomplete_word_ids=()):
+    def __init__(self, model, options=None, word_start_mask=None, incomplete_word_ids=(), decoder=None):
         """word_start_mask: for every id, whether it begins a word (tokenizer.word_start_mask); without it every
         terminal piece is a word. incomplete_word_ids: pieces that start a word but spell none of it
-        (SentencePiece's bare "\u2581"): in free generation a continuation piece must follow them."""
+        (SentencePiece's bare "\u2581"): in free generation a continuation piece must follow them.
+        decoder: a SearchDecoder (search_decoders.py); by default the model's own, or the Transformer
+        KV-cache decoder (re-encoding with options.use_cache=False)."""
         self.model = model
         self.options = (options or BeamSearchOptions()).check()
         config = model.config
         self.layout = ActionLayout.from_config(config)
         self.grammar = grammar_for_config(config)
         self.vocab_size = config.vocab_size
-        self.kinds = torch.from_numpy(self.grammar._kinds.astype(np.int64))
         self.constraints = SearchConstraints(
             self.grammar, word_start_mask, incomplete_word_ids, self.options.max_nonterminals,
             self.options.max_consecutive_open, self.options.max_structural_per_word,
             self.options.max_nonterminals_per_word,
         )
-        self.device = next(model.parameters()).device
-        self.forward_calls = 0
+        self.decoder = decoder or search_decoder_for(model, use_cache=self.options.use_cache)
 
-    # ---- model calls ------------------------------------------------------------------------------
-    @torch.no_grad()
-    def _advance(self, parents_cache, hypotheses, parent_rows):
-        """Run the model on the last action of each hypothesis; set its log_probs and cache row.
-
-        `parent_rows[i]` is the row of hypothesis i's parent in `parents_cache` (None for the first
-        action). Returns the cache whose row i belongs to hypotheses[i].
-        """
-        if not hypotheses:
-            return None
-        self.forward_calls += 1
-        if not self.options.use_cache:
-            return self._advance_reencoding(hypotheses)
-        pending = []  # per hypothesis: the NewPositions of its last action (already added to its state)
-        for hypothesis in hypotheses:
-            pending.append(hypothesis._new_positions)
-        width = max(len(p) for p in pending)
-        rows = len(hypotheses)
-        if parents_cache is None:
-            cache = _RowCache()
-            old = 0
-        else:
-            cache = parents_cache.select(torch.tensor(parent_rows, dtype=torch.long, device=self.device))
-            old = cache.get_seq_length()
-        total = old + width
-        input_ids = torch.full((rows, width), self.layout.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((rows, width, total), dtype=torch.bool)
-        new_coordinates = torch.zeros((rows, width), dtype=torch.long)
-        new_slot_positions = torch.full((rows, width), -1, dtype=torch.long)
-        new_kinds = torch.zeros((rows, width), dtype=torch.long)  # PositionKind.PAD for holes
-        predicting = torch.zeros(rows, dtype=torch.long)
-        row_index, query_index, key_index = [], [], []
-        for r, (hypothesis, positions) in enumerate(zip(hypotheses, pending)):
-            first_new = len(hypothesis.slots)
-            for k, position in enumerate(positions):
-                hypothesis.slots.append(old + k)
-                hypothesis.coordinates.append(position.coordinate)
-                input_ids[r, k] = position.input_id
-                new_coordinates[r, k] = position.coordinate
-                new_slot_positions[r, k] = first_new + k
-                new_kinds[r, k] = int(position.kind)
-                if position.predicts:
-                    predicting[r] = k
-            for k, position in enumerate(positions):
-                for attended in position.attended.tolist():
-                    row_index.append(r)
-                    query_index.append(k)
-                    key_index.append(hypothesis.slots[attended])
-            for k in range(len(positions), width):  # holes attend themselves only
-                row_index.append(r)
-                query_index.append(k)
-                key_index.append(old + k)
-        mask[row_index, query_index, key_index] = True
-        coordinates, slot_positions = cache.extend(new_coordinates.to(self.device), new_slot_positions.to(self.device))
-        structure = PositionStructure(mask.to(self.device), coordinates, slot_positions, new_kinds.to(self.device),
-                                      self.model.config.min_relative_position, self.model.config.relative_attention)
-        logits = self.model.forward_positions(input_ids.to(self.device), structure, cache)
-        cache.commit(width)
-        logits = logits[torch.arange(rows), predicting.to(self.device)].float()
-        log_probs = torch.log_softmax(logits, dim=-1).cpu()
-        for r, hypothesis in enumerate(hypotheses):
-            hypothesis.log_probs = log_probs[r]
-            hypothesis.row = r
-            hypothesis._new_positions = None
-        return cache
-
-    def _advance_reencoding(self, hypotheses):
-        """Without a cache: run each hypothesis's whole action prefix (right-padded) through the model."""
-        rows = [h.ids for h in hypotheses]
-        width = max(len(r) for r in rows)
-        input_ids = torch.full((len(rows), width), self.layout.pad_token_id, dtype=torch.long)
-        for r, ids in enumerate(rows):
-            input_ids[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        attention_mask = (torch.arange(width)[None, :] < torch.tensor([len(r) for r in rows])[:, None]).long()
-        logits = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).logits
-        last = torch.tensor([len(r) - 1 for r in rows], device=self.device)
-        log_probs = torch.log_softmax(logits[torch.arange(len(rows)), last].float(), dim=-1).cpu()
-        for r, hypothesis in enumerate(hypotheses):
-            hypothesis.log_probs = log_probs[r]
-            hypothesis.row = r
-            hypothesis._new_positions = None
-        return None
-
-    # ---- legality -----------------------------------------------------------------------------------
-    def _legal(self, hypotheses, task):
-        """[H, V] bool allowed next actions, and [H, V] bool the actions that complete the round: the
-        grammar's legal actions under the search constraints (search_constraints.py)."""
-        return self.constraints.allowed([
-            DecodingStatus(h.state, h.ids[-1], task.words[h.sentence], task.max_new_words[h.sentence], h.word,
-                           h.piece, h.structural, h.consecutive_open, h.open_before)
-            for h in hypotheses
-        ])
-
-    # ---- the search -----------------------------------------------------------------------------------
-    def _apply(self, parent, action_id, task):
-        child = parent.successor(action_id)
-        child._new_positions = self.grammar.step(child.state, action_id)
-        child.score = parent.score + float(parent.log_probs[action_id])
-        child.word, child.piece, child.structural, child.consecutive_open = self.constraints.counters_after(
-            action_id, task.words[parent.sentence], parent.word, parent.piece, parent.structural, parent.consecutive_open)
-        return child
+    @property
+    def forward_calls(self):
+        return self.decoder.forward_calls
 
     @torch.no_grad()
     def search(self, words, prefixes=None):
@@ -455,89 +236,41 @@ class WordSynchronousBeamSearch:
             return trees
         return [sum(trees[i * num_samples : (i + 1) * num_samples], []) for i in range(len(trees) // num_samples)]
 
-    def _new_hypothesis(self, sentence, prefix=None):
-        """The search's start: after `<s>`, or after a document prefix (all its positions run in one call)."""
-        h = _Hypothesis.__new__(_Hypothesis)
-        h.sentence, h.ids, h.state, h.score = sentence, list(prefix or [self.layout.bos_token_id]), self.grammar.start(), 0.0
-        h.word = h.piece = h.structural = h.consecutive_open = 0
-        h.slots, h.coordinates, h.log_probs, h.row, h.finished = [], [], None, None, False
-        h._new_positions = [position for action in h.ids for position in self.grammar.step(h.state, action)]
-        h.open_before = h.state.num_open_total  # n_c counts the nonterminals of this sentence only
-        h._parent_row = None
-        return h
+    # ---- the search -----------------------------------------------------------------------------------
+    def _start(self, task):
+        """One row per sentence: after `<s>`, or after a document prefix (all its positions in one call)."""
+        sequences = task.prefixes or [[self.layout.bos_token_id]] * len(task.words)
+        states, steps = [], []
+        for sequence in sequences:
+            state = self.grammar.start()
+            steps.append([position for action in sequence for position in self.grammar.step(state, action)])
+            states.append(state)
+        decoder_state, log_probs = self.decoder.start(sequences, steps)
+        width = max(len(s) for s in sequences)
+        actions = torch.full((len(sequences), width), -1, dtype=torch.long)
+        for row, sequence in enumerate(sequences):
+            actions[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+        # n_c counts the nonterminals of this sentence only: open_before holds those of the prefix.
+        status = DecodingStatus.start(states, [s[-1] for s in sequences])
+        return _Beam(status, torch.zeros(len(sequences), dtype=torch.float64), actions,
+                     torch.tensor([len(s) for s in sequences]), decoder_state, log_probs)
 
     def _run(self, task):
         self.model.eval()
         options = self.options
         count = len(task.words)
-        calls_before = self.forward_calls
-        prefixes = task.prefixes or [None] * count
-        frontier = [self._new_hypothesis(s, prefixes[s]) for s in range(count)]
-        cache = self._advance(None, frontier, [None] * count)
+        words = SentenceWords(task.words, task.max_new_words)
+        calls_before = self.decoder.forward_calls
+        frontier = self._start(task)
         marginals = [[0.0] for _ in range(count)]
-        finished = [[] for _ in range(count)]
-        sampling = task.top_k is not None
+        finished = [[] for _ in range(count)]  # per sentence: (joint log-probability, action ids) of complete trees
         generator = torch.Generator().manual_seed(task.seed) if task.seed is not None else None
-        while frontier:
-            completed = [[] for _ in range(count)]
-            completed_caches = []
-            active = frontier
-            while active:
-                allowed, completing = self._legal(active, task)
-                scores = torch.stack([h.log_probs for h in active]) + torch.tensor([h.score for h in active])[:, None]
-                scores = scores.masked_fill(~allowed, float("-inf"))
-                if sampling:
-                    picks = self._sample(scores, task.top_k, generator, task.temperature)
-                else:
-                    picks = []
-                    for s in sorted({h.sentence for h in active}):
-                        rows = [i for i, h in enumerate(active) if h.sentence == s]
-                        chosen, fast = self._select(scores[rows], completing[rows])
-                        picks.extend((rows[local], action) for local, action in chosen + fast)
-                successors, round_done = [], []
-                for index, action in picks:
-                    parent = active[index]
-                    child = self._apply(parent, action, task)
-                    # Its tree is complete (in a document, the current sentence's root closed).
-                    if child.state.finished or self.grammar.is_complete(child.state):
-                        child.finished = True
-                        finished[child.sentence].append(child)
-                        if bool(completing[index, action]):
-                            completed[child.sentence].append(child)
-                    elif bool(completing[index, action]):
-                        round_done.append(child)
-                    else:
-                        successors.append(child)
-                to_run = successors + round_done
-                new_cache = self._advance(cache, to_run, [c._parent_row for c in to_run])
-                for c in round_done:
-                    completed[c.sentence].append(c)
-                if options.use_cache and to_run:
-                    # Successors come first in to_run, then the round-completing ones: both are slices.
-                    if round_done:
-                        completed_caches.append((new_cache.rows(len(successors), len(to_run)), round_done))
-                    cache = new_cache.rows(0, len(successors)) if successors else None
-                    for new_row, c in enumerate(successors):
-                        c.row = new_row
-                active = [c for c in successors if sampling or len(completed[c.sentence]) < options.beam_size]
-                if options.use_cache and cache is not None and len(active) != len(successors):
-                    cache = cache.select(torch.tensor([c.row for c in active], dtype=torch.long, device=self.device))
-                    for new_row, c in enumerate(active):
-                        c.row = new_row
-            # Prune each word beam, record the marginal, and go on with the hypotheses that did not finish.
-            frontier = []
-            for s in range(count):
-                if not completed[s]:
-                    continue
-                beam = sorted(completed[s], key=lambda h: -h.score)
-                kept = beam if sampling else beam[: options.word_beam_size]
-                scored = kept if options.marginal == "after_pruning" else beam
-                marginals[s].append(float(torch.logsumexp(torch.tensor([h.score for h in scored]), 0)))
-                frontier.extend(h for h in kept if not h.finished)
-            if options.use_cache:
-                cache = self._gather_rows(completed_caches, frontier)
-        calls = self.forward_calls - calls_before
+        while len(frontier):
+            candidates, finished_candidates = self._next_word(frontier, words, task, finished, generator)
+            frontier = self._prune(candidates, finished_candidates, marginals, task)
+        calls = self.decoder.forward_calls - calls_before
         results = []
+        sampling = task.top_k is not None
         for s in range(count):
             if not finished[s]:
                 raise RuntimeError(
@@ -546,72 +279,190 @@ class WordSynchronousBeamSearch:
                 )
             n = len(task.words[s])
             m = marginals[s]
-            ranked = finished[s] if sampling else sorted(finished[s], key=lambda h: -h.score)[: options.word_beam_size]
-            log_prob = float(torch.logsumexp(torch.tensor([h.score for h in ranked]), 0))
+            ranked = finished[s] if sampling else sorted(finished[s], key=lambda item: -item[0])[: options.word_beam_size]
+            log_prob = float(torch.logsumexp(torch.tensor([score for score, _ in ranked], dtype=torch.float64), 0))
             surprisals = [m[t - 1] - m[t] for t in range(1, min(n, len(m) - 1) + 1)]
             end = m[n] - log_prob if len(m) > n else float("nan")
-            trees = [(h.ids, h.score) for h in (ranked if sampling else ranked[: options.num_trees])]
+            trees = [(ids, score) for score, ids in (ranked if sampling else ranked[: options.num_trees])]
             results.append(SentenceResult(surprisals, end, log_prob, trees, calls))
         return results
 
-    def _select(self, scores, completing):
-        """Top successors of one sentence: (row, action) within the action beam, and the fast track of
-        round-completing successors from outside it."""
-        flat = scores.reshape(-1)
-        finite = int(torch.isfinite(flat).sum())
-        k = min(self.options.beam_size, finite)
-        if k == 0:
-            return [], []
-        top = torch.topk(flat, k).indices
-        vocab = self.vocab_size
-        completing_flat = completing.reshape(-1)
-        in_top = int(completing_flat[top].sum())
-        chosen = [(int(i) // vocab, int(i) % vocab) for i in top]
-        wanted = self.options.fast_track - in_top
-        fast = []
-        if wanted > 0:
-            outside = completing_flat & torch.isfinite(flat)
-            outside[top] = False
-            available = int(outside.sum())
-            if available:
-                candidates = torch.where(outside, flat, torch.full_like(flat, float("-inf")))
-                best = torch.topk(candidates, min(wanted, available)).indices
-                fast = [(int(i) // vocab, int(i) % vocab) for i in best]
-        return chosen, fast
+    def _next_word(self, frontier, words, task, finished, generator):
+        """Rounds of expansion until every sentence has its word beam for the next word (module docstring).
+
+        Returns the word-completing successors that go on (a _Beam, with decoder rows) and, per sentence,
+        the scores of those that completed their tree in doing so (they take part in pruning and marginals).
+        """
+        options = self.options
+        count = len(task.words)
+        sampling = task.top_k is not None
+        cap = min(2 * options.beam_size, options.beam_size + 5 * options.fast_track)
+        reached = torch.zeros(count, dtype=torch.long)  # word-completing successors per sentence
+        reached_in_beam = torch.zeros(count, dtype=torch.long)  # ... of them within the action beam
+        completed, finished_completed = [], [[] for _ in range(count)]
+        active = frontier
+        while len(active):
+            allowed, completing = self.constraints.allowed(active.status, words)
+            # Only the columns some hypothesis may take (with forced words: the nonterminals and a few pieces).
+            columns = _rows(allowed.any(0))
+            allowed, completing = allowed[:, columns], completing[:, columns]
+            # float32 for choosing; the successors' scores add up in float64
+            scores = active.log_probs[:, columns] + active.score.float()[:, None]
+            scores = scores.masked_fill_(~allowed, float("-inf"))
+            if sampling:
+                parents, choices = self._sample(scores, task.top_k, generator, task.temperature)
+                fast = torch.zeros(len(parents), dtype=torch.bool)
+            else:
+                parents, choices, fast = self._select(scores, completing, active.status.sentence, count)
+            actions = columns[choices]
+            children, steps, complete = self._children(active, parents, actions, words)
+            completes_round = completing[parents, choices]
+            sentence = children.status.sentence
+            reached += torch.bincount(sentence[completes_round], minlength=count)
+            reached_in_beam += torch.bincount(sentence[completes_round & ~fast], minlength=count)
+            for row in _rows(complete).tolist():  # complete trees need no more model calls
+                s = int(sentence[row])
+                finished[s].append((float(children.score[row]), children.ids(row)))
+                if completes_round[row]:
+                    finished_completed[s].append(float(children.score[row]))
+            going_on = _rows(~complete)
+            if not len(going_on):
+                break
+            children = children.select(going_on, _NoDecoder)
+            children.decoder_state, children.log_probs = self.decoder.advance(
+                active.decoder_state, parents[going_on], actions[going_on], [steps[i] for i in going_on.tolist()])
+            done = completes_round[going_on]
+            if done.any():
+                completed.append(children.select(_rows(done), self.decoder))
+            sentence = children.status.sentence
+            if sampling:
+                keep = ~done
+            else:  # rnng-pytorch: a word ends when b successors reached it within the action beam
+                open_sentences = (reached_in_beam < options.beam_size) & (reached < cap)
+                keep = ~done & open_sentences[sentence]
+            active = children.select(_rows(keep), self.decoder)
+        candidates = _Beam.concat(completed, self.decoder) if completed else None
+        return candidates, finished_completed
+
+    def _children(self, parents_beam, parents, actions, words):
+        """The successors (parents[i], actions[i]): their beam rows (without decoder state yet), what the
+        grammar says of each action (its new positions), and whether each completes its tree."""
+        status = parents_beam.status.select(parents)
+        states, steps, complete = [], [], []
+        for state, action in zip(status.states, actions.tolist()):
+            state = state.clone()
+            steps.append(self.grammar.step(state, action))
+            states.append(state)
+            # in a document, the current sentence's root closed
+            complete.append(state.finished or self.grammar.is_complete(state))
+        counters = self.constraints.counters_after(status, actions, words)
+        status = DecodingStatus(states, status.sentence, actions, **counters, open_before=status.open_before)
+        lengths = parents_beam.lengths[parents]
+        history = torch.nn.functional.pad(parents_beam.actions[parents], (0, 1), value=-1)
+        history[torch.arange(len(parents)), lengths] = actions
+        score = parents_beam.score[parents] + parents_beam.log_probs[parents, actions].double()
+        beam = _Beam(status, score, history, lengths + 1, None, None)
+        return beam, steps, torch.tensor(complete, dtype=torch.bool)
+
+    def _prune(self, candidates, finished_completed, marginals, task):
+        """Prune each sentence's word beam to `word_beam_size` (sampling keeps all), record the marginal, and
+        return the hypotheses that go on to the next word."""
+        options = self.options
+        sampling = task.top_k is not None
+        cap = min(2 * options.beam_size, options.beam_size + 5 * options.fast_track)
+        kept_rows = []
+        for s in range(len(task.words)):
+            rows = _rows(candidates.status.sentence == s) if candidates is not None else torch.zeros(0, dtype=torch.long)
+            scores = torch.cat([candidates.score[rows] if candidates is not None else torch.zeros(0, dtype=torch.float64),
+                                torch.tensor(finished_completed[s], dtype=torch.float64)])
+            if not len(scores):
+                continue
+            order = torch.argsort(scores, descending=True, stable=True)
+            if not sampling:
+                order = order[:cap]  # the word beam holds at most min(2b, b + 5 fast_track) before pruning
+            kept = order if sampling else order[: options.word_beam_size]
+            scored = kept if options.marginal == "after_pruning" else order
+            marginals[s].append(float(torch.logsumexp(scores[scored], 0)))
+            kept_rows.append(rows[kept[kept < len(rows)]])  # complete trees do not go on
+        if candidates is None or not kept_rows or not sum(len(r) for r in kept_rows):
+            return _EMPTY
+        frontier = candidates.select(torch.cat(kept_rows), self.decoder)
+        frontier.decoder_state = self.decoder.retain(frontier.decoder_state)
+        return frontier
+
+    def _select(self, scores, completing, sentence, count):
+        """Per sentence, the `beam_size` best successors and the fast track: up to `fast_track` round-completing
+        successors from outside them, fewer by those inside. All sentences in one top-k. Returns (parent
+        rows, actions, fast-tracked flags), sentence by sentence."""
+        rows, vocab = scores.shape
+        options = self.options
+        if count == 1:
+            row_of, flat, completing_flat = torch.arange(rows)[None], scores.view(1, -1), completing.view(1, -1)
+        else:  # lay the rows out as [sentence, rank within its sentence, action]
+            sizes = torch.bincount(sentence, minlength=count)
+            order = torch.argsort(sentence, stable=True)
+            within = torch.empty_like(sentence)
+            within[order] = torch.arange(rows) - (torch.cumsum(sizes, 0) - sizes)[sentence[order]]
+            width = int(sizes.max())
+            row_of = torch.full((count, width), -1, dtype=torch.long)
+            row_of[sentence, within] = torch.arange(rows)
+            flat = scores.new_full((count, width, vocab), float("-inf"))
+            flat[sentence, within] = scores
+            flat = flat.view(count, -1)
+            completing_flat = torch.zeros((count, width, vocab), dtype=torch.bool)
+            completing_flat[sentence, within] = completing
+            completing_flat = completing_flat.view(count, -1)
+        top_scores, top = torch.topk(flat, min(options.beam_size, flat.shape[1]), dim=1)
+        picked_sentence, rank = torch.nonzero(torch.isfinite(top_scores), as_tuple=True)
+        picked = top[picked_sentence, rank]
+        fast = torch.zeros(len(picked), dtype=torch.bool)
+        if options.fast_track:
+            # `completing` implies allowed, so every candidate is finite.
+            candidate_sentence, candidate = torch.nonzero(completing_flat, as_tuple=True)
+            in_top = torch.zeros_like(completing_flat)
+            in_top[picked_sentence, picked] = True
+            inside = completing_flat[picked_sentence, picked]
+            wanted = (options.fast_track - torch.bincount(picked_sentence[inside], minlength=count)).clamp(min=0)
+            outside = ~in_top[candidate_sentence, candidate]
+            candidate_sentence, candidate = candidate_sentence[outside], candidate[outside]
+            # best first within each sentence: sort by score, then (stably) by sentence
+            order = torch.argsort(flat[candidate_sentence, candidate], descending=True, stable=True)
+            order = order[torch.argsort(candidate_sentence[order], stable=True)]
+            candidate_sentence, candidate = candidate_sentence[order], candidate[order]
+            per_sentence = torch.bincount(candidate_sentence, minlength=count)
+            rank = torch.arange(len(candidate)) - (torch.cumsum(per_sentence, 0) - per_sentence)[candidate_sentence]
+            chosen = rank < wanted[candidate_sentence]
+            picked_sentence = torch.cat([picked_sentence, candidate_sentence[chosen]])
+            picked = torch.cat([picked, candidate[chosen]])
+            fast = torch.cat([fast, torch.ones(int(chosen.sum()), dtype=torch.bool)])
+            order = torch.argsort(picked_sentence, stable=True)  # sentence by sentence
+            picked_sentence, picked, fast = picked_sentence[order], picked[order], fast[order]
+        return row_of[picked_sentence, picked // vocab], picked % vocab, fast
 
     def _sample(self, scores, top_k, generator, temperature=1.0):
-        """One successor per hypothesis, drawn among its top-k legal actions (log-probabilities / temperature)."""
-        picks = []
-        for row in range(len(scores)):
-            legal = int(torch.isfinite(scores[row]).sum())
-            if legal == 0:
-                continue
-            values, indices = torch.topk(scores[row], min(top_k, legal))
-            probabilities = torch.softmax((values - values.max()) / temperature, -1)
-            picks.append((row, int(indices[torch.multinomial(probabilities, 1, generator=generator)])))
-        return picks
+        """One successor per hypothesis that has a legal action, drawn among its top-k legal actions
+        (log-probabilities / temperature): (parent rows, actions)."""
+        rows = _rows(torch.isfinite(scores).any(1))
+        values, indices = torch.topk(scores[rows], min(top_k, scores.shape[1]), dim=1)
+        probabilities = torch.softmax((values - values[:, :1]) / temperature, dim=1)  # -inf (illegal) -> 0
+        drawn = torch.multinomial(probabilities.float(), 1, generator=generator).squeeze(1)
+        return rows, indices[torch.arange(len(rows)), drawn]
 
-    def _gather_rows(self, completed_caches, frontier):
-        """The cache of the next frontier: rows of the kept word-completing hypotheses, in frontier order."""
-        if not frontier:
-            return None
-        where = {}
-        pieces = []
-        for index, (cache, hypotheses) in enumerate(completed_caches):
-            pieces.append(cache)
-            for row, h in enumerate(hypotheses):
-                where[id(h)] = (index, row)
-        offsets = np.cumsum([0] + [len(c.coordinates) for c in pieces])
-        merged = _concat_caches(pieces)
-        rows = []
-        for h in frontier:
-            index, row = where[id(h)]
-            rows.append(int(offsets[index] + row))
-        cache = merged.select(torch.tensor(rows, device=self.device)).compact([h.slots for h in frontier])
-        for new_row, h in enumerate(frontier):
-            h.row = new_row
-            h.slots = list(range(len(h.slots)))
-        return cache
+
+class _NoDecoder:
+    """For selecting rows of a beam whose decoder state is not set yet."""
+
+    @staticmethod
+    def select(state, rows):
+        return state
+
+
+class _EmptyBeam:
+    def __len__(self):
+        return 0
+
+
+_EMPTY = _EmptyBeam()
 
 
 def prompt_words(ids, layout, word_start_mask=None):

@@ -177,8 +177,8 @@ class _GrammarState:
 
     def __init__(self):
         self.length = 0  # positions emitted so far
-        self.depths = []  # depth of each position
         self.stack = []  # TG: positions attendable by STACK attention
+        self.stack_depths = []  # TG: their depths
         self.open_positions = []  # positions of the open NTs, innermost last
         self.open_ids = []  # their action ids
         self.children = []  # number of children of each open NT
@@ -191,9 +191,10 @@ class _GrammarState:
     def clone(self):
         """An independent copy (beam search branches a hypothesis into several)."""
         copy = _GrammarState.__new__(_GrammarState)
-        copy.__dict__.update(self.__dict__)
-        for name in ("depths", "stack", "open_positions", "open_ids", "children"):
-            setattr(copy, name, list(getattr(self, name)))
+        fields = self.__dict__.copy()
+        for name in ("stack", "stack_depths", "open_positions", "open_ids", "children"):
+            fields[name] = fields[name][:]
+        copy.__dict__ = fields
         return copy
 
 
@@ -223,6 +224,7 @@ class Grammar:
         self.document_level = bool(document_level)
         self.vocab_size = layout.size
         self._kinds = layout.kinds(np.arange(self.vocab_size))
+        self._kind_members = [ActionKind(int(k)) for k in self._kinds]  # enum lookups are slow in `step`
         self._mask_cache = {}
 
     # ---- legality: the one source ------------------------------------------------------------------
@@ -289,7 +291,7 @@ class Grammar:
     def step(self, state, action_id):
         """Feed one action; return the list of NewPosition it expands to (validating it first)."""
         action_id = int(action_id)
-        kind = ActionKind(int(self._kinds[action_id])) if 0 <= action_id < self.vocab_size else self.layout.kind(action_id)
+        kind = self._kind_members[action_id] if 0 <= action_id < self.vocab_size else self.layout.kind(action_id)
         self._check_action(state, action_id, kind)
         positions = self._positions_for(state, action_id, kind)
         self._advance(state, action_id, kind, opening_position=state.length - 1)
@@ -606,6 +608,7 @@ _POSITION_KIND_OF_ACTION = np.array(
     ],
     dtype=np.int8,
 )
+_POSITION_KIND_MEMBERS = {kind: PositionKind(int(_POSITION_KIND_OF_ACTION[kind])) for kind in ActionKind}
 
 
 class TransformerGrammarRules(Grammar):
@@ -617,42 +620,31 @@ class TransformerGrammarRules(Grammar):
     relative_position_meaning = "tree-depth differences depth(i) - depth(j)"
 
     def _positions_for(self, state, action_id, kind):
-        new = []
+        # The innermost open NT's depth is the number of open NTs: roots are children of <s> (depth 0).
         if kind == ActionKind.CLOSE_NT:
+            depth = len(state.open_ids)
             # COMPOSE copy: attend the opening NT and its children still on the stack, pop them, push self.
             position = state.length
-            depth = state.depths[state.open_positions[-1]]
-            opening = state.open_positions[-1]
-            popped = [p for p in state.stack if p >= opening]
-            del state.stack[len(state.stack) - len(popped) :]
-            attended = np.array(popped + [position], dtype=np.int64)
-            state.depths.append(depth)
+            count = sum(1 for p in state.stack if p >= state.open_positions[-1])
+            popped, popped_depths = state.stack[-count:], state.stack_depths[-count:]
+            del state.stack[-count:], state.stack_depths[-count:]
+            compose = NewPosition(action_id, PositionKind.CLOSE_COMPOSE, np.array(popped + [position], dtype=np.int64),
+                                  depth - np.array(popped_depths + [depth], dtype=np.int64), False, depth)
             state.stack.append(position)
-            state.length += 1
-            relpos = depth - np.array([state.depths[p] for p in attended], dtype=np.int64)
-            new.append(NewPosition(action_id, PositionKind.CLOSE_COMPOSE, attended, relpos, False, depth))
+            state.stack_depths.append(depth)
             # STACK copy: attend the stack and itself, not pushed.
-            position = state.length
-            state.depths.append(depth)
-            state.length += 1
-            attended = np.array(state.stack + [position], dtype=np.int64)
-            relpos = depth - np.array([state.depths[p] for p in attended], dtype=np.int64)
-            new.append(NewPosition(action_id, PositionKind.CLOSE_STACK, attended, relpos, True, depth))
-            return new
-        position = state.length
-        if kind == ActionKind.BOS:
-            depth = 0
-        elif state.open_positions:
-            depth = state.depths[state.open_positions[-1]] + 1
-        else:
-            depth = 1  # a root NT is a child of <s>
-        state.depths.append(depth)
-        state.stack.append(position)
+            position += 1
+            state.length += 2
+            stack = NewPosition(action_id, PositionKind.CLOSE_STACK, np.array(state.stack + [position], dtype=np.int64),
+                                depth - np.array(state.stack_depths + [depth], dtype=np.int64), True, depth)
+            return [compose, stack]
+        depth = 0 if kind == ActionKind.BOS else len(state.open_ids) + 1
+        state.stack.append(state.length)
+        state.stack_depths.append(depth)
         state.length += 1
         attended = np.array(state.stack, dtype=np.int64)
-        relpos = depth - np.array([state.depths[p] for p in attended], dtype=np.int64)
-        kind_of_position = PositionKind(_POSITION_KIND_OF_ACTION[kind])
-        return [NewPosition(action_id, kind_of_position, attended, relpos, True, depth)]
+        relpos = depth - np.array(state.stack_depths, dtype=np.int64)
+        return [NewPosition(action_id, _POSITION_KIND_MEMBERS[kind], attended, relpos, True, depth)]
 
     def _expanded_vectors(self, flat):
         expanded = _expand(flat, duplicate_closing=True)
@@ -736,7 +728,7 @@ class CausalRules(Grammar):
         position = state.length
         state.length += 1
         attended = np.arange(position + 1, dtype=np.int64)
-        kind_of_position = PositionKind(_POSITION_KIND_OF_ACTION[kind])
+        kind_of_position = _POSITION_KIND_MEMBERS[kind]
         return [NewPosition(action_id, kind_of_position, attended, position - attended, True, position)]
 
     def _expanded_vectors(self, flat):

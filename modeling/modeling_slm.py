@@ -14,8 +14,8 @@ thin model classes; everything else is shared:
 - The data collator's precomputed structure (`expansion_index`, `position_mask`, `position_coordinates`,
   `position_kinds`, `prediction_index`) is the fast training path: the same numbers without computing
   the grammar inside forward.
-- `forward_positions` runs given positions and structure (with a KV cache whose rows may have holes): the
-  decoders of generation_slm.py use it.
+- `forward_positions` runs given positions and structure (with a KV cache of the attended positions): the
+  beam-search decoder of search_decoders.py uses it.
 
 Hub code: imports only torch, transformers and its sibling files.
 """
@@ -248,10 +248,13 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
             loss=loss, logits=logits, past_key_values=outputs.past_key_values, hidden_states=outputs.hidden_states
         )
 
-    def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None):
+    def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None, output_index=None):
         """Logits [B, T', V] of given positions (ids [B, T'] and a PositionStructure covering the cache too),
-        appending their keys and values to `past_key_values`. The decoders of generation_slm.py call it."""
+        appending their keys and values to `past_key_values`; with `output_index` = (rows [K], columns [K]),
+        only the logits [K, V] of those positions. The beam-search decoder (search_decoders.py) calls it."""
         hidden, _ = self.model.decoder(position_ids, structure, past_key_values, extra_embeddings=extra_embeddings)
+        if output_index is not None:
+            hidden = hidden[output_index]
         return self._logits(hidden)
 
     # ---- decoding -------------------------------------------------------------------------------

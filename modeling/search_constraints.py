@@ -11,11 +11,13 @@ of legality. Decoding adds its own limits on top, the same for every family:
 It also says which actions complete a round of word-synchronous beam search (generate the next word, or
 finish the sentence once its words are there).
 
+Everything here works on H hypotheses at once: counters are [H] tensors (DecodingStatus), the sentences'
+words are tables (SentenceWords), and the result is two [H, V] masks from a handful of tensor operations.
+
 Hub code: imports only numpy, torch and its sibling files.
 """
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -26,19 +28,76 @@ from .grammars import ActionKind
 MAX_PIECES_PER_WORD = 16
 
 
+class SentenceWords:
+    """The words each sentence of a search must contain, as tables, and how many free words may follow.
+
+    forced_words[s]: sentence s's given words, each a list of piece ids (may be empty);
+    free_words[s]: how many words may follow them (0: the given words only).
+    """
+
+    def __init__(self, forced_words, free_words):
+        count = len(forced_words)
+        width = max([len(words) for words in forced_words] + [1])
+        depth = max([len(word) for words in forced_words for word in words] + [1])
+        self.pieces = torch.full((count, width, depth), -1, dtype=torch.long)  # [S, W, P], -1 past a word's end
+        self.word_lengths = torch.zeros((count, width), dtype=torch.long)  # [S, W]
+        for s, words in enumerate(forced_words):
+            for w, word in enumerate(words):
+                self.pieces[s, w, : len(word)] = torch.tensor(word, dtype=torch.long)
+                self.word_lengths[s, w] = len(word)
+        self.num_forced = torch.tensor([len(words) for words in forced_words], dtype=torch.long)  # [S]
+        self.free_words = torch.tensor(list(free_words), dtype=torch.long)  # [S]
+
+    def next_forced_piece(self, status):
+        """Per hypothesis: whether it is inside its forced words, the piece that must come next (-1 if
+        none), and whether that piece ends its word."""
+        sentence = status.sentence
+        in_forced = status.word < self.num_forced[sentence]
+        word = status.word.clamp(max=self.pieces.shape[1] - 1)
+        piece = status.piece.clamp(max=self.pieces.shape[2] - 1)
+        next_piece = torch.where(in_forced, self.pieces[sentence, word, piece], -1)
+        ends_word = in_forced & (status.piece == self.word_lengths[sentence, word] - 1)
+        return in_forced, next_piece, ends_word
+
+
 @dataclass
 class DecodingStatus:
-    """Where one hypothesis stands, as the constraints need it (the beam search keeps these counters)."""
+    """Where H hypotheses stand, as the constraints need it: the grammar states and [H] long tensors of
+    counters (the beam search keeps them; `counters_after` is the only place they advance)."""
 
-    state: object  # the grammar's incremental state
-    last_action: int
-    forced_words: list  # the sentence's given words, each a list of piece ids
-    free_words: int  # how many words may follow the forced ones (0: forced words only)
-    word: int = 0  # words generated so far in this sentence
-    piece: int = 0  # pieces of the current word generated so far (0: between words)
-    structural: int = 0  # structural actions since the last word
-    consecutive_open: int = 0  # opening actions in a row
-    open_before: int = 0  # opening NTs before this sentence (a document's earlier sentences)
+    states: list  # the grammar's incremental states
+    sentence: torch.Tensor  # the sentence (row of SentenceWords) each hypothesis belongs to
+    last_action: torch.Tensor
+    word: torch.Tensor  # words generated so far in its sentence
+    piece: torch.Tensor  # pieces of the current word generated so far (0: between words)
+    structural: torch.Tensor  # structural actions since the last word
+    consecutive_open: torch.Tensor  # opening actions in a row
+    open_before: torch.Tensor  # opening NTs before this sentence (a document's earlier sentences)
+
+    COUNTERS = ("word", "piece", "structural", "consecutive_open")
+
+    @classmethod
+    def start(cls, states, last_actions, sentence=None, **counters):
+        """The status of hypotheses at `states` (counters zero unless given; open_before from the states)."""
+        count = len(states)
+        values = {name: torch.as_tensor(counters.get(name, [0] * count), dtype=torch.long) for name in cls.COUNTERS}
+        sentence = torch.arange(count) if sentence is None else torch.as_tensor(sentence, dtype=torch.long)
+        return cls(list(states), sentence, torch.as_tensor(last_actions, dtype=torch.long), **values,
+                   open_before=torch.tensor([s.num_open_total for s in states], dtype=torch.long))
+
+    def __len__(self):
+        return len(self.states)
+
+    def select(self, rows):
+        """The status of hypotheses `rows` (a long tensor), in that order (states shared, not copied)."""
+        picked = {f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "states"}
+        return DecodingStatus([self.states[i] for i in rows.tolist()], **picked)
+
+    @staticmethod
+    def concat(statuses):
+        joined = {f.name: torch.cat([getattr(s, f.name) for s in statuses]) for f in fields(DecodingStatus)
+                  if f.name != "states"}
+        return DecodingStatus([state for s in statuses for state in s.states], **joined)
 
 
 class SearchConstraints:
@@ -53,12 +112,12 @@ class SearchConstraints:
                  max_consecutive_open=None, max_structural_per_word=None, max_nonterminals_per_word=1.0):
         self.grammar = grammar
         layout = grammar.layout
-        kinds = grammar._kinds
+        kinds = torch.from_numpy(grammar._kinds.astype(np.int64))
         size = grammar.vocab_size
-        self.open_mask = torch.from_numpy(kinds == ActionKind.OPEN_NT)
-        self.close_mask = torch.from_numpy(kinds == ActionKind.CLOSE_NT)
-        self.eos_mask = torch.from_numpy(kinds == ActionKind.EOS)
-        self.terminal_mask = torch.from_numpy(kinds == ActionKind.TERMINAL)
+        self.open_mask = kinds == ActionKind.OPEN_NT
+        self.close_mask = kinds == ActionKind.CLOSE_NT
+        self.eos_mask = kinds == ActionKind.EOS
+        self.terminal_mask = kinds == ActionKind.TERMINAL
         starts = torch.ones(size, dtype=torch.bool)
         if word_start_mask is not None:
             starts = torch.zeros(size, dtype=torch.bool)
@@ -69,26 +128,46 @@ class SearchConstraints:
             generable[layout.unk_token_id] = False
         self.start_mask = generable & starts
         self.continuation_mask = generable & ~starts
-        self.incomplete_ids = {int(i) for i in incomplete_word_ids}
-        self.is_terminal = kinds == ActionKind.TERMINAL
+        self.incomplete_mask = torch.zeros(size, dtype=torch.bool)
+        self.incomplete_mask[[int(i) for i in incomplete_word_ids]] = True
+        # Which actions a hypothesis may take (or which complete its round) depends on a few per-hypothesis
+        # flags: one [2^k, V] table row per combination, so that [H, V] masks are one gather, not k products.
+        self._permitted = self._flag_table([self.open_mask, self.close_mask, self.eos_mask, self.start_mask,
+                                            self.continuation_mask])
+        self._completing = self._flag_table([self.terminal_mask, self.close_mask, self.eos_mask])
         self.max_nonterminals = max_nonterminals
         self.max_consecutive_open = max_consecutive_open
         self.max_structural_per_word = max_structural_per_word
         self.max_nonterminals_per_word = max_nonterminals_per_word
 
-    def counters_after(self, action, forced_words, word, piece, structural, consecutive_open):
-        """(word, piece, structural, consecutive_open) after `action`: the one place these counters advance.
-        A forced word ends with its last piece; a free word starts with a word-start piece."""
-        if self.is_terminal[action]:
-            if word < len(forced_words):
-                done = piece == len(forced_words[word]) - 1
-                word, piece = (word + 1, 0) if done else (word, piece + 1)
-            elif self.start_mask[action]:
-                word, piece = word + 1, 1
-            else:
-                piece += 1
-            return word, piece, 0, 0
-        return word, piece, structural + 1, consecutive_open + 1 if self.open_mask[action] else 0
+    @staticmethod
+    def _flag_table(masks):
+        """[2^k, V]: row `code` is the union of masks[i] over the bits i set in `code`."""
+        codes = torch.arange(2 ** len(masks))
+        table = torch.zeros((len(codes), len(masks[0])), dtype=torch.bool)
+        for bit, mask in enumerate(masks):
+            table |= ((codes >> bit) & 1).bool()[:, None] & mask
+        return table
+
+    @staticmethod
+    def _code(*flags):
+        return sum(flag.long() << bit for bit, flag in enumerate(flags))
+
+    def counters_after(self, status, actions, words):
+        """{word, piece, structural, consecutive_open} [H] after `actions` [H]: the one place these counters
+        advance. A forced word ends with its last piece; a free word starts with a word-start piece."""
+        terminal = self.terminal_mask[actions]
+        in_forced, _, ends_word = words.next_forced_piece(status)
+        starts_free_word = ~in_forced & self.start_mask[actions]
+        word = torch.where(terminal & (ends_word | starts_free_word), status.word + 1, status.word)
+        piece = torch.where(ends_word, 0, torch.where(starts_free_word, 1, status.piece + 1))
+        opening = self.open_mask[actions]
+        return dict(
+            word=word,
+            piece=torch.where(terminal, piece, status.piece),
+            structural=torch.where(terminal, 0, status.structural + 1),
+            consecutive_open=torch.where(opening, status.consecutive_open + 1, 0),
+        )
 
     def reachable(self, sequence, words):
         """Whether the action sequence `sequence` (`<s>` first, a whole tree over the given `words`, each a
@@ -96,66 +175,63 @@ class SearchConstraints:
         can find it at all."""
         state = self.grammar.start()
         self.grammar.step(state, sequence[0])
-        status = DecodingStatus(state, sequence[0], words, 0, open_before=state.num_open_total)
+        status = DecodingStatus.start([state], [sequence[0]])
+        table = SentenceWords([words], [0])
         for action in sequence[1:]:
-            if not bool(self.allowed([status])[0][0, action]):
+            if not bool(self.allowed(status, table)[0][0, action]):
                 return False
             self.grammar.step(state, action)
-            status.word, status.piece, status.structural, status.consecutive_open = self.counters_after(
-                action, words, status.word, status.piece, status.structural, status.consecutive_open)
-            status.last_action = action
-        return status.word == len(words) and self.grammar.is_complete(state)
+            actions = torch.tensor([action])
+            status = DecodingStatus(status.states, status.sentence, actions, **self.counters_after(status, actions, table),
+                                    open_before=status.open_before)
+        return int(status.word) == len(words) and self.grammar.is_complete(state)
 
-    def allowed(self, statuses):
-        """([H, V] bool allowed actions, [H, V] bool actions that complete the round) for H hypotheses."""
-        count = len(statuses)
-        legal = torch.from_numpy(np.stack([self.grammar.legal_actions(s.state) for s in statuses]))
-        flags = {name: torch.zeros(count, dtype=torch.bool) for name in (
-            "open", "close", "eos", "forced", "forced_completes", "start", "continuation", "free",
-            "close_completes", "eos_completes")}
-        forced_piece = torch.zeros(count, dtype=torch.long)
-        for i, s in enumerate(statuses):
-            in_forced = s.word < len(s.forced_words)
-            new_words = s.word - len(s.forced_words)
-            inside_word = in_forced and s.piece > 0
-            bare_start = not in_forced and s.last_action in self.incomplete_ids
-            may_start_word = in_forced or new_words < s.free_words
-            words_done = not in_forced and (new_words > 0 or s.free_words == 0)
-            if not inside_word and not bare_start and may_start_word:
-                words = len(s.forced_words) + s.free_words
-                limit = self.max_nonterminals or max(1, math.ceil(self.max_nonterminals_per_word * words))
-                ok = s.state.num_open_total - s.open_before < limit
-                if self.max_consecutive_open is not None:
-                    ok &= s.consecutive_open < self.max_consecutive_open
-                if self.max_structural_per_word is not None:
-                    ok &= s.structural < self.max_structural_per_word
-                flags["open"][i] = ok
-            if not inside_word and not bare_start:
-                closes_root = len(s.state.open_ids) == 1
-                structural_ok = (self.max_structural_per_word is None or words_done
-                                 or s.structural < self.max_structural_per_word)
-                # the root closes only after the last forced word (and a first new word, if any)
-                flags["close"][i] = structural_ok and (words_done or not closes_root)
-                flags["close_completes"][i] = closes_root and not s.free_words
-                flags["eos"][i] = words_done
-                flags["eos_completes"][i] = not s.free_words
-            if in_forced:
-                flags["forced"][i] = True
-                forced_piece[i] = s.forced_words[s.word][s.piece]
-                flags["forced_completes"][i] = s.piece == len(s.forced_words[s.word]) - 1
-            elif s.free_words:
-                flags["free"][i] = True
-                flags["start"][i] = may_start_word and not bare_start
-                # Only a new word continues (s.piece counts its pieces); a forced word is complete.
-                last_is_piece = self.is_terminal[s.last_action]
-                flags["continuation"][i] = bool(last_is_piece) and 0 < s.piece < MAX_PIECES_PER_WORD
-        forced = torch.zeros_like(legal)
-        forced[torch.arange(count), forced_piece] = True
-        forced &= flags["forced"][:, None]
-        terminals = forced | (flags["start"][:, None] & self.start_mask) | (flags["continuation"][:, None] & self.continuation_mask)
-        permitted = (flags["open"][:, None] & self.open_mask) | (flags["close"][:, None] & self.close_mask)
-        permitted |= (flags["eos"][:, None] & self.eos_mask) | terminals
+    def allowed(self, status, words):
+        """([H, V] bool allowed actions, [H, V] bool actions that complete the round) for the H hypotheses
+        of `status` (a DecodingStatus) searching the sentences of `words` (SentenceWords)."""
+        states = status.states
+        legal = torch.from_numpy(np.stack([self.grammar.legal_actions(s) for s in states]))
+        open_total = torch.tensor([s.num_open_total for s in states], dtype=torch.long)
+        closes_root = torch.tensor([len(s.open_ids) == 1 for s in states])
+        num_forced = words.num_forced[status.sentence]
+        free_words = words.free_words[status.sentence]
+        in_forced, forced_piece, forced_completes = words.next_forced_piece(status)
+        new_words = status.word - num_forced
+        inside_word = in_forced & (status.piece > 0)
+        bare_start = ~in_forced & self.incomplete_mask[status.last_action]
+        between_words = ~inside_word & ~bare_start
+        may_start_word = in_forced | (new_words < free_words)
+        words_done = ~in_forced & ((new_words > 0) | (free_words == 0))
+        no_free_words = free_words == 0
+
+        if self.max_nonterminals is not None:
+            limit = torch.full_like(num_forced, self.max_nonterminals)
+        else:  # float64, so that the rounding is Python's math.ceil
+            per_word = self.max_nonterminals_per_word * (num_forced + free_words).double()
+            limit = per_word.ceil().long().clamp(min=1)
+        may_open = between_words & may_start_word & (open_total - status.open_before < limit)
+        if self.max_consecutive_open is not None:
+            may_open &= status.consecutive_open < self.max_consecutive_open
+        structural_ok = torch.ones_like(words_done)
+        if self.max_structural_per_word is not None:
+            may_open &= status.structural < self.max_structural_per_word
+            structural_ok = words_done | (status.structural < self.max_structural_per_word)
+        # the root closes only after the last forced word (and a first new word, if any)
+        may_close = between_words & structural_ok & (words_done | ~closes_root)
+        may_end = between_words & words_done
+
+        free = ~in_forced & (free_words > 0)
+        may_start_free_word = free & may_start_word & ~bare_start
+        # Only a new word continues (status.piece counts its pieces); a forced word is complete.
+        continues = free & self.terminal_mask[status.last_action] & (status.piece > 0) & (status.piece < MAX_PIECES_PER_WORD)
+        permitted = self._permitted[self._code(may_open, may_close, may_end, may_start_free_word, continues)]
+        forced_rows = torch.nonzero(in_forced).squeeze(1)
+        permitted[forced_rows, forced_piece[forced_rows]] = True
         allowed = legal & permitted
-        completing = (forced & flags["forced_completes"][:, None]) | (terminals & flags["free"][:, None])
-        completing |= (flags["close_completes"][:, None] & self.close_mask) | (flags["eos_completes"][:, None] & self.eos_mask)
-        return allowed, completing & allowed
+        # A round completes with a free word's piece, the root's closing or `</s>` when no free words follow,
+        # or the last piece of a forced word.
+        finishing = between_words & no_free_words
+        completing = allowed & self._completing[self._code(free, finishing & closes_root, finishing)]
+        completes_word = forced_rows[forced_completes[forced_rows]]
+        completing[completes_word, forced_piece[completes_word]] = allowed[completes_word, forced_piece[completes_word]]
+        return allowed, completing

@@ -1,0 +1,295 @@
+"""Decoders for word-synchronous beam search: what the search asks of a model, and nothing else.
+
+The search (generation_slm.py) keeps hypotheses as rows and knows no model family. It asks a decoder:
+  start(sequences, steps) -> (state, log_probs): one row per action sequence (`<s>`, then any document
+      prefix); log_probs [N, V] of the next action;
+  advance(state, rows, actions, steps) -> (state, log_probs): row i of the new state is row rows[i] of
+      `state` followed by actions[i]; log_probs [H, V];
+  select(state, rows) -> state: keep these rows (a long tensor), in this order;
+  concat(states) -> state: the rows of several states, one after the other;
+  retain(state) -> state: from now on only `state` (or rows of it) will be used: free everything else.
+A state is opaque to the search: a Transformer decoder's says where each row's keys and values are, a
+recurrent decoder's is its hidden state, an external composer's would add its composed vectors.
+`steps[i]` is what the grammar said about the action (grammar.step: a list of NewPosition): a Transformer
+decoder takes its positions, masks and coordinates from it; a recurrent decoder may ignore it.
+log_probs are float32 on the CPU. `forward_calls` counts the decoder's calls; `forward_seconds` the time in
+the model's own forward (reading the cache included, preparing its inputs not); `peak_cache_bytes` the
+largest cache held.
+
+Hub code: imports only numpy, torch and its sibling files.
+"""
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .backbone import PositionStructure
+
+# The key/value pool grows by at least this many positions at a time.
+POOL_CHUNK = 1024
+
+
+class SearchDecoder:
+    """The decoder interface (see the module docstring). Subclasses implement `_start` and `_advance`,
+    and `select` / `concat` / `retain` for their state, and run their model through `_log_probs`."""
+
+    def __init__(self):
+        self.forward_calls = 0
+        self.forward_seconds = 0.0
+        self.peak_cache_bytes = 0
+
+    def start(self, sequences, steps):
+        self.forward_calls += 1
+        return self._start(sequences, steps)
+
+    def advance(self, state, rows, actions, steps):
+        self.forward_calls += 1
+        return self._advance(state, rows, actions, steps)
+
+    def _log_probs(self, forward, *arguments, **keywords):
+        """log_softmax of `forward(...)`'s logits [H, V], float32 on the CPU, timed."""
+        started = time.perf_counter()
+        log_probs = torch.log_softmax(forward(*arguments, **keywords).float(), dim=-1).cpu()
+        self.forward_seconds += time.perf_counter() - started
+        return log_probs
+
+    def retain(self, state):
+        return state
+
+
+@dataclass
+class _KeyValueRows:
+    """A TransformerSearchDecoder state: slots[r, i] is where position i of row r is in the pool (-1 past
+    the row's length)."""
+
+    slots: np.ndarray  # [H, L] int64
+    lengths: np.ndarray  # [H] int64
+
+
+class _KeyValuePool:
+    """Keys, values and coordinates of every position computed since the last `retain`, one slot each.
+
+    A hypothesis is a list of slots: branching and pruning hypotheses copy those lists (small integer
+    arrays), never keys or values, and a forward call gathers only the slots its new positions attend.
+    """
+
+    def __init__(self, device):
+        self.device = device
+        self.keys, self.values = {}, {}  # per cache layer: [capacity, heads, head_dim]
+        self.coordinates = np.zeros(0, dtype=np.int64)
+        self.used = 0
+
+    def allocate(self, coordinates):
+        """Slots for new positions with these coordinates (storage grows lazily, in `write`)."""
+        start, stop = self.used, self.used + len(coordinates)
+        if stop > len(self.coordinates):
+            grown = np.zeros(max(stop, 2 * len(self.coordinates), POOL_CHUNK), dtype=np.int64)
+            grown[: self.used] = self.coordinates[: self.used]
+            self.coordinates = grown
+        self.coordinates[start:stop] = coordinates
+        self.used = stop
+        return np.arange(start, stop)
+
+    def _storage(self, table, layer, like):
+        capacity = len(self.coordinates)
+        storage = table.get(layer)
+        if storage is None or storage.shape[0] < capacity:
+            grown = like.new_zeros((capacity,) + tuple(like.shape[1:]))
+            if storage is not None:
+                grown[: storage.shape[0]] = storage
+            table[layer] = storage = grown
+        return storage
+
+    def write(self, layer, slots, keys, values):
+        self._storage(self.keys, layer, keys).index_copy_(0, slots, keys)
+        self._storage(self.values, layer, values).index_copy_(0, slots, values)
+
+    def nbytes(self):
+        return sum(t.numel() * t.element_size() for table in (self.keys, self.values) for t in table.values())
+
+    def keep(self, live):
+        """Keep only the slots `live` (sorted), renumbered 0..len(live) - 1."""
+        index = torch.as_tensor(live, device=self.device)
+        self.keys = {layer: storage.index_select(0, index) for layer, storage in self.keys.items()}
+        self.values = {layer: storage.index_select(0, index) for layer, storage in self.values.items()}
+        self.coordinates = self.coordinates[live]
+        self.used = len(live)
+
+
+class _GatheredCache:
+    """The `past_key_values` of one forward call in which every row is one new position (T = 1). Per layer,
+    the rows' keys and values are written to the pool at `new_slots`, then each row reads the pool at
+    `reads[row]` [G]: the slots it attends, itself last (padding, masked, in between). A position computed
+    in the same call (TG's COMPOSE copy, read by its STACK copy) is read at the same layer, as it should."""
+
+    def __init__(self, pool, reads, new_slots):
+        self.pool, self.reads, self.new_slots = pool, reads, new_slots
+
+    def get_seq_length(self, layer_idx=0):
+        return self.reads.shape[1] - 1
+
+    def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
+        rows, heads, _, head_dim = key_states.shape  # [N, heads, 1, head_dim]
+        self.pool.write(layer_idx, self.new_slots, key_states[:, :, 0], value_states[:, :, 0])
+        width = self.reads.shape[1]
+        flat = self.reads.reshape(-1)
+        keys = self.pool.keys[layer_idx].index_select(0, flat).view(rows, width, heads, head_dim).transpose(1, 2)
+        values = self.pool.values[layer_idx].index_select(0, flat).view(rows, width, heads, head_dim).transpose(1, 2)
+        return keys, values
+
+
+class TransformerSearchDecoder(SearchDecoder):
+    """A KV-cache decoder for the Transformer families (model.forward_positions).
+
+    Each new position reads only the cached positions it attends (TG: the stack, tens of positions; causal
+    grammars and unrestricted heads: the whole prefix), gathered from a pool where every position computed
+    since the last word boundary has one slot; hypotheses are lists of slots.
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        config = model.config
+        self.device = next(model.parameters()).device
+        self.pad_id = config.pad_token_id
+        # Unrestricted heads see every earlier position of their sequence, whatever the grammar's mask.
+        self.attends_everything = bool(getattr(config, "num_unrestricted_heads", 0) or getattr(config, "num_unrestricted_layers", 0))
+        self.pool = _KeyValuePool(self.device)
+
+    def _start(self, sequences, steps):
+        self.pool = _KeyValuePool(self.device)
+        empty = _KeyValueRows(np.zeros((len(sequences), 0), dtype=np.int64), np.zeros(len(sequences), dtype=np.int64))
+        return self._advance(empty, torch.arange(len(sequences)), None, steps)
+
+    def select(self, state, rows):
+        rows = rows.numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
+        return _KeyValueRows(state.slots[rows], state.lengths[rows])
+
+    def concat(self, states):
+        width = max(s.slots.shape[1] for s in states)
+        slots = np.concatenate([np.pad(s.slots, ((0, 0), (0, width - s.slots.shape[1])), constant_values=-1) for s in states])
+        return _KeyValueRows(slots, np.concatenate([s.lengths for s in states]))
+
+    def retain(self, state):
+        """Between words: keep only the slots `state` uses, renumbered (the pool stays one word's size)."""
+        used = state.slots >= 0
+        live = np.unique(state.slots[used])
+        slots = np.full_like(state.slots, -1)
+        slots[used] = np.searchsorted(live, state.slots[used])
+        self.pool.keep(live)
+        return _KeyValueRows(slots, state.lengths)
+
+    @torch.no_grad()
+    def _advance(self, state, rows, actions, steps):
+        """One model call in which every row is one new position (a TG closing NT gives two, COMPOSE and
+        STACK; a prefix many): no padding positions are computed."""
+        rows = rows.numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
+        count = len(rows)
+        parent_slots, old = state.slots[rows], state.lengths[rows]  # [H, L], [H]
+        new_counts = np.array([len(positions) for positions in steps], dtype=np.int64)
+        flat = [position for positions in steps for position in positions]
+        owner = np.repeat(np.arange(count), new_counts)  # the hypothesis of each new position
+        own_position = old[owner] + np.arange(len(flat)) - np.repeat(np.cumsum(new_counts) - new_counts, new_counts)
+
+        # The hypotheses' slots after this call: their parents' and the new positions'.
+        new_coordinates = np.array([p.coordinate for p in flat], dtype=np.int64)
+        new_slots = self.pool.allocate(new_coordinates)
+        lengths = old + new_counts
+        slots = np.full((count, max(int(lengths.max()), parent_slots.shape[1])), -1, dtype=np.int64)
+        slots[:, : parent_slots.shape[1]] = parent_slots
+        slots[owner, own_position] = new_slots
+
+        # What each new position attends under the grammar's mask (increasing, itself last), as positions of
+        # its own sequence; and what it reads: the same, or every earlier position for unrestricted heads.
+        attended = [position.attended for position in flat]
+        attended_sizes = np.array([len(a) for a in attended], dtype=np.int64)
+        attended = np.concatenate(attended).astype(np.int64)
+        attending = np.repeat(np.arange(len(flat)), attended_sizes)
+        if self.attends_everything:
+            sizes = own_position + 1
+            read = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        else:
+            sizes, read = attended_sizes, attended
+        query = np.repeat(np.arange(len(flat)), sizes)
+        rank = np.arange(len(query)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        width = int(sizes.max())
+        column = np.where(rank == sizes[query] - 1, width - 1, rank)  # itself in the last column
+        reads = np.repeat(new_slots[:, None], width, axis=1)  # padding reads itself (masked)
+        reads[query, column] = slots[owner[query], read]
+        positions = np.full((len(flat), width), -1, dtype=np.int64)
+        positions[query, column] = read
+        # Read position p sits in column p (unrestricted heads) or in its rank among the attended ones.
+        attended_column = column if not self.attends_everything else np.where(
+            attended == own_position[attending], width - 1, attended)
+        mask = np.zeros((len(flat), 1, width), dtype=bool)
+        mask[attending, 0, attended_column] = True
+        coordinates = self.pool.coordinates[reads] * (positions >= 0)
+
+        # Logits of each hypothesis's last predicting position only.
+        predicts = np.array([p.predicts for p in flat])
+        output = np.full(count, -1, dtype=np.int64)
+        np.maximum.at(output, owner[predicts], np.flatnonzero(predicts))
+
+        device = self.device
+        to_device = lambda array: torch.from_numpy(array).to(device)  # noqa: E731
+        config = self.model.config
+        structure = PositionStructure(
+            to_device(mask), to_device(coordinates), to_device(positions),
+            to_device(np.array([[int(p.kind)] for p in flat], dtype=np.int64)),
+            config.min_relative_position, config.relative_attention,
+        )
+        input_ids = to_device(np.array([[p.input_id] for p in flat], dtype=np.int64))
+        cache = _GatheredCache(self.pool, to_device(reads), to_device(new_slots))
+        log_probs = self._log_probs(self.model.forward_positions, input_ids, structure, cache,
+                                    output_index=(to_device(output), torch.zeros(count, dtype=torch.long, device=device)))
+        self.peak_cache_bytes = max(self.peak_cache_bytes, self.pool.nbytes())
+        return _KeyValueRows(slots, lengths), log_probs
+
+
+class ReencodingSearchDecoder(SearchDecoder):
+    """No cache: every call runs each row's whole action prefix through the model (right-padded). The same
+    numbers as TransformerSearchDecoder, for tests and benchmarks. Its state is the rows' action lists."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.pad_id = model.config.pad_token_id
+
+    def _start(self, sequences, steps):
+        return self._run([list(s) for s in sequences])
+
+    def _advance(self, state, rows, actions, steps):
+        return self._run([state[r] + [a] for r, a in zip(rows.tolist(), actions.tolist())])
+
+    def select(self, state, rows):
+        return [state[r] for r in rows.tolist()]
+
+    def concat(self, states):
+        return [row for state in states for row in state]
+
+    @torch.no_grad()
+    def _run(self, sequences):
+        width = max(len(s) for s in sequences)
+        input_ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
+        for r, ids in enumerate(sequences):
+            input_ids[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        lengths = torch.tensor([len(s) for s in sequences])
+        attention_mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
+        last = (lengths - 1).to(self.device)
+
+        def forward():
+            logits = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).logits
+            return logits[torch.arange(len(sequences), device=self.device), last]
+
+        return sequences, self._log_probs(forward)
+
+
+def search_decoder_for(model, use_cache=True):
+    """The decoder beam search uses for `model`: its own (`model.search_decoder(use_cache)`) if it has one,
+    else the Transformer KV-cache decoder (or re-encoding, with use_cache=False)."""
+    if hasattr(model, "search_decoder"):
+        return model.search_decoder(use_cache=use_cache)
+    return TransformerSearchDecoder(model) if use_cache else ReencodingSearchDecoder(model)
