@@ -140,9 +140,9 @@ class _Beam:
     def concat(beams, decoder):
         width = max(b.actions.shape[1] for b in beams)
         actions = torch.cat([torch.nn.functional.pad(b.actions, (0, width - b.actions.shape[1]), value=-1) for b in beams])
+        log_probs = None if beams[0].log_probs is None else torch.cat([b.log_probs for b in beams])
         return _Beam(DecodingStatus.concat([b.status for b in beams]), torch.cat([b.score for b in beams]), actions,
-                     torch.cat([b.lengths for b in beams]), decoder.concat([b.decoder_state for b in beams]),
-                     torch.cat([b.log_probs for b in beams]))
+                     torch.cat([b.lengths for b in beams]), decoder.concat([b.decoder_state for b in beams]), log_probs)
 
     def ids(self, row):
         return self.actions[row, : self.lengths[row]].tolist()
@@ -290,8 +290,9 @@ class WordSynchronousBeamSearch:
     def _next_word(self, frontier, words, task, finished, generator):
         """Rounds of expansion until every sentence has its word beam for the next word (module docstring).
 
-        Returns the word-completing successors that go on (a _Beam, with decoder rows) and, per sentence,
-        the scores of those that completed their tree in doing so (they take part in pruning and marginals).
+        Returns the word-completing successors (a list of _Pending, not yet run through the decoder: only
+        those that survive pruning will be) and, per sentence, the scores of those that completed their tree
+        in doing so (they take part in pruning and marginals).
         """
         options = self.options
         count = len(task.words)
@@ -299,7 +300,7 @@ class WordSynchronousBeamSearch:
         cap = min(2 * options.beam_size, options.beam_size + 5 * options.fast_track)
         reached = torch.zeros(count, dtype=torch.long)  # word-completing successors per sentence
         reached_in_beam = torch.zeros(count, dtype=torch.long)  # ... of them within the action beam
-        completed, finished_completed = [], [[] for _ in range(count)]
+        pending, finished_completed = [], [[] for _ in range(count)]
         active = frontier
         while len(active):
             allowed, completing = self.constraints.allowed(active.status, words)
@@ -325,36 +326,34 @@ class WordSynchronousBeamSearch:
                 finished[s].append((float(children.score[row]), children.ids(row)))
                 if completes_round[row]:
                     finished_completed[s].append(float(children.score[row]))
-            going_on = _rows(~complete)
+            done = _rows(completes_round & ~complete)
+            if len(done):
+                pending.append(_Pending(children.select(done, _NoDecoder), active.decoder_state, parents[done],
+                                        [steps[i] for i in done.tolist()]))
+            going_on = ~completes_round & ~complete
+            if not sampling:  # rnng-pytorch: a word ends when b successors reached it within the action beam
+                going_on &= ((reached_in_beam < options.beam_size) & (reached < cap))[sentence]
+            going_on = _rows(going_on)
             if not len(going_on):
                 break
-            children = children.select(going_on, _NoDecoder)
-            children.decoder_state, children.log_probs = self.decoder.advance(
+            next_active = children.select(going_on, _NoDecoder)
+            next_active.decoder_state, next_active.log_probs = self.decoder.advance(
                 active.decoder_state, parents[going_on], actions[going_on], [steps[i] for i in going_on.tolist()])
-            done = completes_round[going_on]
-            if done.any():
-                completed.append(children.select(_rows(done), self.decoder))
-            sentence = children.status.sentence
-            if sampling:
-                keep = ~done
-            else:  # rnng-pytorch: a word ends when b successors reached it within the action beam
-                open_sentences = (reached_in_beam < options.beam_size) & (reached < cap)
-                keep = ~done & open_sentences[sentence]
-            active = children.select(_rows(keep), self.decoder)
-        candidates = _Beam.concat(completed, self.decoder) if completed else None
-        return candidates, finished_completed
+            active = next_active
+        return pending, finished_completed
 
     def _children(self, parents_beam, parents, actions, words):
         """The successors (parents[i], actions[i]): their beam rows (without decoder state yet), what the
         grammar says of each action (its new positions), and whether each completes its tree."""
         status = parents_beam.status.select(parents)
         states, steps, complete = [], [], []
+        step, is_complete = self.grammar.step, self.grammar.is_complete
         for state, action in zip(status.states, actions.tolist()):
             state = state.clone()
-            steps.append(self.grammar.step(state, action))
+            steps.append(step(state, action, check=False))  # the constraints took it from legal_actions
             states.append(state)
             # in a document, the current sentence's root closed
-            complete.append(state.finished or self.grammar.is_complete(state))
+            complete.append(state.finished or is_complete(state))
         counters = self.constraints.counters_after(status, actions, words)
         status = DecodingStatus(states, status.sentence, actions, **counters, open_before=status.open_before)
         lengths = parents_beam.lengths[parents]
@@ -364,12 +363,13 @@ class WordSynchronousBeamSearch:
         beam = _Beam(status, score, history, lengths + 1, None, None)
         return beam, steps, torch.tensor(complete, dtype=torch.bool)
 
-    def _prune(self, candidates, finished_completed, marginals, task):
+    def _prune(self, pending, finished_completed, marginals, task):
         """Prune each sentence's word beam to `word_beam_size` (sampling keeps all), record the marginal, and
-        return the hypotheses that go on to the next word."""
+        run the kept hypotheses through the decoder (one call): the frontier of the next word."""
         options = self.options
         sampling = task.top_k is not None
         cap = min(2 * options.beam_size, options.beam_size + 5 * options.fast_track)
+        candidates = _Beam.concat([p.beam for p in pending], _NoDecoder) if pending else None
         kept_rows = []
         for s in range(len(task.words)):
             rows = _rows(candidates.status.sentence == s) if candidates is not None else torch.zeros(0, dtype=torch.long)
@@ -384,9 +384,21 @@ class WordSynchronousBeamSearch:
             scored = kept if options.marginal == "after_pruning" else order
             marginals[s].append(float(torch.logsumexp(scores[scored], 0)))
             kept_rows.append(rows[kept[kept < len(rows)]])  # complete trees do not go on
-        if candidates is None or not kept_rows or not sum(len(r) for r in kept_rows):
+        kept = torch.sort(torch.cat(kept_rows)).values if kept_rows else torch.zeros(0, dtype=torch.long)
+        if not len(kept):
             return _EMPTY
-        frontier = candidates.select(torch.cat(kept_rows), self.decoder)
+        # Run the kept ones: each pending group's rows from its parents' decoder state, all in one call.
+        parent_states, actions, steps, start = [], [], [], 0
+        for group in pending:
+            mine = kept[(kept >= start) & (kept < start + len(group.beam))] - start
+            start += len(group.beam)
+            if len(mine):
+                parent_states.append(self.decoder.select(group.parent_state, group.parents[mine]))
+                actions.append(group.beam.status.last_action[mine])
+                steps.extend(group.steps[i] for i in mine.tolist())
+        frontier = candidates.select(kept, _NoDecoder)
+        frontier.decoder_state, frontier.log_probs = self.decoder.advance(
+            self.decoder.concat(parent_states), torch.arange(len(kept)), torch.cat(actions), steps)
         frontier.decoder_state = self.decoder.retain(frontier.decoder_state)
         return frontier
 
@@ -449,12 +461,27 @@ class WordSynchronousBeamSearch:
         return rows, indices[torch.arange(len(rows)), drawn]
 
 
+@dataclass
+class _Pending:
+    """Successors that completed the round, not yet run through the decoder: rows `parents` of
+    `parent_state` followed by their last actions (`beam.status.last_action`), with the grammar's `steps`."""
+
+    beam: _Beam  # decoder_state and log_probs not set
+    parent_state: object
+    parents: torch.Tensor
+    steps: list
+
+
 class _NoDecoder:
     """For selecting rows of a beam whose decoder state is not set yet."""
 
     @staticmethod
     def select(state, rows):
-        return state
+        return None
+
+    @staticmethod
+    def concat(states):
+        return None
 
 
 class _EmptyBeam:

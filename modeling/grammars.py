@@ -175,6 +175,10 @@ class NewPosition:
 class _GrammarState:
     """Incremental state: everything the rules need to know about the prefix read so far."""
 
+    # Slots and an explicit copy: beam search clones a state for every successor it keeps.
+    __slots__ = ("length", "stack", "stack_depths", "open_positions", "open_ids", "children", "num_open_total",
+                 "num_actions", "num_terminals", "trees_complete", "finished")
+
     def __init__(self):
         self.length = 0  # positions emitted so far
         self.stack = []  # TG: positions attendable by STACK attention
@@ -191,10 +195,10 @@ class _GrammarState:
     def clone(self):
         """An independent copy (beam search branches a hypothesis into several)."""
         copy = _GrammarState.__new__(_GrammarState)
-        fields = self.__dict__.copy()
-        for name in ("stack", "stack_depths", "open_positions", "open_ids", "children"):
-            fields[name] = fields[name][:]
-        copy.__dict__ = fields
+        copy.length, copy.num_open_total, copy.num_actions = self.length, self.num_open_total, self.num_actions
+        copy.num_terminals, copy.trees_complete, copy.finished = self.num_terminals, self.trees_complete, self.finished
+        copy.stack, copy.stack_depths = self.stack[:], self.stack_depths[:]
+        copy.open_positions, copy.open_ids, copy.children = self.open_positions[:], self.open_ids[:], self.children[:]
         return copy
 
 
@@ -288,11 +292,13 @@ class Grammar:
     def start(self):
         return _GrammarState()
 
-    def step(self, state, action_id):
-        """Feed one action; return the list of NewPosition it expands to (validating it first)."""
+    def step(self, state, action_id, check=True):
+        """Feed one action; return the list of NewPosition it expands to. It is validated first unless
+        `check=False`: for callers that took it from `legal_actions(state)` already (beam search)."""
         action_id = int(action_id)
         kind = self._kind_members[action_id] if 0 <= action_id < self.vocab_size else self.layout.kind(action_id)
-        self._check_action(state, action_id, kind)
+        if check:
+            self._check_action(state, action_id, kind)
         positions = self._positions_for(state, action_id, kind)
         self._advance(state, action_id, kind, opening_position=state.length - 1)
         return positions
