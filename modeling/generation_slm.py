@@ -19,6 +19,9 @@ All hypotheses of all sentences advance together, one model call per round. The 
 of tensors (scores, counters, action histories; the grammar's incremental states beside them) and knows
 no model family: a decoder (search_decoders.py) advances rows by actions and returns next-action
 log-probabilities. Legality comes from the grammar, the decoding limits from search_constraints.py.
+The model runs only on what is used: successors that complete the word wait until the word beam is pruned
+(the kept ones then run in one call, which gives the next word's frontier its log-probabilities), and a
+sentence whose word just ended sends no more rows.
 
 Hub code: imports only numpy, torch and its sibling files.
 """

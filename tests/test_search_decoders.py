@@ -167,3 +167,36 @@ def test_pruning_follows_the_reference_on_narrow_beams(grammar_name, overrides, 
         assert result.surprisals == pytest.approx(surprisals, abs=1e-4)
         assert result.trees[0][0] == best
     assert any_fast  # the case exercises the fast track
+
+
+@pytest.mark.parametrize("overrides", [{}, {"num_unrestricted_heads": 1}])
+def test_the_transformer_decoder_reads_only_what_new_positions_attend(overrides, monkeypatch):
+    """TG: each new position reads its stack (what its mask row allows), not the whole prefix; with
+    unrestricted heads it must read every earlier position."""
+    from hf_slm.modeling import search_decoders
+
+    read_widths, calls = [], []  # per model call: positions read per row; (widest mask row, longest prefix)
+
+    class RecordingCache(search_decoders._GatheredCache):
+        def __init__(self, pool, reads, new_slots):
+            super().__init__(pool, reads, new_slots)
+            read_widths.append(reads.shape[1])
+
+    original = search_decoders.TransformerSearchDecoder._advance
+
+    def recording_advance(self, state, rows, actions, steps):
+        widest = max(len(p.attended) for positions in steps for p in positions)
+        longest = max(int(state.lengths[r]) + len(s) for r, s in zip(rows.tolist(), steps))
+        calls.append((widest, longest))
+        return original(self, state, rows, actions, steps)
+
+    monkeypatch.setattr(search_decoders, "_GatheredCache", RecordingCache)
+    monkeypatch.setattr(search_decoders.TransformerSearchDecoder, "_advance", recording_advance)
+    model = tiny_model("tg", seed=4, **overrides)
+    WordSynchronousBeamSearch(model, BeamSearchOptions(beam_size=8, word_beam_size=3)).search([SENTENCE + SENTENCE])
+    assert len(read_widths) == len(calls) > 10
+    if overrides:
+        assert read_widths == [longest for _, longest in calls]
+    else:
+        assert read_widths == [widest for widest, _ in calls]
+        assert any(width < longest for width, (_, longest) in zip(read_widths, calls))  # composed children are not read
