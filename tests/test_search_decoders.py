@@ -72,9 +72,13 @@ def test_a_recurrent_decoder_fits_the_search_unchanged():
     assert result.log_prob == pytest.approx(float(torch.logsumexp(joint, 0)), abs=1e-5)
     assert result.trees[0][0] == trees[int(joint.argmax())]
 
+    # A model that brings its own decoder (SOM will) gets it without being named.
+    model.search_decoder = lambda use_cache=True: toy
     narrow = BeamSearchOptions(beam_size=6, word_beam_size=3, fast_track=1, num_trees=3)
     sentences = [SENTENCE, SENTENCE[:2], SENTENCE + SENTENCE[:1]]
-    for words, found in zip(sentences, WordSynchronousBeamSearch(model, narrow, decoder=toy).search(sentences)):
+    search = WordSynchronousBeamSearch(model, narrow)
+    assert search.decoder is toy
+    for words, found in zip(sentences, search.search(sentences)):
         for ids, score in found.trees:
             assert [i for i in ids if VOCAB.layout.kind(i).name == "TERMINAL"] == [p for w in words for p in w]
             assert score == pytest.approx(toy.joint_log_prob(ids), abs=1e-5)
