@@ -94,9 +94,10 @@ def _beam_options(args):
     options["fast_track"] = args.fast_track
     if hasattr(args, "beam_size"):
         options.update(beam_size=args.beam_size, word_beam_size=args.word_beam_size)
-    if args.max_nonterminals:
+    # Every value the user gives is passed on (BeamSearchOptions refuses the bad ones, 0 included).
+    if args.max_nonterminals is not None:
         options["max_nonterminals"] = args.max_nonterminals
-    if args.max_consecutive_open:
+    if args.max_consecutive_open is not None:
         options["max_consecutive_open"] = args.max_consecutive_open
     if args.no_cache:
         options["use_cache"] = False
@@ -310,7 +311,7 @@ def build_parser():
     generate.add_argument("--prompt", help="words to continue")
     choice = generate.add_mutually_exclusive_group()
     choice.add_argument("--num-beams", type=int, help="word beam of beam search (default: --num-trees)")
-    choice.add_argument("--top-k", type=int, help="sample every action among the top k legal ones")
+    choice.add_argument("--top-k", type=int, help="sample every action among the top k legal ones (0: among all)")
     generate.add_argument("--num-trees", type=int, default=1)
     generate.add_argument("--max-new-words", type=int, default=20)
     generate.add_argument("--seed", type=int)

@@ -221,8 +221,33 @@ def config_class_for_grammar(grammar):
 
 
 def config_for_grammar(grammar="tg", **fields):
-    """A config of the family that reads `grammar` ("tg" -> TransformerGrammarConfig, ...)."""
+    """A config of the family that reads `grammar` ("tg" -> TransformerGrammarConfig, ...). Every field must
+    be one the config knows, with a value of its type (a misspelled field would otherwise be stored and
+    silently do nothing)."""
+    check_config_fields(fields)
     return config_class_for_grammar(grammar)(grammar=grammar, **fields)
+
+
+def check_config_fields(fields):
+    """Raise ValueError for a field SyntacticTransformerConfig does not know (naming the closest ones) or a
+    value whose type differs from the field's default (ints are accepted where floats are)."""
+    import difflib
+    import inspect
+
+    parameters = inspect.signature(SyntacticTransformerConfig.__init__).parameters
+    known = [name for name in parameters if name not in ("self", "kwargs")]
+    for name, value in fields.items():
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else f"; known fields: {', '.join(known)}"
+            raise ValueError(f"unknown config field {name!r}{hint}")
+        default = parameters[name].default
+        if default is None or value is None:
+            continue
+        expected = (int, float) if type(default) is float else type(default)
+        if not isinstance(value, expected) or (type(default) is not bool and isinstance(value, bool)):
+            raise ValueError(f"config field {name}={value!r}: expected {type(default).__name__} "
+                             f"(like the default {default!r})")
 
 
 def grammar_class_or_none(grammar):

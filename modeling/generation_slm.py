@@ -522,7 +522,8 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
 
     Returns a LongTensor [B * num_return_sequences, L] of action ids (`<s>` first, right-padded with the pad
     id) that `tokenizer.decode` turns into bracketed trees. With do_sample, every action is drawn among the
-    top-k legal ones (k = top_k, default 2 as paper 003); otherwise word-synchronous beam search with a word
+    top-k legal ones (k = top_k, default 2 as paper 003; 0 means no top-k filtering, as in transformers:
+    all legal actions); otherwise word-synchronous beam search with a word
     beam of num_beams (at least num_return_sequences) and an action beam ten times larger, unless
     beam_size / word_beam_size are given.
     """
@@ -542,8 +543,10 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
     search = WordSynchronousBeamSearch(model, options, word_start_mask=word_start_mask,
                                        incomplete_word_ids=incomplete_word_ids)
     if do_sample:
-        trees = search.generate(prompts, max_new_words=max_new_words, top_k=top_k or 2,
-                                num_samples=num_return_sequences, seed=seed)
+        if top_k is not None and (not isinstance(top_k, int) or top_k < 0):
+            raise ValueError(f"top_k must be a non-negative integer (0: all legal actions), got {top_k!r}")
+        k = 2 if top_k is None else top_k or model.config.vocab_size
+        trees = search.generate(prompts, max_new_words=max_new_words, top_k=k, num_samples=num_return_sequences, seed=seed)
     else:
         trees = search.generate(prompts, max_new_words=max_new_words)
     rows = []

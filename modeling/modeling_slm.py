@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
@@ -276,7 +276,8 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         if generation_config is not None:
             for name in ("num_beams", "do_sample", "top_k", "num_return_sequences", "max_new_tokens"):
                 value = getattr(generation_config, name, None)
-                if value is not None:
+                # transformers' default top_k (50) in a generation config is no choice; an explicit top_k is
+                if value is not None and not (name == "top_k" and value == GenerationConfig().top_k):
                     settings[name] = value
         for name in ("num_beams", "do_sample", "top_k", "num_return_sequences", "max_new_tokens", "seed"):
             if name in kwargs:
@@ -291,7 +292,7 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         top_k = settings.get("top_k")
         return syntactic_generate(
             self, input_ids, num_beams=settings.get("num_beams", 1), do_sample=settings.get("do_sample", False),
-            top_k=top_k if top_k not in (None, 50) else None,  # 50 is transformers' default, not a choice
+            top_k=top_k,
             max_new_words=settings.get("max_new_tokens") or 20,
             num_return_sequences=settings.get("num_return_sequences", 1), word_start_mask=word_start_mask,
             incomplete_word_ids=incomplete, seed=settings.get("seed"), **(beam_options or {}),

@@ -1,0 +1,74 @@
+"""Every option value a user gives is honoured or refused, never silently replaced (issue 12, class 1)."""
+
+import pytest
+
+import hf_slm
+from hf_slm.modeling import generation_slm
+from hf_slm.modeling.configuration_slm import config_for_grammar
+
+from conftest import save_tiny_checkpoint
+from test_beam_search import TREES, run_cli
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("options"), TREES)
+
+
+@pytest.mark.parametrize("given, used", [(None, 2), (50, 50), (2, 2), (1, 1), (0, "vocabulary")])
+def test_generate_uses_the_top_k_it_is_given(checkpoint, monkeypatch, given, used):
+    """50 (transformers' default) and 0 (transformers: no top-k filtering) were once both read as 'unset'."""
+    _, model, tokenizer = checkpoint
+    seen = []
+    original = generation_slm.WordSynchronousBeamSearch.generate
+
+    def recording(self, prompts, **options):
+        seen.append(options["top_k"])
+        return original(self, prompts, **options)
+
+    monkeypatch.setattr(generation_slm.WordSynchronousBeamSearch, "generate", recording)
+    extra = {} if given is None else {"top_k": given}
+    model.generate(do_sample=True, max_new_tokens=3, tokenizer=tokenizer, seed=0, **extra)
+    assert seen == [model.config.vocab_size if used == "vocabulary" else used]
+
+
+def test_generate_refuses_a_negative_top_k(checkpoint):
+    _, model, tokenizer = checkpoint
+    with pytest.raises(ValueError, match="top_k must be a non-negative integer"):
+        model.generate(do_sample=True, top_k=-1, max_new_tokens=3, tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize("option", ["--max-nonterminals", "--max-consecutive-open"])
+def test_cli_refuses_zero_limits_instead_of_ignoring_them(checkpoint, tmp_path, option):
+    directory, _, _ = checkpoint
+    result = run_cli("parse", "--model", str(directory), option, "0", "the bird sings .")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert option.lstrip("-").replace("-", "_") in result.stderr and "got 0" in result.stderr
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"num_hiden_layers": 7}, "unknown config field 'num_hiden_layers'; did you mean num_hidden_layers"),
+    ({"hidden_size": "abc"}, "config field hidden_size='abc': expected int"),
+    ({"core_dropout": "0.1"}, "config field core_dropout='0.1': expected float"),
+    ({"document_level": 1}, "config field document_level=1: expected bool"),
+])
+def test_config_fields_are_known_and_typed(fields, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        config_for_grammar("tg", **fields)
+    with pytest.raises(ValueError, match="unknown config field|expected "):
+        hf_slm.preset_config("tg-ptb", **fields)
+
+
+def test_config_fields_accept_ints_for_floats_and_none_for_optional_fields():
+    config = config_for_grammar("tg", core_dropout=0, attention_dropout=None, init_scale=1)
+    assert config.core_dropout == 0 and config.attention_dropout is None and config.init_scale == 1
+
+
+def test_cli_train_refuses_a_misspelled_set(tmp_path):
+    sample = hf_slm.__file__.replace("__init__.py", "sample_data/gum/train.txt")
+    result = run_cli("train", "--preset", "tg-ptb", "--train", sample, "--output", str(tmp_path / "out"),
+                     "--set", "num_hiden_layers=7", "--max-steps", "1")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "num_hiden_layers" in result.stderr and "num_hidden_layers" in result.stderr
+    assert not (tmp_path / "out" / "config.json").exists()
