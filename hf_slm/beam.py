@@ -30,6 +30,13 @@ def words_to_pieces(tokenizer, words, index=0):
     return pieces, unknown
 
 
+def _check_sentence_list(value, name):
+    """A lone string where a list of sentences is expected would be read character by character."""
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be a list of sentences (strings or lists of words), got one string; "
+                        f"wrap it in a list: [{value[:40]!r}]")
+
+
 def _incomplete_word_ids(tokenizer):
     return getattr(tokenizer, "incomplete_word_ids", ())
 
@@ -72,6 +79,7 @@ def _readable(tokenizer, words, result, unit, prefix_length=1):
 
 def _encode_sentences(tokenizer, sentences):
     """(words, pieces) of every sentence, with one warning for all words spelled through <unk>."""
+    _check_sentence_list(sentences, "sentences")
     all_words = [sentence_words(s, i) for i, s in enumerate(sentences)]
     encoded, unknown = [], set()
     for index, words in enumerate(all_words):
@@ -97,6 +105,9 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
     dicts, one per sentence; "tree" is that sentence's tree alone. Sentence i of all documents is batched.
     """
     check_tokenizer_matches(model.config, tokenizer)
+    _check_sentence_list(documents, "documents")
+    for index, document in enumerate(documents):
+        _check_sentence_list(document, f"document {index}")
     if not getattr(model.config, "document_level", False):
         raise ValueError("score_documents needs a document-level model (config.document_level=True); this model "
                          "reads one sentence per sequence: use score()")

@@ -72,3 +72,12 @@ def test_cli_train_refuses_a_misspelled_set(tmp_path):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "num_hiden_layers" in result.stderr and "num_hidden_layers" in result.stderr
     assert not (tmp_path / "out" / "config.json").exists()
+
+
+@pytest.mark.parametrize("call", ["score", "parse"])
+def test_a_lone_string_is_a_type_error_not_a_list_of_characters(checkpoint, call):
+    _, model, tokenizer = checkpoint
+    with pytest.raises(TypeError, match=r"got one string; wrap it in a list: \['the bird sings .'\]"):
+        getattr(hf_slm, call)(model, tokenizer, "the bird sings .", progress=False)
+    with pytest.raises(TypeError, match="document 0 must be a list of sentences"):
+        hf_slm.beam.score_documents(model, tokenizer, ["the bird sings ."], progress=False)
