@@ -284,6 +284,21 @@ def test_conllu_errors_name_the_file_and_line(tmp_path, cache):
         data.load_conllu(tmp_path, cache_dir=cache)
 
 
+@pytest.mark.parametrize("heads, message", [
+    ((0, 99, 2), "word 2 .'b'. has HEAD 99; expected 0 .the root. or a word ID from 1 to 3"),
+    ((0, -1, 2), "word 2 .'b'. has HEAD -1"),
+    ((0, 2, 2), "word 2 .'b'. is its own head"),
+    ((0, 1, 0), r"2 words have HEAD 0 \(word IDs \[1, 3\]\); expected exactly one root"),
+    ((3, 0, 1), r"the heads of words \[1, 3\] form a cycle"),
+])
+def test_conllu_heads_must_make_one_tree(tmp_path, heads, message):
+    lines = ["# text = a b c"] + [f"{i}\t{w}\t{w}\tX\t_\t_\t{h}\tdep\t_\t_" for i, (w, h) in enumerate(zip("abc", heads), 1)]
+    path = tmp_path / "x-ud-train.conllu"
+    path.write_text("\n".join(lines) + "\n\n")
+    with pytest.raises(ValueError, match=r"x-ud-train\.conllu, sentence starting on line 1: " + message):
+        list(read_conllu_file(path, "x"))
+
+
 def test_conllu_is_streamed(tmp_path):
     good = (FIXTURES / "conllu" / "en_tiny-ud-dev.conllu").read_text()
     path = tmp_path / "x-ud-train.conllu"

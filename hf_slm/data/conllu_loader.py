@@ -13,8 +13,9 @@ One example per sentence, with columns
 - `file` and `index` (the sentence's position in its file, from 0), to trace an example back.
 
 Every token line must have the 10 tab-separated fields of CoNLL-U (CoNLL-U Plus column sets are not
-read), word IDs must run 1, 2, 3, ... and every word needs an integer HEAD; anything else is an error naming
-the file and line.
+read), word IDs must run 1, 2, 3, ..., every word needs an integer HEAD, and the heads must make one tree
+(HEAD 0 or a word of the sentence, no self-loop, exactly one root, no cycle); anything else is an error
+naming the file and line.
 """
 
 from collections.abc import Mapping
@@ -83,6 +84,7 @@ def _sentence_example(sentence, where, file, index):
             )
     if not words:
         raise ValueError(f"{where}: a sentence without words (only multiword tokens or empty nodes)")
+    _check_dependency_tree(words, where)
     return {
         "words": [token["form"] for token in words],
         "heads": [token["head"] for token in words],
@@ -93,6 +95,32 @@ def _sentence_example(sentence, where, file, index):
         "file": file,
         "index": index,
     }
+
+
+def _check_dependency_tree(words, where):
+    """The HEAD column must make a tree: each HEAD is 0 (the root) or a word ID of the sentence, no word is its
+    own head, exactly one word is the root, and every word reaches it (no cycle)."""
+    count = len(words)
+    heads = [token["head"] for token in words]
+    for position, (token, head) in enumerate(zip(words, heads), start=1):
+        if not 0 <= head <= count:
+            raise ValueError(f"{where}: word {position} ({token['form']!r}) has HEAD {head}; expected 0 (the root) "
+                             f"or a word ID from 1 to {count}")
+        if head == position:
+            raise ValueError(f"{where}: word {position} ({token['form']!r}) is its own head")
+    roots = [position for position, head in enumerate(heads, start=1) if head == 0]
+    if len(roots) != 1:
+        raise ValueError(f"{where}: {len(roots)} words have HEAD 0 (word IDs {roots}); expected exactly one root")
+    reaches_root = {0}
+    for start in range(1, count + 1):
+        path, node = [], start
+        while node not in reaches_root:
+            if node in path:
+                cycle = path[path.index(node):]
+                raise ValueError(f"{where}: the heads of words {cycle} form a cycle; expected a tree")
+            path.append(node)
+            node = heads[node - 1]
+        reaches_root.update(path)
 
 
 def read_conllu_file(path, name):
