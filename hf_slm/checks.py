@@ -10,7 +10,9 @@ def check_tokenizer_matches(config, tokenizer):
     """Raise ValueError naming every way `tokenizer` disagrees with a model `config`.
 
     The model reads ids by their ranges (config.open_nt_start, ...), so a tokenizer with another layout
-    would silently turn nonterminals into words; this catches it before any number is computed.
+    would silently turn nonterminals into words, and one with the same layout but other pieces would feed
+    it other words (config.vocabulary_fingerprint, when the model recorded it); this catches both before
+    any number is computed.
     """
     problems = []
     if len(tokenizer) > config.vocab_size:
@@ -19,6 +21,11 @@ def check_tokenizer_matches(config, tokenizer):
     for name, value in tokenizer.action_layout.items():
         if layout[name] != value:
             problems.append(f"{name} is {value} in the tokenizer but {layout[name]} in the model config")
+    trained_with = getattr(config, "vocabulary_fingerprint", None)
+    fingerprint = getattr(tokenizer, "vocabulary_fingerprint", None)
+    if trained_with and fingerprint and fingerprint != trained_with:
+        problems.append(f"the tokenizer's vocabulary (fingerprint {fingerprint}) is not the one the model was "
+                        f"trained with ({trained_with}): same id ranges, other pieces or labels")
     expected = LINEARIZATION_OF_GRAMMAR.get(config.grammar)
     linearization = getattr(tokenizer, "linearization", None)
     if expected and linearization and linearization != expected:

@@ -337,6 +337,7 @@ def train(setup, log=print):
         overrides["document_level"] = True
     overrides.update(tokenizer.action_layout)
     overrides["vocab_size"] = len(tokenizer)
+    overrides["vocabulary_fingerprint"] = tokenizer.vocabulary_fingerprint
     config = preset_config(setup.preset, **overrides)
     check_tokenizer_matches(config, tokenizer)
     torch.manual_seed(setup.seed)

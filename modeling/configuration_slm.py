@@ -31,6 +31,8 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         pad_token_id, bos_token_id, eos_token_id, unk_token_id, open_nt_start, open_nt_stop, close_nt_start,
             close_nt_stop: the id ranges of each action kind (see grammars.ActionLayout); the model needs no
             tokenizer.
+        vocabulary_fingerprint: the `vocabulary_fingerprint` of the tokenizer the model was trained with
+            (None: unknown); a tokenizer with another vocabulary is refused even if its id ranges agree.
         position_encoding: "relative" (Transformer-XL: s_ij = (q_i+u)k_j + (q_i+v) W_R r(R_ij), R from the
             grammar) or "absolute" (GPT-2: learned embeddings of each position's index, added to the input).
         min_relative_position, max_relative_position: relative positions are clipped to this range before
@@ -104,6 +106,7 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         initializer_range=0.02,
         init_scale=None,
         tie_word_embeddings=True,
+        vocabulary_fingerprint=None,
         **kwargs,
     ):
         grammar = self.default_grammar if grammar is None else grammar
@@ -125,6 +128,7 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         if not 0 <= num_unrestricted_layers <= num_hidden_layers:
             raise ValueError(f"num_unrestricted_layers must be in [0, {num_hidden_layers}], got {num_unrestricted_layers}")
         self.vocab_size = vocab_size
+        self.vocabulary_fingerprint = vocabulary_fingerprint
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
         self.num_attention_heads = num_attention_heads

@@ -81,3 +81,17 @@ def test_a_lone_string_is_a_type_error_not_a_list_of_characters(checkpoint, call
         getattr(hf_slm, call)(model, tokenizer, "the bird sings .", progress=False)
     with pytest.raises(TypeError, match="document 0 must be a list of sentences"):
         hf_slm.beam.score_documents(model, tokenizer, ["the bird sings ."], progress=False)
+
+
+def test_a_tokenizer_of_another_vocabulary_with_the_same_layout_is_refused():
+    """check_tokenizer_matches once compared id ranges only: same layout, other words passed."""
+    trained_with = hf_slm.SyntacticWordTokenizer.train(TREES)
+    other = hf_slm.SyntacticWordTokenizer.train([tree.replace("the", "das") for tree in TREES])
+    assert other.action_layout == trained_with.action_layout and len(other) == len(trained_with)
+    config = config_for_grammar("tg", vocab_size=len(trained_with), vocabulary_fingerprint=trained_with.vocabulary_fingerprint,
+                                **trained_with.action_layout)
+    hf_slm.check_tokenizer_matches(config, trained_with)
+    with pytest.raises(ValueError, match=f"fingerprint {other.vocabulary_fingerprint}.* not the one the model was trained"):
+        hf_slm.check_tokenizer_matches(config, other)
+    # A model that recorded no fingerprint (checkpoints from before) is checked by its id ranges only.
+    hf_slm.check_tokenizer_matches(config_for_grammar("tg", vocab_size=len(other), **other.action_layout), other)

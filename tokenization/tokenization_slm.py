@@ -248,6 +248,14 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         return self._id_to_token[index]
 
     @property
+    def vocabulary_fingerprint(self):
+        """A short hash of every token in id order: two tokenizers with the same id layout but other pieces or
+        labels differ here (a model records its tokenizer's in config.vocabulary_fingerprint)."""
+        import hashlib
+
+        return hashlib.sha256("\n".join(self._id_to_token).encode("utf-8")).hexdigest()[:16]
+
+    @property
     def action_layout(self):
         """The id ranges of each action kind: `ActionLayout(**tokenizer.action_layout)` in modeling/grammars."""
         return {
