@@ -9,6 +9,9 @@ Defaults that depend on the grammar (the clipping range of relative positions) c
 Hub code: copied into every checkpoint; imports nothing from hf_slm.
 """
 
+import difflib
+import inspect
+
 from transformers import PreTrainedConfig
 
 from .grammars import grammar_class
@@ -235,9 +238,6 @@ def config_for_grammar(grammar="tg", **fields):
 def check_config_fields(fields):
     """Raise ValueError for a field SyntacticTransformerConfig does not know (naming the closest ones) or a
     value whose type differs from the field's default (ints are accepted where floats are)."""
-    import difflib
-    import inspect
-
     parameters = inspect.signature(SyntacticTransformerConfig.__init__).parameters
     known = [name for name in parameters if name not in ("self", "kwargs")]
     for name, value in fields.items():

@@ -123,32 +123,34 @@ class SentenceResult:
 
 @dataclass
 class _Beam:
-    """Hypotheses as rows: the constraints' status, joint scores, action histories and the decoder's state."""
+    """Hypotheses as rows: the constraints' status, joint scores and action histories, and what the decoder
+    gave them (its state and the next action's log-probabilities; None until the decoder has run on them)."""
 
     status: DecodingStatus
     score: torch.Tensor  # [H] float64, joint log-probability of the actions so far
-    actions: torch.Tensor  # [H, L] long action ids, -1 past each row's length
-    lengths: torch.Tensor  # [H] long
-    decoder_state: object
-    log_probs: torch.Tensor  # [H, V] float32, the next action's log-probabilities
+    actions: torch.Tensor  # [H, L] long action ids, -1 past each row's end
+    decoder_state: object = None
+    log_probs: torch.Tensor | None = None  # [H, V] float32
 
     def __len__(self):
         return len(self.score)
 
-    def select(self, rows, decoder):
-        return _Beam(self.status.select(rows), self.score[rows], self.actions[rows], self.lengths[rows],
-                     decoder.select(self.decoder_state, rows), None if self.log_probs is None else self.log_probs[rows])
+    @property
+    def lengths(self):
+        return (self.actions >= 0).sum(1)
+
+    def select(self, rows):
+        """Rows `rows` of the hypotheses; the decoder's output is not carried (its state is opaque here)."""
+        return _Beam(self.status.select(rows), self.score[rows], self.actions[rows])
 
     @staticmethod
-    def concat(beams, decoder):
+    def concat(beams):
         width = max(b.actions.shape[1] for b in beams)
         actions = torch.cat([torch.nn.functional.pad(b.actions, (0, width - b.actions.shape[1]), value=-1) for b in beams])
-        log_probs = None if beams[0].log_probs is None else torch.cat([b.log_probs for b in beams])
-        return _Beam(DecodingStatus.concat([b.status for b in beams]), torch.cat([b.score for b in beams]), actions,
-                     torch.cat([b.lengths for b in beams]), decoder.concat([b.decoder_state for b in beams]), log_probs)
+        return _Beam(DecodingStatus.concat([b.status for b in beams]), torch.cat([b.score for b in beams]), actions)
 
     def ids(self, row):
-        return self.actions[row, : self.lengths[row]].tolist()
+        return self.actions[row][self.actions[row] >= 0].tolist()
 
 
 def _rows(mask):
@@ -180,6 +182,11 @@ class WordSynchronousBeamSearch:
     @property
     def forward_calls(self):
         return self.decoder.forward_calls
+
+    @property
+    def word_beam_cap(self):
+        """rnng-pytorch's bound on a word beam before pruning: min(2 b, b + 5 fast_track)."""
+        return min(2 * self.options.beam_size, self.options.beam_size + 5 * self.options.fast_track)
 
     @torch.no_grad()
     def search(self, words, prefixes=None):
@@ -255,8 +262,7 @@ class WordSynchronousBeamSearch:
             actions[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
         # n_c counts the nonterminals of this sentence only: open_before holds those of the prefix.
         status = DecodingStatus.start(states, [s[-1] for s in sequences])
-        return _Beam(status, torch.zeros(len(sequences), dtype=torch.float64), actions,
-                     torch.tensor([len(s) for s in sequences]), decoder_state, log_probs)
+        return _Beam(status, torch.zeros(len(sequences), dtype=torch.float64), actions, decoder_state, log_probs)
 
     def _run(self, task):
         self.model.eval()
@@ -300,7 +306,6 @@ class WordSynchronousBeamSearch:
         options = self.options
         count = len(task.words)
         sampling = task.top_k is not None
-        cap = min(2 * options.beam_size, options.beam_size + 5 * options.fast_track)
         reached = torch.zeros(count, dtype=torch.long)  # word-completing successors per sentence
         reached_in_beam = torch.zeros(count, dtype=torch.long)  # ... of them within the action beam
         pending, finished_completed = [], [[] for _ in range(count)]
@@ -331,15 +336,15 @@ class WordSynchronousBeamSearch:
                     finished_completed[s].append(float(children.score[row]))
             done = _rows(completes_round & ~complete)
             if len(done):
-                pending.append(_Pending(children.select(done, _NoDecoder), active.decoder_state, parents[done],
+                pending.append(_Pending(children.select(done), active.decoder_state, parents[done],
                                         [steps[i] for i in done.tolist()]))
             going_on = ~completes_round & ~complete
             if not sampling:  # rnng-pytorch: a word ends when b successors reached it within the action beam
-                going_on &= ((reached_in_beam < options.beam_size) & (reached < cap))[sentence]
+                going_on &= ((reached_in_beam < options.beam_size) & (reached < self.word_beam_cap))[sentence]
             going_on = _rows(going_on)
             if not len(going_on):
                 break
-            next_active = children.select(going_on, _NoDecoder)
+            next_active = children.select(going_on)
             next_active.decoder_state, next_active.log_probs = self.decoder.advance(
                 active.decoder_state, parents[going_on], actions[going_on], [steps[i] for i in going_on.tolist()])
             active = next_active
@@ -363,7 +368,7 @@ class WordSynchronousBeamSearch:
         history = torch.nn.functional.pad(parents_beam.actions[parents], (0, 1), value=-1)
         history[torch.arange(len(parents)), lengths] = actions
         score = parents_beam.score[parents] + parents_beam.log_probs[parents, actions].double()
-        beam = _Beam(status, score, history, lengths + 1, None, None)
+        beam = _Beam(status, score, history)
         return beam, steps, torch.tensor(complete, dtype=torch.bool)
 
     def _prune(self, pending, finished_completed, marginals, task):
@@ -371,8 +376,7 @@ class WordSynchronousBeamSearch:
         run the kept hypotheses through the decoder (one call): the frontier of the next word."""
         options = self.options
         sampling = task.top_k is not None
-        cap = min(2 * options.beam_size, options.beam_size + 5 * options.fast_track)
-        candidates = _Beam.concat([p.beam for p in pending], _NoDecoder) if pending else None
+        candidates = _Beam.concat([p.beam for p in pending]) if pending else None
         kept_rows = []
         for s in range(len(task.words)):
             rows = _rows(candidates.status.sentence == s) if candidates is not None else torch.zeros(0, dtype=torch.long)
@@ -382,7 +386,7 @@ class WordSynchronousBeamSearch:
                 continue
             order = torch.argsort(scores, descending=True, stable=True)
             if not sampling:
-                order = order[:cap]  # the word beam holds at most min(2b, b + 5 fast_track) before pruning
+                order = order[: self.word_beam_cap]  # the word beam holds at most min(2b, b + 5 fast_track) before pruning
             kept = order if sampling else order[: options.word_beam_size]
             scored = kept if options.marginal == "after_pruning" else order
             marginals[s].append(float(torch.logsumexp(scores[scored], 0)))
@@ -399,7 +403,7 @@ class WordSynchronousBeamSearch:
                 parent_states.append(self.decoder.select(group.parent_state, group.parents[mine]))
                 actions.append(group.beam.status.last_action[mine])
                 steps.extend(group.steps[i] for i in mine.tolist())
-        frontier = candidates.select(kept, _NoDecoder)
+        frontier = candidates.select(kept)
         frontier.decoder_state, frontier.log_probs = self.decoder.advance(
             self.decoder.concat(parent_states), torch.arange(len(kept)), torch.cat(actions), steps)
         frontier.decoder_state = self.decoder.retain(frontier.decoder_state)
@@ -473,18 +477,6 @@ class _Pending:
     parent_state: object
     parents: torch.Tensor
     steps: list
-
-
-class _NoDecoder:
-    """For selecting rows of a beam whose decoder state is not set yet."""
-
-    @staticmethod
-    def select(state, rows):
-        return None
-
-    @staticmethod
-    def concat(states):
-        return None
 
 
 class _EmptyBeam:

@@ -65,7 +65,10 @@ class _KeyValueRows:
     the row's length)."""
 
     slots: np.ndarray  # [H, L] int64
-    lengths: np.ndarray  # [H] int64
+
+    @property
+    def lengths(self):
+        return (self.slots >= 0).sum(1)
 
 
 class _KeyValuePool:
@@ -160,17 +163,17 @@ class TransformerSearchDecoder(SearchDecoder):
 
     def _start(self, sequences, steps):
         self.pool = _KeyValuePool(self.device)
-        empty = _KeyValueRows(np.zeros((len(sequences), 0), dtype=np.int64), np.zeros(len(sequences), dtype=np.int64))
+        empty = _KeyValueRows(np.zeros((len(sequences), 0), dtype=np.int64))
         return self._advance(empty, torch.arange(len(sequences)), None, steps)
 
     def select(self, state, rows):
         rows = rows.numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
-        return _KeyValueRows(state.slots[rows], state.lengths[rows])
+        return _KeyValueRows(state.slots[rows])
 
     def concat(self, states):
         width = max(s.slots.shape[1] for s in states)
         slots = np.concatenate([np.pad(s.slots, ((0, 0), (0, width - s.slots.shape[1])), constant_values=-1) for s in states])
-        return _KeyValueRows(slots, np.concatenate([s.lengths for s in states]))
+        return _KeyValueRows(slots)
 
     def retain(self, state):
         """Between words: keep only the slots `state` uses, renumbered (the pool stays one word's size)."""
@@ -179,7 +182,7 @@ class TransformerSearchDecoder(SearchDecoder):
         slots = np.full_like(state.slots, -1)
         slots[used] = np.searchsorted(live, state.slots[used])
         self.pool.keep(live)
-        return _KeyValueRows(slots, state.lengths)
+        return _KeyValueRows(slots)
 
     @torch.no_grad()
     def _advance(self, state, rows, actions, steps):
@@ -187,7 +190,8 @@ class TransformerSearchDecoder(SearchDecoder):
         STACK; a prefix many): no padding positions are computed."""
         rows = rows.numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
         count = len(rows)
-        parent_slots, old = state.slots[rows], state.lengths[rows]  # [H, L], [H]
+        parent_slots = state.slots[rows]  # [H, L]
+        old = (parent_slots >= 0).sum(1)  # [H] positions each row has
         new_counts = np.array([len(positions) for positions in steps], dtype=np.int64)
         flat = [position for positions in steps for position in positions]
         owner = np.repeat(np.arange(count), new_counts)  # the hypothesis of each new position
@@ -245,7 +249,7 @@ class TransformerSearchDecoder(SearchDecoder):
         log_probs = self._log_probs(self.model.forward_positions, input_ids, structure, cache,
                                     output_index=(to_device(output), torch.zeros(count, dtype=torch.long, device=device)))
         self.peak_cache_bytes = max(self.peak_cache_bytes, self.pool.nbytes())
-        return _KeyValueRows(slots, lengths), log_probs
+        return _KeyValueRows(slots), log_probs
 
 
 class ReencodingSearchDecoder(SearchDecoder):

@@ -26,6 +26,7 @@ with `AutoTokenizer.from_pretrained(dir, trust_remote_code=True)`, so it imports
 `from .name import x`), transformers and sentencepiece (nltk is used when installed; see tree_type.py).
 """
 
+import hashlib
 import io
 import json
 import os
@@ -251,8 +252,6 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
     def vocabulary_fingerprint(self):
         """A short hash of every token in id order: two tokenizers with the same id layout but other pieces or
         labels differ here (a model records its tokenizer's in config.vocabulary_fingerprint)."""
-        import hashlib
-
         return hashlib.sha256("\n".join(self._id_to_token).encode("utf-8")).hexdigest()[:16]
 
     @property
