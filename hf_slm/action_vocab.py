@@ -12,8 +12,14 @@ SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 
 class ActionVocabulary:
     def __init__(self, words, labels):
+        """`words` spelled `<unk>` are the unknown word (preprocessed corpora write it); the other special
+        tokens cannot be words, since `<s>` or `</s>` inside a tree would read as a sequence boundary."""
+        words = set(words)
+        reserved = sorted(words & set(SPECIAL_TOKENS) - {"<unk>"})
+        if reserved:
+            raise ValueError(f"the word(s) {reserved} spell special tokens of the action vocabulary; rename them")
         self.labels = sorted(set(labels))
-        tokens = list(SPECIAL_TOKENS) + sorted(set(words))
+        tokens = list(SPECIAL_TOKENS) + sorted(words - {"<unk>"})
         self.open_nt_start = len(tokens)
         tokens += ["(" + label for label in self.labels]
         self.close_nt_start = len(tokens)

@@ -16,7 +16,7 @@ from hf_slm.modeling.search_constraints import DecodingStatus, SearchConstraints
 from hf_slm.sampling import sample_trees
 from hf_slm.tokenization.linearizers import top_down_actions
 
-from tree_strategies import random_trees
+from tree_strategies import action_vocabulary_trees
 
 LABELS = ["S", "NP", "VP", "PP"]
 WORDS = ["the", "bird", "sings", "x"]
@@ -33,7 +33,7 @@ def replay(grammar, prefix):
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(random_trees(labels=LABELS, words=WORDS, max_nodes=30), st.integers(0, 10**6),
+@given(action_vocabulary_trees(labels=LABELS, words=WORDS, max_nodes=30), st.integers(0, 10**6),
        st.sampled_from(["tg", "choe_charniak"]), st.booleans())
 def test_validation_and_search_constraints_agree_with_legal_actions(tree, seed, name, document_level):
     """For a random prefix of a random tree and EVERY possible next action: the vectorized validation accepts

@@ -3,6 +3,7 @@
 import pytest
 
 import hf_slm
+from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.modeling import generation_slm
 from hf_slm.modeling.configuration_slm import config_for_grammar
 
@@ -95,3 +96,15 @@ def test_a_tokenizer_of_another_vocabulary_with_the_same_layout_is_refused():
         hf_slm.check_tokenizer_matches(config, other)
     # A model that recorded no fingerprint (checkpoints from before) is checked by its id ranges only.
     hf_slm.check_tokenizer_matches(config_for_grammar("tg", vocab_size=len(other), **other.action_layout), other)
+
+
+@pytest.mark.parametrize("word", ["<s>", "</s>", "<pad>"])
+def test_the_action_vocabulary_refuses_a_word_spelling_a_boundary(word):
+    with pytest.raises(ValueError, match=f"'{word}'.*special tokens"):
+        ActionVocabulary.from_action_sequences([["(S", "the", word, "S)"]])
+
+
+def test_the_action_vocabulary_reads_the_word_unk_as_the_unknown_word():
+    vocab = ActionVocabulary.from_action_sequences([["(S", "the", "<unk>", "S)"]])
+    assert vocab.encode(["(S", "the", "<unk>", "S)"])[3] == vocab.layout.unk_token_id
+    assert vocab.tokens.count("<unk>") == 1

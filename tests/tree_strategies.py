@@ -55,3 +55,11 @@ def random_trees(draw, max_depth=10, max_children=8, max_nodes=80, labels=None, 
         return Tree(label, children)
 
     return node(1)
+
+
+def action_vocabulary_trees(**kwargs):
+    """random_trees whose words the test ActionVocabulary can hold: it refuses a word spelling `<pad>`, `<s>`
+    or `</s>` (tested in test_user_options)."""
+    from hf_slm.action_vocab import SPECIAL_TOKENS
+
+    return random_trees(**kwargs).filter(lambda tree: not set(SPECIAL_TOKENS) & set(tree.leaves()))
