@@ -37,7 +37,17 @@ IGNORE_INDEX = -100
 # What transformers' generate passes to forward and this model does not need: positions come from the
 # grammar and the attention mask, and every output is computed.
 IGNORED_GENERATION_INPUTS = ("position_ids", "cache_position", "output_attentions", "logits_to_keep")
+# transformers 5.24 renamed the key/value cache from `past_key_values` to `cache` (input and output field);
+# forward takes either name, and outputs fill the field the installed transformers defines.
+CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 STRUCTURE_INPUTS = ("expansion_index", "position_mask", "position_coordinates", "position_kinds", "prediction_index")
+
+
+def _one_cache(cache, past_key_values):
+    """The cache given under either name (transformers' own generate passes `cache` from 5.24 on)."""
+    if cache is not None and past_key_values is not None and cache is not past_key_values:
+        raise ValueError("got both `cache` and `past_key_values`; pass the cache once (`cache` is its new name)")
+    return cache if cache is not None else past_key_values
 
 
 def _reject_unknown_inputs(model, unused):
@@ -166,8 +176,10 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
     # ---- forward ----------------------------------------------------------------------------------------
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, inputs_embeds=None,
                 output_hidden_states=None, return_dict=True, extra_embeddings=None, expansion_index=None,
-                position_mask=None, position_coordinates=None, position_kinds=None, prediction_index=None, **unused):
+                position_mask=None, position_coordinates=None, position_kinds=None, prediction_index=None, cache=None,
+                **unused):
         _reject_unknown_inputs(self, unused)
+        past_key_values = _one_cache(cache, past_key_values)
         if input_ids is None:
             raise ValueError("input_ids (action ids [B, T]) are required: the grammar expands actions, not embeddings")
         if inputs_embeds is not None:
@@ -188,9 +200,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                                           extra_embeddings=extra_embeddings, output_hidden_states=bool(output_hidden_states))
         per_action = hidden.gather(1, prediction_index[:, :, None].expand(-1, -1, hidden.shape[-1]))
         return BaseModelOutputWithPast(
-            last_hidden_state=per_action,
-            past_key_values=past_key_values if use_cache else None,
-            hidden_states=all_hidden,
+            last_hidden_state=per_action, hidden_states=all_hidden, **{CACHE_FIELD: past_key_values if use_cache else None}
         )
 
 
@@ -234,9 +244,10 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         return self.lm_head(hidden) + self.output_bias
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, past_key_values=None, use_cache=None,
-                output_hidden_states=None, return_dict=True, **inputs):
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=past_key_values,
-                             use_cache=use_cache, output_hidden_states=output_hidden_states, **inputs)
+                output_hidden_states=None, return_dict=True, cache=None, **inputs):
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                             past_key_values=_one_cache(cache, past_key_values), use_cache=use_cache,
+                             output_hidden_states=output_hidden_states, **inputs)
         logits = self._logits(outputs.last_hidden_state)
         loss = None
         if labels is not None:
@@ -245,7 +256,7 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
                 targets = targets.masked_fill(attention_mask == 0, IGNORE_INDEX)
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
         return CausalLMOutputWithPast(
-            loss=loss, logits=logits, past_key_values=outputs.past_key_values, hidden_states=outputs.hidden_states
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)}
         )
 
     def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None, output_index=None):

@@ -11,7 +11,7 @@ from hf_slm.collator import SyntacticDataCollator
 from hf_slm.modeling.backbone import PositionStructure
 from hf_slm.modeling.configuration_slm import PRESETS, TransformerGrammarConfig, config_for_grammar, preset_config
 from hf_slm.modeling.grammars import get_grammar
-from hf_slm.modeling.modeling_slm import TransformerGrammarModel, causal_lm_for_config
+from hf_slm.modeling.modeling_slm import CACHE_FIELD, TransformerGrammarModel, causal_lm_for_config
 
 TREES = [
     "(S (NP the blue bird NP) (VP sings VP) S)",
@@ -315,9 +315,11 @@ def test_cache_gives_the_same_logits_as_one_pass():
     assert torch.allclose(torch.cat([first, second], dim=1), full, atol=1e-5)
 
 
+@pytest.mark.parametrize("cache_name", ["cache", "past_key_values"])
 @pytest.mark.parametrize("grammar", ["choe_charniak", "terminals"])
-def test_causal_models_extend_a_cache_from_action_ids(grammar):
-    """The HF contract with past_key_values (what transformers' generate does), left padding included."""
+def test_causal_models_extend_a_cache_from_action_ids(grammar, cache_name):
+    """The HF contract with a KV cache (what transformers' generate does), left padding included; the cache
+    goes in under either name (transformers >= 5.24 passes `cache`, earlier versions `past_key_values`)."""
     model = tiny_model(grammar)
     ids = VOCAB.encode(TREES[1].split()) if grammar != "terminals" else VOCAB.encode(["a", "dog", "barks"], add_eos=True)
     short = ids[:5]
@@ -329,7 +331,7 @@ def test_causal_models_extend_a_cache_from_action_ids(grammar):
         split = width - 3  # every row has a real action in the first call, as in generation
         first = model(input_ids=input_ids[:, :split], attention_mask=attention_mask[:, :split], use_cache=True)
         second = model(input_ids=input_ids[:, split:], attention_mask=attention_mask,
-                       past_key_values=first.past_key_values, use_cache=True)
+                       **{cache_name: getattr(first, CACHE_FIELD)}, use_cache=True)
     real = attention_mask.bool()
     assert torch.allclose(torch.cat([first.logits, second.logits], dim=1)[real], full[real], atol=1e-5)
     alone = model(input_ids=torch.tensor([short])).logits[0]
@@ -341,7 +343,7 @@ def test_tg_refuses_a_cache_from_action_ids():
     ids = torch.tensor([VOCAB.encode(TREES[0].split())])
     first = model(input_ids=ids[:, :3], use_cache=True)
     with pytest.raises(ValueError, match="cached decoding goes through model.generate"):
-        model(input_ids=ids[:, 3:], past_key_values=first.past_key_values, use_cache=True)
+        model(input_ids=ids[:, 3:], past_key_values=getattr(first, CACHE_FIELD), use_cache=True)
 
 
 # ---- sizes and errors ------------------------------------------------------------------------------
