@@ -6,27 +6,23 @@ can be read against the papers' figures (paper 000, Figure 2).
 
 from .action_vocab import ActionVocabulary
 from .modeling.grammars import IGNORE_INDEX, POSITION_KIND_NAMES, PositionKind, get_grammar
-from .tokenization.linearizers import parse_action_string, terminal_actions, top_down_actions, tree_from_top_down
-from .tokenization.trees import normalize_tree, parse_tree
+from .tokenization.linearizers import terminal_actions, top_down_actions, tree_from_top_down
+from .tokenization.trees import read_tree_string
 
 
-def actions_from_text(text, **normalize_options):
+def actions_from_text(text, tree_format="auto", **normalize_options):
     """Actions of a tree given as `(S (NP the bird NP) S)` (actions) or as PTB brackets (with or without POS).
 
-    A string is read as actions when its tokens form one well-formed labeled top-down sequence
-    (every `X)` closes an `(X`); otherwise as PTB brackets, normalized with `normalize_options`.
+    The rule of `trees.input_format` decides which (unless tree_format is "actions" or "ptb"), as for the
+    tokenizer: actions are taken as written, PTB brackets normalized with `normalize_options`. Plain words or
+    a malformed tree are a ValueError naming the position.
     """
-    tokens = parse_action_string(text)
-    try:
-        tree = tree_from_top_down(tokens)
-    except ValueError:
-        tree = normalize_tree(parse_tree(text, source="the tree argument"), **normalize_options)
-    return top_down_actions(tree)
+    return top_down_actions(read_tree_string(text, "the tree argument", tree_format, **normalize_options))
 
 
-def mask_report(text, grammar_name="tg", **normalize_options):
+def mask_report(text, grammar_name="tg", tree_format="auto", **normalize_options):
     """The JSON-ready report of `hf-slm masks` for one tree."""
-    actions = actions_from_text(text, **normalize_options)
+    actions = actions_from_text(text, tree_format, **normalize_options)
     if grammar_name == "terminals":
         actions = terminal_actions(tree_from_top_down(actions))
     vocab = ActionVocabulary.from_action_sequences([actions])

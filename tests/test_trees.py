@@ -9,16 +9,21 @@ from hypothesis import strategies as st
 from nltk import Tree
 from tree_strategies import random_trees
 
+from hf_slm.tokenization.linearizers import top_down_actions
 from hf_slm.tokenization.trees import (
     drop_preterminals,
     drop_wrapper_root,
     has_preterminals,
+    input_format,
     left_binarize,
     normalize_tree,
     parse_tree,
     parse_trees,
+    read_input,
     read_tree_file,
+    read_tree_string,
     read_trees,
+    read_words,
     remove_traces,
     remove_unary_chains,
     strip_function_tag,
@@ -352,6 +357,89 @@ def test_parse_tree_expects_exactly_one_tree():
         parse_tree("(S a) (S b)")
     with pytest.raises(ValueError, match="found 0"):
         parse_tree("   ")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One string, one reading (input_format): actions, PTB brackets or plain words
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("(S (NP the bird NP) (VP sings VP) S)", "actions"),
+        ("(S (NP the bird VP) S)", "actions"),              # S) closes (S: actions, refused below
+        ("(S (NP NP) S)", "actions"),
+        ("(S (NP the bird NP)", "actions"),                 # a prefix: refused below
+        ("(S a S)", "actions"),
+        ("(S (NP (DT the) (NN bird)) (VP (VBZ sings)))", "ptb"),
+        ("(PP (IN IN) (NP (DT the) (NN box)))", "ptb"),     # a tag over a word spelled like it
+        ("(S (NP the letter S) (VP is))", "ptb"),           # S) closes (NP, not (S
+        ("( (S (NP-SBJ (-NONE- *T*-1)) (VP (VB go))) )", "ptb"),
+        ("(S (NP the bird ) )", "ptb"),                     # unlabeled closings read the same either way
+        ("(S (NP the dog) barks", "ptb"),
+        ("the bird sings .", "words"),
+        ("the (bird", "words"),
+        ("", "words"),
+    ],
+)  # fmt: skip
+def test_input_format_golden_examples(text, expected):
+    assert input_format(text) == expected
+
+
+def test_read_input_of_each_format():
+    assert read_input("(S (NP the bird NP) S)") == T("(S (NP the bird))")
+    assert read_input("(ROOT (S (NP (DT the) (NN bird)) (VP (VBZ sings))))") == T("(S (NP the bird) (VP sings))")
+    assert read_input("(ROOT (S (NP (DT the) (NN bird))))", drop_root=False) == T("(ROOT (S (NP the bird)))")
+    assert read_input("the bird sings") == ["the", "bird", "sings"]
+    assert read_tree_string("(S (NP the bird NP) S)", tree_format="ptb") == T("(S (NP the bird NP) S)")
+    assert read_tree_string("(S (NP the bird ) )", tree_format="actions") == T("(S (NP the bird))")
+
+
+@pytest.mark.parametrize(
+    "text, pattern",
+    [
+        ("(S (NP the bird VP) S)", r"^arg reads as an action sequence \(its token 5, 'S\)', closes '\(S'\), but "
+                                   r"action 4 \('VP\)'\) in .*: closes 'NP', expected 'NP\)' or '\)'"),
+        ("(S (NP NP) S)", r"action 2 \('NP\)'\).*constituent 'NP' is empty"),
+        ("(S (NP the bird NP)", r"actions end with 1 unclosed constituent"),
+        ("(S (NP the bird) (VP sings)))", r"^arg, tree 0, line 1: unbalanced brackets: extra '\)'.* at column 29 in"),
+        ("(S (NP the bird)\n  (VP sings)) x", r"^arg, tree 1, line 2: expected '\(' to start a tree.* at column 15 in"),
+        ("the bird (sings)", r"^arg: word 2 '\(sings\)' contains a bracket, but 'the bird \(sings\)' is read as a "
+                             r"sentence of plain words, which has none; write a bracket .* -LRB- or -RRB-"),
+    ],
+)  # fmt: skip
+def test_read_input_errors_name_the_position(text, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        read_input(text, "arg")
+
+
+def test_read_tree_string_refuses_words_and_unknown_formats():
+    with pytest.raises(ValueError, match=r"^arg 'the bird' is plain words; expected a tree"):
+        read_tree_string("the bird", "arg")
+    with pytest.raises(ValueError, match="tree_format must be"):
+        read_tree_string("(S a)", tree_format="PTB")
+    with pytest.raises(ValueError, match=r"word 0 '\(S' contains a bracket, but '\(S \(NP the dog\) barks' \(PTB brackets\?\) is read"):
+        read_words("(S (NP the dog) barks")
+
+
+@settings(max_examples=500, deadline=None)
+@given(random_trees())
+def test_action_strings_read_as_actions_and_tagged_trees_as_ptb(tree):
+    actions = " ".join(top_down_actions(tree))
+    assert input_format(actions) == "actions"
+    assert read_input(actions) == tree
+    tagged = tree_to_string(_tag_words(tree))
+    assert input_format(tagged) == "ptb"
+    assert read_input(tagged, strip_traces=False, preterminals=True, drop_root=False) == tree
+    text = tree_to_string(tree)
+    if input_format(text) == "actions":  # only a constituent that ends in a word spelled like its own label
+        assert any(len(node) > 1 and node[-1] == node.label() for node in tree.subtrees())
+    assert read_tree_string(text, tree_format="ptb", strip_traces=False, preterminals=False, drop_root=False) == tree
+
+
+def _tag_words(tree):
+    """A POS tag over every word: the word itself, the hardest tag for input_format."""
+    return Tree(tree.label(), [_tag_words(c) if isinstance(c, Tree) else Tree(c, [c]) for c in tree])
 
 
 def test_missing_file_and_directory_errors(tmp_path):

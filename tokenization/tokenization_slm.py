@@ -14,12 +14,18 @@ Linearizations (the config key `linearization`):
 - "top_down": `<s>` then the labeled Choe-Charniak actions `(S (NP the bird NP) (VP sings VP) S)`, each word
   replaced by its pieces. No `</s>`: generation ends when the root closes (grammars tg, choe_charniak).
 - "terminals": `<s>` then the pieces of the words, then `</s>` (grammar terminals).
-A list of words (`is_split_into_words=True`, or a string that is not a bracketed tree) encodes as `<s>` and
-the pieces only, without `</s>`: it is a prompt or a sentence to score, not a finished sequence.
+A list of words (`is_split_into_words=True`, or a string of plain words) encodes as `<s>` and the pieces only,
+without `</s>`: it is a prompt or a sentence to score, not a finished sequence.
+
+A string is read by the one rule of `trees.input_format`: an action sequence `(S (NP the bird NP) S)` when a
+token `X)` closes an `(X` of the string, else PTB brackets when it starts with "(", else plain words (without
+brackets). Action sequences and PTB brackets must be one complete tree (a prefix goes to `encode_actions`);
+errors name the action, or the line and column. To say the format instead, pass an nltk.Tree
+(`trees.read_tree_string(text, tree_format="ptb")`) or use `encode_actions`.
 
 Words are encoded one at a time, so a piece never spans two words; `word_starts` marks the first piece of
-each word. Bracketed tree strings are normalized at encode time with the options stored in the tokenizer
-config (trees.normalize_tree); nltk.Tree inputs are taken as already normalized.
+each word. PTB bracket strings are normalized at encode time with the options stored in the tokenizer
+config (trees.normalize_tree); action strings and nltk.Tree inputs are taken as already normalized.
 
 This file is hub code: it is copied next to trees.py and linearizers.py into every saved tokenizer and loaded
 with `AutoTokenizer.from_pretrained(dir, trust_remote_code=True)`, so it imports only its siblings (as
@@ -50,7 +56,7 @@ from .linearizers import (
     tree_from_top_down,
 )
 from .tree_type import Tree
-from .trees import normalize_tree, parse_tree, parse_trees, read_trees, tree_to_string
+from .trees import input_format, normalize_tree, parse_trees, read_input, read_trees, read_tree_string, tree_to_string
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 NUM_SPECIAL_IDS = 4
@@ -92,6 +98,8 @@ def _read_training_trees(trees, normalize_options):
     for item in trees:
         if isinstance(item, Tree):
             yield item
+        elif isinstance(item, str) and input_format(item) == "actions":
+            yield read_tree_string(item, source="training string")
         elif isinstance(item, str) and item.lstrip().startswith("("):
             for tree in parse_trees(item, source="training string"):
                 yield normalize_tree(tree, **normalize_options)
@@ -348,10 +356,11 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
             text = item.strip()
             if not text:
                 raise ValueError("empty input: expected a bracketed tree or words, got an empty string")
-            if text.startswith("(") and not is_split_into_words:
-                tree = normalize_tree(parse_tree(text, source="tokenizer input"), **self.normalization)
-            else:
+            if is_split_into_words:
                 tree, words = None, text.split()
+            else:  # trees.input_format decides: actions, PTB brackets (normalized) or plain words
+                read = read_input(text, "tokenizer input", **self.normalization)
+                tree, words = (read, None) if isinstance(read, Tree) else (None, read)
         elif isinstance(item, (list, tuple)):
             if not item:
                 raise ValueError("empty input: expected at least one word, got an empty list")
@@ -367,7 +376,7 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
             else:
                 actions, ends_with_eos = terminal_actions(tree), True
             ids, starts = self._actions_to_ids(actions)
-        else:  # words only, even those spelled like `(S`: a prompt or a sentence to score
+        else:  # words only, a prompt or a sentence to score (a list's words as given, even one spelled `(S`)
             ids, starts = [], []
             for index, word in enumerate(words):
                 pieces = self._word_ids(word, where=f"word {index}")

@@ -8,11 +8,16 @@ strips them.
 Normalization order (each step optional, see `normalize_tree`): strip `-NONE-` traces and the constituents
 they leave empty, strip function tags and co-indices, binarize (nltk, left factoring), drop POS
 preterminals, drop the wrapper root, remove unary chains.
+
+One string given by a user (to the tokenizer, `hf-slm masks`, a line of `eval ppl` data) is an action
+sequence, PTB brackets or plain words by the one rule of `input_format`; `read_input`, `read_tree_string`
+and `read_words` read it so and check it strictly.
 """
 
 import re
 from pathlib import Path
 
+from .linearizers import tree_from_top_down
 from .tree_type import Tree
 
 _TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
@@ -57,7 +62,8 @@ def _parse(text, source):
             snippet = ("..." if begin else "") + text[begin : offset + 1].replace("\n", " ")
         else:
             snippet = _snippet(text, offset)
-        return ValueError(f"{where}: {message} in {snippet!r}")
+        column = offset - text.rfind("\n", 0, offset)  # 1-based, within the line
+        return ValueError(f"{where}: {message} at column {column} in {snippet!r}")
 
     while index < count:
         token = tokens[index]
@@ -121,6 +127,113 @@ def parse_tree(text, source="<string>"):
     return trees[0]
 
 
+# ---- one input string: an action sequence, PTB brackets or plain words ------------------------------------
+
+def labelled_closing(tokens):
+    """Index of the first whitespace token `X)` that marks an action sequence (see `input_format`), or None.
+
+    Brackets are paired as PTB brackets pair them (the word right after a `(` is its label); a mark is a token
+    `X)` whose bracket closes a constituent labelled X that already holds something (`(IN IN)` is the tag IN
+    over the word IN). One pass, no tree is built.
+    """
+    stack = []  # the open brackets: [label (None until read), number of children so far]
+    for index, token in enumerate(tokens):
+        word = token[:-1]
+        if token.endswith(")") and word and "(" not in word and ")" not in word and stack:
+            label, children = stack[-1]
+            if label == word and children:
+                return index
+        for piece in _TOKEN_RE.findall(token):
+            if piece == "(":
+                if stack and stack[-1][0] is None:
+                    stack[-1][0] = ""  # `( (S ...) )`: an unlabeled wrapper
+                stack.append([None, 0])
+            elif piece == ")":
+                if not stack:
+                    return None  # unbalanced: the PTB reader says where
+                stack.pop()
+                if stack:
+                    stack[-1][1] += 1
+            elif stack and stack[-1][0] is None:
+                stack[-1][0] = piece
+            elif stack:
+                stack[-1][1] += 1
+    return None
+
+
+def input_format(text):
+    """The one rule that decides how a string is read: "actions", "ptb" or "words".
+
+    - "actions", a top-down action sequence `(S (NP the bird NP) (VP sings VP) S)`, when one of its
+      whitespace-separated tokens is a labelled closing `X)` that closes its own `(X`: pairing the brackets as
+      PTB does, the constituent that the token's `)` closes is labelled X and holds something before the
+      word X (`(IN IN)` is PTB, the tag IN over the word IN);
+    - otherwise "ptb", PTB brackets `(S (NP (DT the) (NN bird)) (VP sings))`, with or without POS tags,
+      when it starts with "(";
+    - otherwise "words", a sentence of whitespace-separated plain words, which holds no bracket.
+
+    So `(S (NP the bird VP) S)` is an action sequence (its `S)` closes `(S`) that `read_input` refuses,
+    because `VP)` closes `(NP`: it is never PTB with the words VP and S. The rule reads a POS-free PTB
+    constituent that ends in its own label, `(NP the NP)`, as actions; to read it as PTB, say the format
+    (`read_tree_string(text, tree_format="ptb")`, `parse_tree`, or pass an nltk.Tree).
+    """
+    if labelled_closing(text.split()) is not None:
+        return "actions"
+    return "ptb" if text.lstrip().startswith("(") else "words"
+
+
+def read_words(text, source="<string>"):
+    """The words of a plain-word sentence; a word holding a bracket is a ValueError naming its position."""
+    words = text.split()
+    for index, word in enumerate(words):
+        if "(" in word or ")" in word:
+            found = input_format(text)
+            looks = "" if found == "words" else f" ({'PTB brackets' if found == 'ptb' else 'an action sequence'}?)"
+            raise ValueError(
+                f"{source}: word {index} {word!r} contains a bracket, but {_snippet(text.strip(), 0)!r}{looks} is "
+                "read as a sentence of plain words, which has none; write a bracket as the Penn Treebank does, "
+                "-LRB- or -RRB-"
+            )
+    return words
+
+
+def read_tree_string(text, source="<string>", tree_format="auto", **normalize_options):
+    """One tree from a string: an action sequence, taken as written, or PTB brackets, normalized with
+    `normalize_options` (`normalize_tree`).
+
+    tree_format: "auto" (the rule of `input_format`), "actions" or "ptb". Plain words are a ValueError, as are
+    an action sequence that is not one tree (naming the action) and PTB brackets that are not one tree
+    (naming the line and column).
+    """
+    if tree_format not in ("auto", "actions", "ptb"):
+        raise ValueError(f"tree_format must be 'auto', 'actions' or 'ptb', got {tree_format!r}")
+    found = input_format(text) if tree_format == "auto" else tree_format
+    if found == "words":
+        raise ValueError(
+            f"{source} {_snippet(text.strip(), 0)!r} is plain words; expected a tree: an action sequence "
+            "'(S (NP the bird NP) S)' or PTB brackets '(S (NP the bird))'"
+        )
+    if found == "ptb":
+        return normalize_tree(parse_tree(text, source), **normalize_options)
+    tokens = text.split()
+    try:
+        return tree_from_top_down(tokens)
+    except ValueError as error:
+        mark = labelled_closing(tokens)
+        why = "" if mark is None or tree_format != "auto" else (
+            f" (its token {mark}, {tokens[mark]!r}, closes {'(' + tokens[mark][:-1]!r})")
+        raise ValueError(f"{source} reads as an action sequence{why}, but {error}") from error
+
+
+def read_input(text, source="<string>", **normalize_options):
+    """A string as `input_format` reads it: an nltk.Tree (actions, or PTB normalized with
+    `normalize_options`) or a list of words. Errors name `source` and the position (`read_tree_string`,
+    `read_words`)."""
+    if input_format(text) == "words":
+        return read_words(text, source)
+    return read_tree_string(text, source, **normalize_options)
+
+
 def read_tree_file(path, **normalize_options):
     """Read all trees of one file and normalize them (options of `normalize_tree`).
 
@@ -131,7 +244,15 @@ def read_tree_file(path, **normalize_options):
     if not path.is_file():
         what = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise ValueError(f"tree file {str(path)!r} {what}")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        # Hub code cannot import hf_slm.text_files, which says the same for hf-slm's other readers. The whole
+        # file was decoded at once, so error.start is an offset in the file.
+        data = error.object
+        what = ("is gzip-compressed; decompress it first" if data[:2] == b"\x1f\x8b" else
+                f"is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}); expected PTB brackets")
+        raise ValueError(f"tree file {str(path)!r} {what}") from None
     trees, starts = _parse(text, str(path))
     normalized = []
     for tree_index, (tree, start) in enumerate(zip(trees, starts)):
@@ -313,6 +434,17 @@ def normalize_tree(
     if remove_unary:
         tree = remove_unary_chains(tree)
     return tree
+
+
+# PTB's escapes for the brackets a word may hold, so that a tree of any words reads back as the same tree.
+WORD_ESCAPES = {"(": "-LRB-", ")": "-RRB-"}
+
+
+def escape_word(word):
+    """A word as a bracketed tree's leaf: `(` -> `-LRB-`, `)` -> `-RRB-` (PTB), anywhere in the word."""
+    for bracket, escaped in WORD_ESCAPES.items():
+        word = word.replace(bracket, escaped)
+    return word
 
 
 def tree_to_string(tree):
