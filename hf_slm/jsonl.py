@@ -2,13 +2,15 @@
 
 import json
 
+from .text_files import open_text
+
 
 def iter_jsonl(path, what="JSON-lines file"):
     """Yield (line number, record) for each non-blank line of `path`; every record must be a JSON object.
 
     A line that is not JSON, or is JSON but not an object, is a ValueError naming `what`, the file and the line.
     """
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path, what) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

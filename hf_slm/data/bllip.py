@@ -28,6 +28,7 @@ from pathlib import Path
 
 from datasets import Features, List, Value
 
+from ..text_files import open_text
 from ..tokenization.trees import tree_to_string
 from .ptb import check_normalize_options, read_tree_lines, tree_dataset_dict
 from .split_files import (
@@ -80,7 +81,7 @@ def _documents_by_blank_lines(files, names, normalize_options):
 
 def read_boundaries(path):
     """Yield (line number, sentence count, document id or None) for each non-blank line of a boundary file."""
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path, "boundary file") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

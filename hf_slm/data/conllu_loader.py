@@ -25,6 +25,7 @@ import conllu
 from conllu.exceptions import ParseException
 from datasets import Features, List, Value
 
+from ..text_files import open_text
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples,
 )
@@ -125,7 +126,7 @@ def _check_dependency_tree(words, where):
 
 def read_conllu_file(path, name):
     """Yield the examples of one CoNLL-U file; `name` is what the `file` column shows."""
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path, "CoNLL-U file") as handle:
         lines = _CheckedLines(handle, path)
         sentences = conllu.parse_incr(lines)
         index = 0

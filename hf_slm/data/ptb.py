@@ -35,6 +35,7 @@ from pathlib import Path
 
 from datasets import Features, List, Value
 
+from ..text_files import open_text
 from ..tokenization.trees import normalize_tree, parse_tree, read_tree_file, tree_to_string
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples, require_path,
@@ -63,7 +64,7 @@ def check_normalize_options(options):
 def read_tree_lines(path, normalize_options):
     """Yield (line number, normalized tree or None) for each line of a one-tree-per-line file; None marks a
     blank line (document boundaries in BLLIP). The file is read line by line, never whole."""
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path, "tree file") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 yield number, None

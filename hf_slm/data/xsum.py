@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from datasets import Features, Value
 
 from ..jsonl import iter_jsonl
+from ..text_files import open_text, read_text
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples, require_path,
 )
@@ -69,7 +70,7 @@ def _jsonl_rows(file):
 
 
 def _csv_rows(file):
-    with open(file, encoding="utf-8", newline="") as handle:
+    with open_text(file, "XSum file", newline="") as handle:
         reader = csv.DictReader(handle)
         _check_columns(reader.fieldnames or [], file)
         for row_number, row in enumerate(reader, start=1):
@@ -116,7 +117,7 @@ def generate_table_examples(files, stamps, split):
 def read_summary_file(path):
     """(document, summary) of one original-format `<id>.summary` file (module docstring)."""
     sections, current = {}, None
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path, "XSum summary file") as handle:
         for number, line in enumerate(handle, start=1):
             line = line.rstrip("\n")
             marker = _SECTION_RE.match(line.strip())
@@ -157,7 +158,7 @@ def read_split_file(path):
     """{split: [ids]} of an XSum split file; a ValueError naming the file when it has another shape."""
     path = require_path(path, "XSum split file")
     try:
-        splits = json.loads(path.read_text(encoding="utf-8"))
+        splits = json.loads(read_text(path, "XSum split file"))
     except json.JSONDecodeError as error:
         raise ValueError(f"XSum split file {path}: not JSON ({error.msg}, line {error.lineno})") from None
     if not isinstance(splits, dict) or not splits:

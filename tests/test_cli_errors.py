@@ -1,0 +1,157 @@
+"""The `hf-slm` error boundary (hf_slm/cli_errors.py) and the text-file reader (hf_slm/text_files.py): which
+exceptions are a user's mistake, --debug, Ctrl-C on a running command, an unreachable hub. The mistakes
+themselves are issue 12's table (tests/mistake_cases_cli.py)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+from conftest import save_tiny_checkpoint
+
+from hf_slm.cli_errors import EXIT_ERROR, EXIT_INTERRUPTED, run_command, user_error_message
+from hf_slm.text_files import read_text
+from test_beam_search import TREES
+
+
+def _raise(error):
+    raise error
+
+
+def _bad_utf8():
+    try:
+        b"ok \xff".decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error
+
+
+def _bad_json():
+    try:
+        json.loads('{"a": ')
+    except json.JSONDecodeError as error:
+        return error
+
+
+@pytest.mark.parametrize("error, message", [
+    (ValueError("data file x.txt is empty"), "data file x.txt is empty"),
+    (ValueError("first line\n  second line"), "first line second line"),  # always one line
+    (RuntimeError("CUDA out of memory"), "CUDA out of memory"),
+    (FileNotFoundError(2, "No such file or directory", "x/suite.json"), "x/suite.json: No such file or directory"),
+    (PermissionError(13, "Permission denied", "/root/x"), "/root/x: Permission denied"),
+    (OSError("We couldn't connect to 'https://huggingface.co'.\nCheck your connection."),
+     "We couldn't connect to 'https://huggingface.co'. Check your connection."),
+    (_bad_utf8(), r"a file is not UTF-8 text (byte 0xff at offset 3); is it compressed or binary?"),
+    (_bad_json(), "not valid JSON: Expecting value: line 1 column 7 (char 6)"),
+    (ValueError(), "ValueError"),
+])
+def test_user_errors_are_one_line(error, message):
+    assert user_error_message(error) == message
+
+
+@pytest.mark.parametrize("error", [AttributeError("x"), KeyError("regions"), TypeError("x"), IndexError(0),
+                                   NameError("x"), AssertionError()])
+def test_bugs_are_not_user_errors(error):
+    assert user_error_message(error) is None
+
+
+def test_a_bug_keeps_its_traceback(capsys):
+    with pytest.raises(AttributeError):
+        run_command(lambda args: _raise(AttributeError("'NoneType' object has no attribute 'x'")),
+                    SimpleNamespace(debug=False), "parse")
+    assert capsys.readouterr().err == ""
+
+
+def test_a_user_error_is_one_line_and_exit_2(capsys, monkeypatch):
+    monkeypatch.delenv("HF_SLM_DEBUG", raising=False)
+    status = run_command(lambda args: _raise(ValueError("data file x is empty")), SimpleNamespace(debug=False), "eval ppl")
+    assert status == EXIT_ERROR
+    assert capsys.readouterr().err == "hf-slm eval ppl: error: data file x is empty\n"
+
+
+def test_keyboard_interrupt_is_one_line_and_exit_130(capsys, monkeypatch):
+    monkeypatch.delenv("HF_SLM_DEBUG", raising=False)
+    assert run_command(lambda args: _raise(KeyboardInterrupt()), SimpleNamespace(debug=False), "train") == EXIT_INTERRUPTED
+    lines = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("hf-slm train: interrupted")
+
+
+@pytest.mark.parametrize("debug, environment", [(True, ""), (False, "1")])
+def test_debug_lets_errors_through(debug, environment, monkeypatch):
+    monkeypatch.setenv("HF_SLM_DEBUG", environment)
+    with pytest.raises(ValueError, match="data file x is empty"):
+        run_command(lambda args: _raise(ValueError("data file x is empty")), SimpleNamespace(debug=debug), "eval ppl")
+
+
+def _hf_slm(*arguments, **environment):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **environment}
+    env.pop("HF_SLM_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "hf_slm.cli", *arguments], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_debug_flag_shows_the_traceback(tmp_path):
+    arguments = ["parse", "--model", str(tmp_path / "missing"), "the bird"]
+    quiet = _hf_slm(*arguments)
+    assert quiet.returncode == 2 and "Traceback" not in quiet.stderr
+    shown = _hf_slm("--debug", *arguments)
+    assert shown.returncode == 1
+    assert "Traceback (most recent call last)" in shown.stderr
+    assert f"ValueError: model folder {tmp_path / 'missing'} does not exist" in shown.stderr
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    directory, _, _ = save_tiny_checkpoint(tmp_path_factory.mktemp("cli-errors") / "tg", TREES)
+    return directory
+
+
+def test_ctrl_c_on_a_running_evaluation_is_one_line_and_exit_130(checkpoint, tmp_path):
+    data = tmp_path / "sentences.txt"
+    data.write_text("the blue bird sings .\na dog barks at the moon .\n" * 2000)
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.pop("HF_SLM_DEBUG", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hf_slm.cli", "eval", "ppl", "--model", str(checkpoint), "--data", str(data),
+         "--output", str(tmp_path / "out")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )
+    # Wait until the evaluation runs (its progress bar counts sentences), then press Ctrl-C.
+    seen, deadline = b"", time.monotonic() + 300
+    while b"sentence/s" not in seen and process.poll() is None and time.monotonic() < deadline:
+        seen += os.read(process.stderr.fileno(), 4096)
+    assert process.poll() is None, seen.decode(errors="replace")
+    process.send_signal(signal.SIGINT)
+    _, rest = process.communicate(timeout=120)
+    stderr = (seen + rest).decode(errors="replace")
+    assert process.returncode == EXIT_INTERRUPTED, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    lines = [line for line in stderr.replace("\r", "\n").splitlines() if line.startswith("hf-slm")]
+    assert lines == ["hf-slm eval ppl: interrupted (hf-slm --debug eval ppl ... shows where)"], stderr
+
+
+def test_an_unreachable_hub_is_one_line(tmp_path):
+    # Nothing listens on port 9 (discard): huggingface_hub retries the connection for about 30 s, then gives up.
+    result = _hf_slm("parse", "--model", "someone/some-model", "the bird", HF_HUB_OFFLINE="0",
+                     HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("hf-slm")]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("hf-slm parse: error: cannot reach the hub at http://127.0.0.1:9 for "
+                               "'someone/some-model' (") and lines[0].endswith("(offline?)"), lines[0]
+
+
+def test_reading_text_names_the_first_bad_byte_past_a_chunk(tmp_path):
+    # 1 MiB - 1 ASCII bytes, then "é" across the reader's chunk boundary, then a byte that is not UTF-8.
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"a" * ((1 << 20) - 1) + "\u00e9".encode() + b" \xff\n")
+    with pytest.raises(ValueError, match=rf"corpus {path} is not UTF-8 text \(byte 0xff at offset {(1 << 20) + 2}\)"):
+        read_text(path, "corpus")
+    path.write_bytes(b"ends inside a character \xc3")
+    with pytest.raises(ValueError, match=r"is not UTF-8 text \(byte 0xc3 at offset 24\)"):
+        read_text(path, "corpus")
+    path.write_bytes("caf\u00e9\r\n".encode())
+    assert read_text(path, "corpus") == "caf\u00e9\n"  # otherwise as open(path, encoding="utf-8") reads it
