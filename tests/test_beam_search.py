@@ -255,7 +255,7 @@ def test_score_api_in_bits_and_unknown_words(checkpoint):
         warnings.simplefilter("always")
         result = hf_slm.score(model, tokenizer, ["the Ωbird"], beam_size=10, word_beam_size=5, progress=False)
     assert len(caught) == 1 and "Ωbird" in str(caught[0].message)
-    assert "<unk>" in result[0]["tree"]
+    assert hf_slm.parse_tree(result[0]["tree"]).leaves() == ["the", "Ωbird"]  # the user's word, not its <unk> pieces
 
 
 def run_cli(*args, env=None):
@@ -280,8 +280,10 @@ def test_cli_parse_score_generate(checkpoint, tmp_path):
     assert len(trees) == 2 and all(hf_slm.parse_tree(t).leaves()[0] == "the" for t in trees)
     sampled = run_cli("generate", "--model", str(directory), "--top-k", "2", "--seed", "0", "--max-new-words", "4", env=env)
     assert sampled.returncode == 0 and hf_slm.parse_tree(sampled.stdout.strip()).leaves()
-    empty = run_cli("parse", "--model", str(directory), "", env=env)
-    assert empty.returncode == 2 and "sentence 0 is empty" in empty.stderr
+    empty = run_cli("parse", "--model", str(directory), "", env=env)  # left out, named; exit 0
+    assert empty.returncode == 0 and empty.stdout == "\n" and "sentence 1 is empty" in empty.stderr
+    stopped = run_cli("parse", "--model", str(directory), "--stop-on-error", "", env=env)
+    assert stopped.returncode == 2 and "sentence 1 is empty" in stopped.stderr
 
 
 CHILD = ISOLATION_PREAMBLE + r'''
