@@ -82,6 +82,7 @@ def main():
         learning_rate=1e-3, warmup_steps=60, eval_steps=args.max_steps, save_steps=args.max_steps,
         model_overrides=dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512,
                              max_sequence_length=1024, attention_dropout=0.0),
+        overwrite=True,  # every step of this example is rebuilt when it runs again, the data above included
     )
     train(setup)
     model = AutoModelForCausalLM.from_pretrained(output / "model").eval()

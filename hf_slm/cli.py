@@ -1,10 +1,13 @@
 """The `hf-slm` command line."""
 
 import argparse
+import contextlib
 import json
 import sys
+import warnings
 
 from .card_command import add_card_command
+from .cli_errors import run_command
 from .data.command import add_data_command
 from .publishing_command import add_publishing_commands
 
@@ -26,7 +29,7 @@ def _tree_options(args):
 def command_masks(args):
     from .mask_inspection import format_report, mask_report, plot_report
 
-    report = mask_report(args.tree, args.grammar, **_tree_options(args))
+    report = mask_report(args.tree, args.grammar, args.format, **_tree_options(args))
     if args.json:
         print(json.dumps({k: report[k] for k in ("tokens", "kinds", "attention_mask", "relative_positions", "labels")}))
     else:
@@ -40,7 +43,7 @@ def command_masks(args):
 def command_quickstart(args):
     from .quickstart import run_quickstart
 
-    run_quickstart(output=args.output, max_steps=args.max_steps, max_seconds=args.max_seconds)
+    run_quickstart(output=args.output, max_steps=args.max_steps, max_seconds=args.max_seconds, overwrite=args.overwrite)
     return 0
 
 
@@ -61,14 +64,17 @@ def command_train(args):
     overrides = {}
     for item in args.set or []:
         key, _, value = item.partition("=")
-        if not value:
+        if not key or not value:
             raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. --set hidden_size=128")
-        overrides[key] = json.loads(value) if value[0] in "0123456789-[{tf" or value in ("true", "false") else value
+        try:  # numbers, true/false, lists and objects are JSON; any other value (reference) is a string,
+            overrides[key] = json.loads(value)  # and the config's field check names a value of the wrong type
+        except json.JSONDecodeError:
+            overrides[key] = value
     setup = TrainingSetup(
         preset=args.preset, train=args.train, eval=args.eval or [], output=args.output, tokenizer=args.tokenizer,
         vocab_size=args.vocab_size, model_overrides=overrides, max_steps=args.max_steps, batch_size=args.batch_size,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps, eval_steps=args.eval_steps,
-        save_steps=args.save_steps, seed=args.seed, resume=args.resume,
+        save_steps=args.save_steps, seed=args.seed, resume=args.resume, overwrite=args.overwrite,
         normalize_options=_tree_options(args),
     )
     train(setup)
@@ -77,14 +83,9 @@ def command_train(args):
 
 
 def _load(model_dir):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from .loading import load_checkpoint
 
-    from .checks import check_tokenizer_matches
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir, trust_remote_code=True)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=True)
-    check_tokenizer_matches(model.config, tokenizer)
-    return model, tokenizer
+    return load_checkpoint(model_dir)
 
 
 def _beam_options(args):
@@ -104,16 +105,53 @@ def _beam_options(args):
     return options
 
 
+def _sentence_options(args):
+    """What score, parse and the evaluations do with a sentence that cannot be scored, and (for the SENTENCE
+    arguments) how messages name each one: "sentence 1" for the first."""
+    options = {"on_error": "raise" if args.stop_on_error else "skip"}
+    if hasattr(args, "sentences"):
+        options["sources"] = [f"sentence {number}" for number in range(1, len(args.sentences) + 1)]
+    return options
+
+
+@contextlib.contextmanager
+def _left_out_said_once():
+    """The commands say in one line of their own which sentences were left out (_say_left_out): the library's
+    SentencesLeftOut warnings are not shown."""
+    from .beam import SentencesLeftOut
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=SentencesLeftOut)
+        yield
+
+
+def _say_left_out(command, left_out, total, noun="sentences"):
+    """One stderr line naming what was left out (entries with an "error", or a "source"); the exit status stays 0:
+    the others' results are complete."""
+    if not left_out:
+        return
+    shown = "; ".join(str(entry.get("error") or entry.get("source") or json.dumps(entry)) for entry in left_out[:10])
+    more = f"; and {len(left_out) - 10} more" if len(left_out) > 10 else ""
+    print(f"hf-slm {command}: warning: left out {len(left_out)} of {total} {noun} that cannot be scored (the others' "
+          f"results are complete; --stop-on-error stops instead): {shown}{more}", file=sys.stderr)
+
+
 def command_parse(args):
     from .beam import parse
     from .tokenization.trees import parse_tree
 
     model, tokenizer = _load(args.model)
-    for tree in parse(model, tokenizer, args.sentences, progress=len(args.sentences) > 8, **_beam_options(args)):
-        if args.pretty:
+    with _left_out_said_once():
+        trees = parse(model, tokenizer, args.sentences, progress=len(args.sentences) > 8, **_sentence_options(args),
+                      **_beam_options(args))
+    for tree in trees:
+        if tree is None:  # left out: an empty line keeps one line per sentence
+            print()
+        elif args.pretty:
             parse_tree(tree).pretty_print()
         else:
             print(tree)
+    _say_left_out("parse", trees.left_out, len(trees))
     return 0
 
 
@@ -122,11 +160,17 @@ def command_score(args):
 
     model, tokenizer = _load(args.model)
     units = "bits" if args.bits else "nats"
-    for result in score(model, tokenizer, args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
-                        **_beam_options(args)):
+    with _left_out_said_once():
+        results = score(model, tokenizer, args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
+                        **_sentence_options(args), **_beam_options(args))
+    for result in results:
+        if "error" in result:  # left out: a line that says why keeps one line per sentence
+            print(json.dumps({"words": result["words"], "error": result["error"]}))
+            continue
         # end_surprisal is printed so that a reader can check sum(surprisals) + end_surprisal == -log_prob.
         shown = {key: result[key] for key in ("words", "surprisals", "end_surprisal", "log_prob", "tree")}
         print(json.dumps({**shown, "units": units}))
+    _say_left_out("score", results.left_out, len(results))
     return 0
 
 
@@ -149,10 +193,17 @@ def _eval_setup(args):
     return model, tokenizer, results_directory(args.model, args.output)
 
 
-def _report(name, metrics, directory, keys):
+def _report(metrics, keys):
     shown = {k: metrics[k] for k in keys if k in metrics}
     print(json.dumps(shown))
-    print(f"wrote {directory}/{name}.json", file=sys.stderr)
+    _report_files(metrics)
+
+
+def _report_files(metrics):
+    """One line naming the files an evaluation wrote (named by its data: evaluation/results.py)."""
+    files = list(metrics.get("files", {}).values())
+    if files:
+        print(f"wrote {', '.join(files)}", file=sys.stderr)
 
 
 def command_eval_rerank(args):
@@ -160,9 +211,8 @@ def command_eval_rerank(args):
 
     model, tokenizer, directory = _eval_setup(args)
     metrics = rerank(model, tokenizer, args.gold, args.proposals, limit=args.limit, batch_size=args.batch_size,
-                     output_dir=directory)
-    _report("rerank", metrics, directory,
-            ("precision", "recall", "f1", "exact_match", "sentences", "oracle", "first_proposal", "units"))
+                     output_dir=directory, overwrite=args.overwrite)
+    _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "oracle", "first_proposal", "units"))
     return 0
 
 
@@ -170,8 +220,12 @@ def command_eval_parse(args):
     from .evaluation.parsing import parse_eval
 
     model, tokenizer, directory = _eval_setup(args)
-    metrics = parse_eval(model, tokenizer, args.gold, limit=args.limit, output_dir=directory, **_beam_options(args))
-    _report("parse", metrics, directory, ("precision", "recall", "f1", "exact_match", "sentences", "units"))
+    with _left_out_said_once():
+        metrics = parse_eval(model, tokenizer, args.gold, limit=args.limit, output_dir=directory,
+                             overwrite=args.overwrite, **_sentence_options(args), **_beam_options(args))
+    _say_left_out("eval parse", metrics.get("left_out", []),
+                  metrics.get("sentences_left_out", 0) + metrics.get("sentences", 0))
+    _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "units"))
     return 0
 
 
@@ -179,10 +233,13 @@ def command_eval_sg(args):
     from .evaluation.syntaxgym import format_summary, run_syntaxgym
 
     model, tokenizer, directory = _eval_setup(args)
-    metrics = run_syntaxgym(model, tokenizer, args.suites, output_dir=directory, limit=args.limit,
-                            batch_size=args.batch_size, rule=args.rule, **_beam_options(args))
+    with _left_out_said_once():
+        metrics = run_syntaxgym(model, tokenizer, args.suites, output_dir=directory, limit=args.limit,
+                                batch_size=args.batch_size, rule=args.rule, overwrite=args.overwrite,
+                                **_sentence_options(args), **_beam_options(args))
+    _say_left_out("eval sg", metrics.get("left_out", []), metrics["counts"]["items"], "items")
     print(format_summary(metrics))
-    print(f"wrote {directory}/sg.json, sg.csv, sg_items.csv and sg.png", file=sys.stderr)
+    _report_files(metrics)
     return 0
 
 
@@ -190,11 +247,14 @@ def command_eval_ppl(args):
     from .evaluation.perplexity import word_perplexity
 
     model, tokenizer, directory = _eval_setup(args)
-    metrics = word_perplexity(model, tokenizer, args.data, proposals=args.proposals, beam_options=_beam_options(args),
-                              document_level=args.document_level, batch_size=args.batch_size, limit=args.limit,
-                              output_dir=directory)
+    with _left_out_said_once():
+        metrics = word_perplexity(model, tokenizer, args.data, proposals=args.proposals,
+                                  beam_options=_beam_options(args), document_level=args.document_level,
+                                  batch_size=args.batch_size, limit=args.limit, output_dir=directory,
+                                  overwrite=args.overwrite, **_sentence_options(args))
+    _say_left_out("eval ppl", metrics.get("left_out", []), metrics["sentences"] + metrics.get("sentences_left_out", 0))
     print(metrics["summary"])
-    print(f"wrote {directory}/ppl.json", file=sys.stderr)
+    _report_files(metrics)
     return 0
 
 
@@ -202,23 +262,48 @@ def command_eval_blimp(args):
     from .evaluation.blimp import run_blimp
 
     model, tokenizer, directory = _eval_setup(args)
-    metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory, batch_size=args.batch_size,
-                        **_beam_options(args))
+    with _left_out_said_once():
+        metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
+                            batch_size=args.batch_size, overwrite=args.overwrite, **_sentence_options(args),
+                            **_beam_options(args))
+    _say_left_out("eval blimp", metrics.get("left_out", []), metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
     print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units")}))
-    print(f"wrote {directory}/blimp.json", file=sys.stderr)
+    _report_files(metrics)
     return 0
 
 
+EVAL_OUTPUTS = (
+    "Results are named by the data: KIND-DATA.json (e.g. ppl-test.json for --data test.txt; -limitN added with "
+    "--limit), so a run on other data never replaces a result a model card quotes. Finished items go to "
+    "KIND-DATA.journal.jsonl as they are done: after an interruption, the same command resumes where it stopped "
+    "(same numbers as an uninterrupted run); a run with another model, other settings or other data of the same "
+    "name is refused unless --overwrite. The results folder is locked (.hf-slm.lock) while a run writes it."
+)
+
+
 def _add_eval_command(evaluations, name, help_text, function, beam=True):
-    command = evaluations.add_parser(name, help=help_text)
+    command = evaluations.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. "
+                                     f"{EVAL_OUTPUTS}")
     command.add_argument("--model", required=True, help="checkpoint directory")
     command.add_argument("--limit", type=int, help="evaluate only the first N items")
-    command.add_argument("--batch-size", type=int, default=8)
+    command.add_argument("--batch-size", type=int, default=8, help="items per batch (a resumed run may change it)")
     command.add_argument("--output", help="results directory (default: MODEL/eval_results)")
+    command.add_argument("--overwrite", action="store_true",
+                         help="discard the journal and results of an earlier run into the same KIND-DATA files and "
+                              "start over (needed when the model, the settings or the data differ)")
     if beam:
         _add_beam_options(command)
+        _add_stop_option(command)
     command.set_defaults(function=function)
     return command
+
+
+def _add_stop_option(parser):
+    parser.add_argument("--stop-on-error", action="store_true",
+                        help="stop (exit 2, before any search) at the first sentence that cannot be scored: empty, a "
+                        "word without pieces, or too long for the model even as its shortest tree. By default such a "
+                        "sentence is left out: one 'warning' line on stderr names it (sentences numbered from 1), "
+                        "its place in the output says why, the others are scored as usual, and the exit status is 0")
 
 
 # The names of modeling.generation_slm.CONSTRAINT_SETTINGS, written out so that building the parser imports
@@ -243,15 +328,20 @@ def _add_beam_options(parser, sizes=True):
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="hf-slm", description="Syntactic language models for HuggingFace transformers.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (hf-slm --debug COMMAND ...; also HF_SLM_DEBUG=1)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     masks = commands.add_parser(
         "masks",
         help="show a grammar's attention mask, relative positions and labels for one tree",
         description="Show the model inputs a grammar derives from one tree. The tree is an action string "
-        "'(S (NP the bird NP) S)' or PTB brackets '(S (NP (DT the) (NN bird)))'.",
+        "'(S (NP the bird NP) S)' or PTB brackets '(S (NP (DT the) (NN bird)))': an action string when a token "
+        "'X)' closes an '(X' of the string, else PTB brackets (hf_slm.tokenization.trees.input_format).",
     )
     masks.add_argument("tree")
+    masks.add_argument("--format", default="auto", choices=["auto", "actions", "ptb"],
+                       help="how to read the tree (default: the rule above)")
     masks.add_argument("--grammar", default="tg", choices=["tg", "choe_charniak", "terminals"])
     masks.add_argument("--json", action="store_true", help="print one JSON object")
     masks.add_argument("--png", metavar="FILE", help="draw the mask like paper 000 Figure 2b")
@@ -264,6 +354,9 @@ def build_parser():
     quickstart.add_argument("--output", default="hf-slm-quickstart", help="checkpoint directory")
     quickstart.add_argument("--max-steps", type=int, default=1200)
     quickstart.add_argument("--max-seconds", type=float, default=300, help="stop training after this long")
+    quickstart.add_argument("--overwrite", action="store_true",
+                            help="train a new model in --output; without it, a rerun reuses the model an earlier "
+                                 "quickstart finished there (an interrupted one resumes from its last checkpoint)")
     quickstart.set_defaults(function=command_quickstart)
 
     presets = commands.add_parser("presets", help="list the model presets")
@@ -286,7 +379,13 @@ def build_parser():
     train.add_argument("--eval-steps", type=int, default=500)
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--resume", action="store_true", help="resume from the last checkpoint in --output")
+    train.add_argument("--resume", action="store_true",
+                       help="resume from the last checkpoint in --output, with the tokenizer saved in it (never "
+                            "trained again; --tokenizer, if given, must match it)")
+    train.add_argument("--overwrite", action="store_true",
+                       help="replace a trained model (or an interrupted run's checkpoints) in --output; its "
+                            "checkpoint-* folders and eval_results/ are removed. Without it such an --output is "
+                            "refused. The folder is locked (.hf-slm.lock) while training writes it")
     train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model config field")
     _add_tree_options(train)
     train.set_defaults(function=command_train)
@@ -296,6 +395,7 @@ def build_parser():
     parse_command.add_argument("--pretty", action="store_true", help="draw each tree over several lines")
     parse_command.add_argument("sentences", nargs="+", metavar="SENTENCE", help="one sentence per argument, words separated by spaces")
     _add_beam_options(parse_command)
+    _add_stop_option(parse_command)
     parse_command.set_defaults(function=command_parse)
 
     score_command = commands.add_parser(
@@ -304,6 +404,7 @@ def build_parser():
     score_command.add_argument("--bits", action="store_true", help="surprisals and log p(x) in bits (default nats)")
     score_command.add_argument("sentences", nargs="+", metavar="SENTENCE")
     _add_beam_options(score_command)
+    _add_stop_option(score_command)
     score_command.set_defaults(function=command_score)
 
     generate = commands.add_parser("generate", help="generate trees, optionally continuing a prompt")
@@ -350,11 +451,10 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return args.function(args)
-    except (ValueError, RuntimeError) as error:
-        print(f"hf-slm {args.command}: error: {error}", file=sys.stderr)
-        return 2
+    # The words that chose the command ("eval ppl", "data prepare") name it in error lines.
+    words = (args.command, getattr(args, "evaluation", None), getattr(args, "data_command", None))
+    command = " ".join(word for word in words if word)
+    return run_command(args.function, args, command)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
   file headers (no weights are loaded; pickled weights are never opened);
 - `training_setup.json` (optional; hf_slm.training.write_training_record): data and schedule;
 - `eval_results/*.json` (optional; hf_slm.evaluation.results.save_results): the evaluation table and the
-  model-index metadata,
+  model-index metadata. Results are named by their data (`ppl-dev.json`, `ppl-test.json`, `sg-syntaxgym.json`),
+  so a card quotes every one of them, each row naming its data and its file (`source`),
 and writes `<checkpoint_dir>/README.md`.
 
 The YAML metadata is huggingface_hub's: a ModelCardData with EvalResult objects, dumped by the library and
@@ -213,6 +214,17 @@ def _name_of(path):
     return Path(text).name or text
 
 
+def _data_name(record, path):
+    """The data an evaluation ran on, by name: from the results file's name (`<kind>-<data>[-limit<N>].json`,
+    hf_slm.evaluation.results.result_stem), else (older results, `<kind>.json`) from the recorded path."""
+    stem, prefix = Path(path).stem, f"{record['evaluation']}-"
+    if stem.startswith(prefix):
+        return re.sub(r"-limit\d+$", "", stem[len(prefix):])
+    data = record["data"] if isinstance(record["data"], dict) else {}
+    recorded = data.get("suites_dir") or data.get("path")
+    return _name_of(recorded) if recorded else None
+
+
 def _percent(fraction):
     return f"{100 * fraction:.1f}%"
 
@@ -292,7 +304,9 @@ def _syntaxgym(record, path):
         raise ValueError(f"{path}: the SG score is null (no suite of the score was evaluated); expected a number")
     options = record["options"] or {}
     suites = "the papers' 31 suites" if metrics["sg_score_is_paper_31"] else f"{metrics['sg_score_suites']} suites"
-    data = f"SyntaxGym, {suites}{_limit_text(options, 'items per suite')}"
+    name = _data_name(record, path)
+    named = f" (`{name}`)" if name and name.lower() != "syntaxgym" else ""
+    data = f"SyntaxGym{named}, {suites}{_limit_text(options, 'items per suite')}"
     beam = {k: v for k, v in options.items() if k not in ("limit", "batch_size", "rule", "units")}
     how = f"rule {metrics['rule']}; {_beam_text(beam)}"
     date = _date(record)
@@ -312,7 +326,9 @@ def _syntaxgym(record, path):
 def _blimp(record, path):
     metrics = _metric_values(record, path, ("accuracy", "pairs", "paradigms", "by_field"))
     options = record["options"] or {}
-    data = f"BLiMP, {metrics['paradigms']} paradigms, {metrics['pairs']} pairs"
+    name = _data_name(record, path)
+    named = f" (`{name}`)" if name and name.lower() != "blimp" else ""
+    data = f"BLiMP{named}, {metrics['paradigms']} paradigms, {metrics['pairs']} pairs"
     how = f"p(x): {metrics.get('log_prob') or options.get('log_prob') or NOT_RECORDED}"
     if options.get("beam_options"):
         how += f"; {_beam_text(options['beam_options'])}"

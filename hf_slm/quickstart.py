@@ -4,13 +4,19 @@
 2. save it, and load it back through AutoModelForCausalLM / AutoTokenizer with trust_remote_code;
 3. print the joint log-probability of held-out trees and the action-level perplexity;
 4. sample a few trees (ancestral sampling restricted to legal actions).
+
+Run again into the same folder, it does not train again: a model it finished there (with the same settings)
+is reused and only steps 2-4 run; a run interrupted during training resumes from its last checkpoint.
+`overwrite=True` (`--overwrite`) trains a new model in its place. Any other model in the folder is refused
+(hf_slm.training).
 """
 
+import json
 import math
 import time
 from pathlib import Path
 
-from .training import TrainingSetup, train
+from .training import TrainingSetup, holds_trained_model, train
 
 SAMPLE = Path(__file__).resolve().parent / "sample_data" / "gum"
 
@@ -20,7 +26,20 @@ QUICKSTART_MODEL = dict(hidden_size=128, intermediate_size=512, num_hidden_layer
                         max_sequence_length=512)
 
 
-def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, vocab_size=2000, seed=0, log=print):
+def _finished_quickstart(output, setup):
+    """The training record of a model this quickstart finished in `output` with `setup`'s data and schedule,
+    else None."""
+    record_path = Path(output) / "training_setup.json"
+    if not holds_trained_model(output) or not record_path.is_file():
+        return None
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    expected = {"preset": setup.preset, "train_data": [str(path) for path in setup.train], "seed": setup.seed,
+                "max_steps": setup.max_steps}
+    return record if all(record.get(key) == value for key, value in expected.items()) else None
+
+
+def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, vocab_size=2000, seed=0, log=print,
+                   overwrite=False):
     started = time.monotonic()
     output = Path(output)
 
@@ -32,13 +51,22 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, 
         preset="tg-ptb", train=[SAMPLE / "train.txt"], eval=[SAMPLE / "dev.txt"], output=str(output),
         vocab_size=vocab_size, model_overrides=QUICKSTART_MODEL, max_steps=max_steps, batch_size=16,
         learning_rate=1e-3, warmup_steps=100, eval_steps=400, save_steps=400, logging_steps=50, seed=seed,
-        max_seconds=max_seconds, label_files=[SAMPLE / "test.txt"],
+        max_seconds=max_seconds, label_files=[SAMPLE / "test.txt"], overwrite=overwrite,
+        # an earlier quickstart interrupted during training goes on from its last checkpoint
+        resume=not overwrite and not holds_trained_model(output) and any(output.glob("checkpoint-*")),
     )
-    trainer, _ = train(setup, log=log)
-    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    evals = [entry["eval_loss"] for entry in trainer.state.log_history if "eval_loss" in entry]
-    log(f"trained {trainer.state.global_step} steps; training loss {losses[0]:.2f} -> {losses[-1]:.2f}"
-        + (f"; dev loss {evals[-1]:.2f}" if evals else ""))
+    finished = None if overwrite else _finished_quickstart(output, setup)
+    if finished is not None:
+        steps = finished["steps_done"]
+        log(f"{output} holds the model an earlier quickstart trained ({steps} steps, finished {finished.get('date')}); "
+            "reusing it (--overwrite trains a new one)")
+    else:
+        trainer, _ = train(setup, log=log)
+        steps = trainer.state.global_step
+        losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+        evals = [entry["eval_loss"] for entry in trainer.state.log_history if "eval_loss" in entry]
+        log(f"trained {steps} steps" + (f"; training loss {losses[0]:.2f} -> {losses[-1]:.2f}" if losses else "")
+            + (f"; dev loss {evals[-1]:.2f}" if evals else ""))
 
     stage(2, f"loading {output} back with AutoModelForCausalLM / AutoTokenizer (trust_remote_code=True)")
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -77,5 +105,5 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, 
     log("      hf-slm masks \"(S (NP the bird NP) (VP sings VP) S)\" --png mask.png   # what TG attends to")
     log(f"      python -c \"from transformers import AutoModelForCausalLM; "
         f"AutoModelForCausalLM.from_pretrained('{output}', trust_remote_code=True)\"")
-    return {"perplexity": perplexity, "steps": trainer.state.global_step, "log_probs": [float(v.sum()) for v in scores],
+    return {"perplexity": perplexity, "steps": steps, "log_probs": [float(v.sum()) for v in scores],
             "seconds": time.monotonic() - started, "math_ok": math.isfinite(perplexity)}

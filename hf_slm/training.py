@@ -8,11 +8,19 @@ rate, then cosine decay to the final one; paper 000, Appendix B) and gradient cl
 Training data is either tree files, tokenized here, or one folder made by `hf-slm data prepare`
 (hf_slm.data.prepare): its `train` split's input_ids, its `validation` (or `dev`) split for evaluation, and
 the tokenizer saved with it.
+
+The output folder is locked while training writes it (hf_slm.run_journal.output_lock). A folder that already
+holds a trained model (config.json and weights), or the checkpoints of an interrupted run, is refused unless
+`overwrite` (which removes the old model's checkpoint-* folders and its eval_results/, which describe the old
+model, and trains anew) or `resume`. `resume` continues from the last checkpoint-* with the tokenizer saved in
+it (or in the output folder): never a tokenizer trained again, whose ids could differ from the ones the
+checkpoint learned.
 """
 
 import datetime
 import json
 import math
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +29,7 @@ import numpy as np
 import torch
 from datasets import Dataset, DatasetDict, load_from_disk
 from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
 
 from .checks import LINEARIZATION_OF_GRAMMAR, check_tokenizer_matches
 from .collator import SyntacticDataCollator
@@ -28,6 +37,7 @@ from .data.prepare import PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_s
 from .modeling.configuration_slm import PRESETS, preset_config
 from .modeling.grammars import ActionLayout, get_grammar
 from .modeling.modeling_slm import causal_lm_for_config
+from .run_journal import output_lock
 from .tokenization.tokenization_slm import SyntacticTokenizer
 from .tokenization.trees import read_trees
 
@@ -288,10 +298,68 @@ class TrainingSetup:
     group_by_length: bool = True
     disable_progress: bool = False
     max_seconds: float | None = None
+    overwrite: bool = False  # replace a trained model (or an interrupted run's checkpoints) in `output`
+
+
+# Files that make a folder hold a trained model (with config.json).
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+def holds_trained_model(directory):
+    """Whether `directory` holds a saved model: config.json and weights."""
+    directory = Path(directory)
+    return (directory / "config.json").is_file() and any((directory / name).is_file() for name in WEIGHT_FILES)
+
+
+def _check_output(setup, log):
+    """Refuse to train over a model or an interrupted run's checkpoints unless overwrite or resume (module
+    docstring); with overwrite, remove what described the old model."""
+    output = Path(setup.output)
+    if setup.overwrite and setup.resume:
+        raise ValueError("--overwrite (train a new model) and --resume (continue the one in --output) contradict "
+                         "each other; pass one of them")
+    checkpoints = sorted(output.glob("checkpoint-*"))
+    if not setup.overwrite and not setup.resume:
+        if holds_trained_model(output):
+            raise ValueError(f"output {str(output)!r} holds a trained model (config.json and weights); pass "
+                             "--overwrite to replace it, --resume to continue its training, or choose another --output")
+        if checkpoints:
+            raise ValueError(f"output {str(output)!r} holds the checkpoints of an earlier run ({checkpoints[-1].name}); "
+                             "pass --resume to continue it, --overwrite to start over, or choose another --output")
+    if setup.overwrite:
+        for stale in checkpoints + [output / "eval_results"]:
+            if stale.is_dir():
+                shutil.rmtree(stale)
+                log(f"removed {stale} (it belonged to the model being replaced)")
+
+
+def resumed_tokenizer(output, tokenizer_dir=None):
+    """The tokenizer of the run being resumed: the one saved in the last checkpoint of `output` (else in
+    `output`). `tokenizer_dir` (--tokenizer), when given, must give the same ids."""
+    checkpoint = get_last_checkpoint(str(output)) if Path(output).is_dir() else None
+    if checkpoint is None:
+        raise ValueError(f"--resume: {str(output)!r} holds no checkpoint-* folder to resume from; leave out --resume "
+                         "to start a new run")
+    source = Path(checkpoint) if (Path(checkpoint) / "tokenizer_config.json").is_file() else Path(output)
+    tokenizer = load_syntactic_tokenizer(source)
+    if tokenizer_dir is not None:
+        difference = tokenizer_difference(tokenizer, load_syntactic_tokenizer(tokenizer_dir))
+        if difference:
+            raise ValueError(f"--tokenizer {str(tokenizer_dir)!r} does not match the tokenizer of the run being "
+                             f"resumed ({source}): {difference}; leave --tokenizer out to resume with the saved one")
+    return tokenizer, source
 
 
 def train(setup, log=print):
-    """Train a model as `setup` says; return (trainer, tokenizer). Checkpoints go to setup.output."""
+    """Train a model as `setup` says; return (trainer, tokenizer). Checkpoints go to setup.output, which is
+    locked while training writes it; an existing model there is refused unless setup.overwrite or setup.resume
+    (module docstring)."""
+    with output_lock(setup.output, log=log):
+        return _train(setup, log)
+
+
+def _train(setup, log):
     if setup.preset not in PRESETS:
         raise ValueError(f"unknown preset {setup.preset!r}; expected one of {sorted(PRESETS)}")
     preset = PRESETS[setup.preset]
@@ -304,16 +372,29 @@ def train(setup, log=print):
         if not Path(path).exists():
             raise ValueError(f"tree file {str(path)!r} does not exist")
     output = Path(setup.output)
+    _check_output(setup, log)
+    resumed, resumed_from = resumed_tokenizer(output, setup.tokenizer) if setup.resume else (None, None)
 
     prepared = prepared_dataset_dir(setup.train)
     if prepared is not None:
         inputs = prepared_inputs(prepared, setup, grammar, log)
         tokenizer, eval_trees = inputs.tokenizer, inputs.eval_trees
+        difference = tokenizer_difference(resumed, tokenizer) if resumed is not None else None
+        if difference:
+            raise ValueError(f"the prepared dataset {str(prepared)!r} was made with another tokenizer than the run "
+                             f"being resumed ({resumed_from}): {difference}; resume on data prepared with that one")
     else:
         log(f"reading trees from {', '.join(map(str, setup.train))}")
         train_trees = read_trees(setup.train, **setup.normalize_options)
         eval_trees = read_trees(setup.eval, **setup.normalize_options) if setup.eval else []
-        if setup.tokenizer:
+        if resumed is not None:
+            tokenizer = resumed
+            log(f"resuming with the tokenizer saved in {resumed_from} (not trained again)")
+            if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
+                raise ValueError(f"the run being resumed ({resumed_from}) linearizes {tokenizer.linearization!r}; "
+                                 f"the {grammar} grammar of preset {setup.preset!r} needs "
+                                 f"{LINEARIZATION_OF_GRAMMAR[grammar]!r}")
+        elif setup.tokenizer:
             tokenizer = SyntacticTokenizer.from_pretrained(setup.tokenizer)
             if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
                 raise ValueError(

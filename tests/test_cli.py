@@ -152,9 +152,9 @@ def test_eval_outputs_name_their_units(checkpoint, tmp_path, capsys):
 
     assert main(["eval", "ppl", "--model", str(checkpoint), "--data", str(gold), *out]) == 0
     assert "nats" in capsys.readouterr().out
-    record = json.loads((tmp_path / "results" / "ppl.json").read_text())["metrics"]
+    record = json.loads((tmp_path / "results" / "ppl-gold.json").read_text())["metrics"]
     assert record["log_prob_units"] == "nats" and record["estimate"] == "upper bound"
-    lines = (tmp_path / "results" / "ppl_sentences.jsonl").read_text().splitlines()
+    lines = (tmp_path / "results" / "ppl-gold_sentences.jsonl").read_text().splitlines()
     assert {json.loads(line)["units"] for line in lines} == {"nats"}
 
     with warnings.catch_warnings():
@@ -163,7 +163,7 @@ def test_eval_outputs_name_their_units(checkpoint, tmp_path, capsys):
                      *out]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["units"] == "fraction" and 0 <= printed["accuracy"] <= 1
-    pairs = (tmp_path / "results" / "blimp_pairs.jsonl").read_text().splitlines()
+    pairs = (tmp_path / "results" / "blimp-blimp-limit1_pairs.jsonl").read_text().splitlines()
     assert {json.loads(line)["units"] for line in pairs} == {"nats"}
 
     assert main(["eval", "parse", "--model", str(checkpoint), "--gold", str(gold), *out]) == 0

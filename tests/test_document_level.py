@@ -302,7 +302,7 @@ def test_document_perplexity_from_the_beam(tg, tmp_path):
     # Greedy prefixes bound nothing (paper 000, 3.1 "we approximate"): the result says so and claims no bound.
     assert metrics["estimate"] == "approximation" and metrics["is_upper_bound"] is False
     assert "approximation" in metrics["summary"] and "bound" not in metrics["summary"]
-    assert (tmp_path / "out" / "ppl.json").exists()
+    assert (tmp_path / "out" / "ppl-docs.json").exists()
     with pytest.raises(ValueError, match="needs a document-level model"):
         word_perplexity(_model(tokenizer, "tg", document_level=False), tokenizer, data, document_level=True,
                         progress=False)
@@ -348,7 +348,7 @@ def test_document_perplexity_of_a_terminals_model_is_exact(terminals, tmp_path):
     assert metrics["perplexity"] == pytest.approx(math.exp(-sum(totals) / (words + 3)), rel=1e-6)
     assert "one </s> per document" in metrics["summary"]
     # Per-sentence numbers add up to each document's total.
-    lines = (tmp_path / "out" / "ppl_sentences.jsonl").read_text().splitlines()
+    lines = (tmp_path / "out" / "ppl-docs_sentences.jsonl").read_text().splitlines()
     per_sentence = [float(line.split('"log_prob": ')[1].split(",")[0].rstrip("}")) for line in lines]
     assert sum(per_sentence[:2]) == pytest.approx(totals[0], abs=1e-4)
     assert per_sentence[2] == pytest.approx(totals[1], abs=1e-4)
@@ -365,7 +365,7 @@ def test_cli_document_level_perplexity(tmp_path, capsys):
                  "--beam-size", "10", "--word-beam-size", "2"]) == 0
     printed = capsys.readouterr().out
     assert "approximation" in printed and "bound" not in printed
-    record = json.loads((directory / "eval_results" / "ppl.json").read_text())
+    record = json.loads((directory / "eval_results" / "ppl-docs.json").read_text())
     assert record["metrics"]["method"] == "beam_greedy_prefix" and record["metrics"]["documents"] == 3
     assert record["metrics"]["estimate"] == "approximation" and record["metrics"]["is_upper_bound"] is False
     assert record["options"]["document_level"] is True

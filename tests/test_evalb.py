@@ -291,10 +291,10 @@ def test_rerank_picks_the_highest_joint_probability(tiny, tmp_path):
     assert metrics["oracle"]["f1"] == 100 and metrics["oracle"]["exact_match"] == 100
     assert metrics["first_proposal"]["f1"] == pytest.approx(corpus_f1(TREES, [b[0] for b in PROPOSALS])["f1"])
     assert metrics["proposals"] == 9
-    record = json.loads((tmp_path / "out" / "rerank.json").read_text())
+    record = json.loads((tmp_path / "out" / "rerank-in-memory.json").read_text())  # gold trees given in memory
     assert record["evaluation"] == "rerank" and record["metrics"]["f1"] == pytest.approx(metrics["f1"])
     assert record["data"]["sentences"] == 3 and record["data"]["proposal_trees"] == 9
-    written = parse_trees((tmp_path / "out" / "rerank_trees.txt").read_text())
+    written = parse_trees((tmp_path / "out" / "rerank-in-memory_trees.txt").read_text())
     assert written == [parse_tree(t) for t in chosen_trees]
     # In-memory proposals, limit and max_proposals.
     limited = rerank(model, tokenizer, TREES, PROPOSALS, limit=2, max_proposals=2, progress=False)
@@ -320,12 +320,12 @@ def test_parse_eval_scores_the_beam_search_trees(tiny, tmp_path):
     with pytest.warns(UserWarning, match="Zed"):
         metrics = parse_eval(model, tokenizer, gold, beam_size=10, word_beam_size=3, max_nonterminals=3,
                              progress=False, output_dir=tmp_path)
-    predicted = parse_trees((tmp_path / "parse_trees.txt").read_text())
+    predicted = parse_trees((tmp_path / "parse-in-memory_trees.txt").read_text())
     assert [t.leaves() for t in predicted] == [["I", "like", "it", "."], ["Zed", "sings"]]
     direct = corpus_f1(gold, predicted, test_pos=False)
     assert metrics["f1"] == pytest.approx(direct["f1"]) and metrics["sentences"] == 2
     assert metrics["matched_brackets"] == direct["matched_brackets"]
-    record = json.loads((tmp_path / "parse.json").read_text())
+    record = json.loads((tmp_path / "parse-in-memory.json").read_text())
     assert record["evaluation"] == "parse" and record["options"]["beam"]["beam_size"] == 10
     assert parse_eval(model, tokenizer, gold, limit=1, beam_size=10, word_beam_size=3, max_nonterminals=3,
                       progress=False)["sentences"] == 1

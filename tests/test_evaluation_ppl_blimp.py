@@ -225,10 +225,10 @@ def test_terminals_perplexity_is_exact_and_counts_eos(terminals, tmp_path):
     assert metrics["estimate"] == "exact"
     summary = metrics["summary"]
     assert "exact" in summary and "bound" not in summary and "approximation" not in summary
-    record = json.loads((tmp_path / "out" / "ppl.json").read_text())
+    record = json.loads((tmp_path / "out" / "ppl-gold.json").read_text())  # named by the data, gold.mrg
     assert record["evaluation"] == "ppl" and record["grammar"] == "terminals"
     assert record["metrics"]["perplexity"] == pytest.approx(metrics["perplexity"])
-    lines = [json.loads(line) for line in (tmp_path / "out" / "ppl_sentences.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (tmp_path / "out" / "ppl-gold_sentences.jsonl").read_text().splitlines()]
     assert [line["log_prob"] for line in lines] == pytest.approx(joint, abs=1e-4)
     assert [line["words"] for line in lines] == [5, 6, 4] and {line["units"] for line in lines} == {"nats"}
     # The plain-text form of the same sentences gives the same number; proposals are ignored, with a warning.
@@ -246,7 +246,7 @@ def test_syntactic_results_file_says_upper_bound(tg, tmp_path):
     data.write_text("\n".join(TREES) + "\n")
     word_perplexity(model, tokenizer, data, progress=False, output_dir=tmp_path / "out",
                     beam_options=dict(beam_size=10, word_beam_size=5))
-    record = json.loads((tmp_path / "out" / "ppl.json").read_text())
+    record = json.loads((tmp_path / "out" / "ppl-gold.json").read_text())
     assert record["metrics"]["is_upper_bound"] is True and record["metrics"]["estimate"] == "upper bound"
     assert "upper bound" in record["metrics"]["summary"] and "approximation" not in record["metrics"]["summary"]
     assert record["options"]["beam_options"] == {"beam_size": 10, "word_beam_size": 5}
@@ -370,11 +370,11 @@ def _fake_scorer():
 
 def test_blimp_accuracy_aggregates_per_paradigm_field_and_overall(tmp_path):
     scorer, calls = _fake_scorer()
-    stub_model = SimpleNamespace(config=SimpleNamespace(grammar="stub"))  # only named in blimp.json
+    stub_model = SimpleNamespace(config=SimpleNamespace(grammar="stub"))  # only named in blimp-blimp.json
     metrics = run_blimp(stub_model, None, BLIMP_FIXTURE, scorer=scorer, output_dir=tmp_path)
-    assert calls == [32]  # every distinct sentence scored once, in one call
+    assert sum(calls) == 32 and max(calls) == 8  # every distinct sentence scored once, batch_size (8) at a time
     # Which pairs are right, pair by pair: the OUTCOMES table (a tie is wrong).
-    rows = [json.loads(line) for line in (tmp_path / "blimp_pairs.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / "blimp-blimp_pairs.jsonl").read_text().splitlines()]
     assert len(rows) == 16
     for row in rows:
         assert row["correct"] is (OUTCOMES[row["UID"]][int(row["pairID"])] is True), row
@@ -424,7 +424,7 @@ def _check_blimp_against(metrics, directory, outcomes, by_paradigm, abs_toleranc
     for uid, (correct, total) in by_paradigm.items():
         assert (metrics["by_paradigm"][uid]["correct"], metrics["by_paradigm"][uid]["pairs"]) == (correct, total), uid
     assert metrics["accuracy"] == pytest.approx(sum(c / t for c, t in by_paradigm.values()) / len(by_paradigm))
-    rows = [json.loads(line) for line in (directory / "blimp_pairs.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in Path(metrics["files"]["pairs"]).read_text().splitlines()]
     assert len(rows) == len(outcomes)
     for row in rows:
         good, bad, correct = outcomes[row["UID"], row["pairID"]]
@@ -447,7 +447,7 @@ def test_blimp_of_a_terminals_model_against_log_probs_computed_by_hand(terminals
         metrics = run_blimp(model, tokenizer, BLIMP_FIXTURE, limit=2, output_dir=tmp_path, progress=False)
     assert metrics["log_prob"] == "exact" and metrics["log_prob_units"] == "nats"
     _check_blimp_against(metrics, tmp_path, outcomes, by_paradigm, abs_tolerance=1e-4)
-    record = json.loads((tmp_path / "blimp.json").read_text())
+    record = json.loads((tmp_path / "blimp-blimp-limit2.json").read_text())
     assert record["evaluation"] == "blimp" and record["options"]["limit"] == 2
 
 

@@ -110,7 +110,9 @@ def _load_card(path):
 
 
 def _saved(directory, name):
-    return json.loads((Path(directory) / "eval_results" / f"{name}.json").read_text())
+    """The one saved result of evaluation `name` (results are named by their data: ppl-test_sentences.json)."""
+    [path] = (Path(directory) / "eval_results").glob(f"{name}-*.json")
+    return json.loads(path.read_text())
 
 
 def _section(text, title):
@@ -257,7 +259,7 @@ def test_document_level_perplexity_is_an_approximation(tmp_path):
         warnings.simplefilter("ignore")  # the tiny tokenizer spells unseen characters as <unk>
         word_perplexity(model, tokenizer, documents, document_level=True, beam_options=BEAM,
                         output_dir=directory / "eval_results", progress=False)
-    path = directory / "eval_results" / "ppl.json"
+    path = directory / "eval_results" / "ppl-documents.json"
     saved = json.loads(path.read_text())
     assert saved["metrics"]["estimate"] == "approximation" and saved["metrics"]["is_upper_bound"] is False
     legacy = dict(saved, metrics=dict(saved["metrics"], is_upper_bound=True))
@@ -271,6 +273,23 @@ def test_document_level_perplexity_is_an_approximation(tmp_path):
         perplexity = next(r for r in card.data.eval_results if r.metric_type == "perplexity")
         assert perplexity.metric_name == "word perplexity (document level) (approximation)"
         assert "approximation" in _section(card.text, "Limitations")
+
+
+def test_results_on_two_data_files_are_both_quoted_with_their_data(tmp_path):
+    # Issue 12: a test-set run once replaced the dev-set result a card quoted. Results are named by their data,
+    # so both stay, and each row names its data and each file is listed.
+    directory, model, tokenizer = save_tiny_checkpoint(tmp_path / "tg", TREES)
+    for name, text in (("dev", "the bird sings\n"), ("test", "I like it\nthe dog barks\n")):
+        (tmp_path / f"{name}.txt").write_text(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tiny tokenizer spells unseen characters as <unk>
+            word_perplexity(model, tokenizer, tmp_path / f"{name}.txt", beam_options=BEAM,
+                            output_dir=directory / "eval_results", progress=False)
+    card = build_model_card(directory)
+    rows = [row for row in _table(_section(card.text, "Evaluation")) if row[0].startswith("Word perplexity")]
+    assert sorted(row[2] for row in rows) == ["dev.txt (1 sentences, 3 words)", "test.txt (2 sentences, 6 words)"]
+    assert "`eval_results/ppl-dev.json`" in card.text and "`eval_results/ppl-test.json`" in card.text
+    assert sorted(r.dataset_name for r in card.data.eval_results) == ["dev.txt", "test.txt"]
 
 
 def test_pinned_revision_advice(evaluated):

@@ -16,7 +16,9 @@ from hf_slm.evaluation.syntaxgym import (
     EXCLUDED_SUITES,
     PAPER_SUITES,
     SUITE_CIRCUITS,
+    BinaryOp,
     FormulaError,
+    RegionRef,
     circuit_of,
     evaluate_suites,
     format_summary,
@@ -159,6 +161,48 @@ def test_formula_errors_name_formula_and_position(formula, position, message):
     assert isinstance(error, ValueError)
     assert error.position == position and message in str(error)
     assert repr(formula) in str(error) and f"position {position}" in str(error)
+
+
+# A "(" opens a region reference only as `(N;%cond%)`; otherwise it groups an expression (issue 12).
+@pytest.mark.parametrize("formula, canonical, expected", [
+    ("(0) < (1;%a%)", "(0 < (1;%a%))", True),                          # 0 < 1
+    ("(1 - (1;%a%)) < 0", "((1 - (1;%a%)) < 0)", False),                # 0 < 0
+    ("(3 - (1;%b%)) < 0.0001", "((3 - (1;%b%)) < 0.0001)", True),       # 0 < 1e-4
+    ("(2) = (2;%a%)", "(2 = (2;%a%))", True),
+    ("((1;%a%) + (2)) > (1;%b%) - (0.5)", "(((1;%a%) + 2) > ((1;%b%) - 0.5))", True),   # 3 > 2.5
+    ("[(0)] < ((-1.5) + (1;%b%))", "(0 < (-1.5 + (1;%b%)))", True),    # 0 < 1.5
+    ("( 1 ;%a%) > (( 1 ))", "((1;%a%) > 1)", False),                    # still a region reference
+    ("(*;%a%) - (3) = 0", "(((*;%a%) - 3) = 0)", True),
+])
+def test_formula_groups_that_start_with_a_number(formula, canonical, expected):
+    parsed = parse_formula(formula)
+    assert str(parsed) == canonical
+    assert parsed.evaluate(VALUES) is expected
+
+
+@pytest.mark.parametrize("formula, position, message", [
+    ("(0 < (1;%a%)", 12, "expected ')' to close the '(' at position 0"),
+    ("(1;%a%) < (2", 12, "expected ')' to close the '(' at position 10"),
+    ("(1 ; a) > 0", 5, "expected '%' before the condition name"),
+])
+def test_formula_group_errors(formula, position, message):
+    with pytest.raises(FormulaError) as caught:
+        parse_formula(formula)
+    assert caught.value.position == position and message in str(caught.value)
+
+
+@needs_shared
+def test_released_formulas_keep_every_region_reference():
+    # Each `(N;%cond%)` of the 36 released formulas is still one region reference, none is read as a group.
+    for suite in load_suites(SHARED / "syntaxgym"):
+        for formula in suite.predictions:
+            stack, references = [formula.tree], 0
+            while stack:
+                node = stack.pop()
+                references += isinstance(node, RegionRef)
+                stack += [node.left, node.right] if isinstance(node, BinaryOp) else []
+            assert references == formula.text.count(";%"), formula.text
+            assert str(parse_formula(str(formula))) == str(formula)
 
 
 # ---- suites and scoring with a controlled score_fn ---------------------------------------------------
@@ -317,7 +361,7 @@ def test_run_syntaxgym_end_to_end(tiny_tg, tmp_path, one_thread):
         metrics = run_syntaxgym(model, tokenizer, FIXTURES, output_dir=output, limit=2, batch_size=4,
                                 progress=False, **BEAM)
     assert set(metrics["files"]) == {"json", "csv", "items_csv", "png"}
-    record = json.loads((output / "sg.json").read_text())
+    record = json.loads((output / "sg-syntaxgym-limit2.json").read_text())  # named by the suites and the limit
     assert record["evaluation"] == "sg" and record["options"]["beam_size"] == 10 and record["options"]["limit"] == 2
     assert record["data"]["suite_names"] == ["npz_ambig", "subordination"] and record["data"]["sentences"] == 16
     saved = record["metrics"]
@@ -328,11 +372,11 @@ def test_run_syntaxgym_end_to_end(tiny_tg, tmp_path, one_thread):
     assert saved["sg_score"] == pytest.approx(np.mean([s["accuracy"] for s in saved["suites"].values()]))
     for circuit in ("Garden-Path Effects", "Gross Syntactic State"):
         assert 0 <= saved["circuits"][circuit]["accuracy"] <= 1
-    rows = list(csv.DictReader((output / "sg.csv").open()))
+    rows = list(csv.DictReader((output / "sg-syntaxgym-limit2.csv").open()))
     assert [r["suite"] for r in rows] == ["npz_ambig", "subordination"]
     assert all(0 <= float(r["accuracy"]) <= 1 for r in rows)
-    assert len(list(csv.DictReader((output / "sg_items.csv").open()))) == 4
-    assert (output / "sg.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(list(csv.DictReader((output / "sg-syntaxgym-limit2_items.csv").open()))) == 4
+    assert (output / "sg-syntaxgym-limit2.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # region surprisals are the beam search's word surprisals in bits, summed per region
     row = next(r for r in metrics["items"] if r["suite"] == "subordination")
@@ -352,5 +396,5 @@ def test_run_syntaxgym_writes_beside_a_loaded_model(tiny_tg, tmp_path, one_threa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         metrics = run_syntaxgym(model, tokenizer, FIXTURES / "subordination.json", limit=1, progress=False, **BEAM)
-    assert Path(metrics["files"]["json"]) == copy / "eval_results" / "sg.json"
-    assert (copy / "eval_results" / "sg.png").is_file()
+    assert Path(metrics["files"]["json"]) == copy / "eval_results" / "sg-subordination-limit1.json"
+    assert (copy / "eval_results" / "sg-subordination-limit1.png").is_file()

@@ -97,7 +97,10 @@ def add_data_command(commands):
     prepare.add_argument("--loader", required=True, help=f"the dataset format: {LOADER_NAMES}")
     prepare.add_argument("--path", required=True, help="the data: a folder or a file (see --splits for others)")
     prepare.add_argument("--tokenizer", required=True, help="a saved hf_slm tokenizer directory")
-    prepare.add_argument("--output", required=True, help="the folder to write (new or empty)")
+    prepare.add_argument("--output", required=True,
+                         help="the folder to write (new or empty); each split is saved and journaled "
+                              "(prepare.journal.jsonl) as it is done, so the same command after an interruption "
+                              "resumes; the folder is locked (.hf-slm.lock) while it is written")
     prepare.add_argument("--num-proc", type=int, help="processes for tokenizing and saving")
     prepare.add_argument("--splits", metavar="SPEC",
                          help="split=item[+item],... (ptb: sections 02-21, file numbers 0001-0159, file names or "
@@ -107,7 +110,9 @@ def add_data_command(commands):
                          help="bllip document boundaries: a file, a folder, or split=file pairs")
     prepare.add_argument("--split-file", help="xsum: the split JSON of the original release")
     prepare.add_argument("--cache-dir", help="datasets' cache folder for the loaded data")
-    prepare.add_argument("--overwrite", action="store_true", help="write into a non-empty --output")
+    prepare.add_argument("--overwrite", action="store_true",
+                         help="write into a non-empty --output, starting over (also when an interrupted prepare "
+                              "there was of other data, tokenizer or options)")
     # Tree normalization: by default the tokenizer's own options; a flag that contradicts them is an error.
     prepare.add_argument("--keep-traces", dest="strip_traces", action="store_false", default=None,
                          help="keep -NONE- traces")

@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow.compute as pc
-from datasets import DatasetDict
+from datasets import DatasetDict, load_from_disk
 
+from ..run_journal import LOCK_NAME, RunJournal, data_fingerprint, output_lock
 from ..tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
 from ..tokenization.trees import parse_tree
 from . import load, loader_options
@@ -34,6 +35,7 @@ from .ptb import NORMALIZE_OPTIONS
 
 TREE_LOADERS = ("ptb", "bllip")
 PREPARE_RECORD = "prepare.json"
+PREPARE_JOURNAL = "prepare.journal.jsonl"
 TOKENIZER_FOLDER = "tokenizer"
 
 
@@ -188,10 +190,13 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
         loader: a name of hf_slm.data.LOADERS ("ptb", "bllip", "xsum", "conllu").
         path: the loader's path (a folder, a file or a mapping {split: files}).
         tokenizer_dir: a saved hf_slm tokenizer.
-        output: the folder to write; it must be new or empty unless `overwrite`.
+        output: the folder to write; it must be new or empty unless `overwrite`, or hold the journal of an
+            interrupted prepare of the same data, tokenizer and options, which is resumed: each split is saved
+            (`<output>/<split>/`) and journaled (`prepare.journal.jsonl`) as soon as it is tokenized, and a rerun
+            loads the finished splits instead of tokenizing them again. The folder is locked while it is written.
         num_proc: processes for tokenizing (datasets.map) and saving.
         document_level: one example per document (bllip).
-        overwrite: replace the contents of a non-empty `output`.
+        overwrite: replace the contents of a non-empty `output` (an interrupted prepare is started over).
         log: where the summary goes (print by default).
         options: the loader's options (splits, boundaries, split_file, cache_dir, tree normalization).
     Returns the saved DatasetDict.
@@ -199,23 +204,48 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise ValueError(f"output {str(output)!r} is a file; expected a folder to write the dataset into")
-    if output.exists() and any(output.iterdir()) and not overwrite:
+    resumable = (output / PREPARE_JOURNAL).is_file()
+    if output.exists() and any(p.name != LOCK_NAME for p in output.iterdir()) and not overwrite and not resumable:
         raise ValueError(f"output {str(output)!r} is not empty; choose another folder or overwrite it")
     if num_proc is not None and (not isinstance(num_proc, int) or num_proc < 1):
         raise ValueError(f"num_proc {num_proc!r}: expected a positive number of processes")
     tokenizer = load_syntactic_tokenizer(tokenizer_dir)
     arguments = _loader_arguments(loader, tokenizer, document_level, options)
-    dataset = load(loader, path, **arguments)
+    with output_lock(output, log=log):
+        dataset = load(loader, path, **arguments)
+        # What the saved splits depend on; the data by its files' names, sizes and times (BLLIP is gigabytes).
+        header = {"run": "prepare", "loader": loader, "document_level": bool(document_level),
+                  "data": data_fingerprint(_jsonable(path), contents=False), "tokenizer": data_fingerprint(tokenizer_dir),
+                  "options": _jsonable({k: v for k, v in arguments.items() if k != "cache_dir"})}
+        journal = RunJournal(output / PREPARE_JOURNAL, header, overwrite=overwrite, log=log)
+        try:
+            return _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer,
+                                      arguments, dataset, journal)
+        finally:
+            journal.close()
+
+
+def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer, arguments,
+                       dataset, journal):
+    """The work of `prepare_dataset` once `output` is locked: each split tokenized, saved and journaled (or
+    loaded, when an earlier run finished it), then the tokenizer and the record."""
     encode, id_columns = _encoder(loader, document_level)
+    journal.say_resumed(list(dataset), "split")
     encoded = {}
     for split, data in dataset.items():
+        if split in journal.finished and (output / split).is_dir():
+            encoded[split] = load_from_disk(str(output / split))
+            continue
         try:
             encoded[split] = data.map(encode, batched=True, num_proc=num_proc, fn_kwargs={"tokenizer": tokenizer},
                                       desc=f"tokenizing {split}")
         except ValueError as error:
             raise ValueError(f"split {split!r}: {error}") from error
+        encoded[split].save_to_disk(str(output / split), num_proc=num_proc)
+        journal.record([(split, {"examples": len(encoded[split])})])
     encoded = DatasetDict(encoded)
-    encoded.save_to_disk(str(output), num_proc=num_proc)
+    # What DatasetDict.save_to_disk writes beside its splits, which were saved one by one above.
+    (output / "dataset_dict.json").write_text(json.dumps({"splits": list(encoded)}), encoding="utf-8")
     tokenizer.save_pretrained(str(output / TOKENIZER_FOLDER))
 
     recorded_options = {name: value for name, value in arguments.items() if name in loader_options(loader)

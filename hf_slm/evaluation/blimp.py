@@ -31,7 +31,8 @@ import numpy as np
 from ..jsonl import iter_jsonl
 from .perplexity import sentence_log_probs
 from ..modeling.grammars import grammar_class
-from .results import save_results
+from ..run_journal import map_in_chunks
+from .results import evaluation_run, save_results
 
 FIELDS = ("morphology", "semantics", "syntax", "syntax_semantics")
 
@@ -97,10 +98,18 @@ def read_blimp(data, limit=None):
     pairs = []
     for file in files:
         taken = defaultdict(int)
+        records = 0
         for line_number, record in iter_jsonl(file, "BLiMP file"):
+            records += 1
             missing = [k for k in ("sentence_good", "sentence_bad", "field") if k not in record]
             if missing:
                 raise ValueError(f"{file}, line {line_number}: missing field(s) {missing}; expected a BLiMP pair")
+            for key in ("sentence_good", "sentence_bad", "field", "UID", "linguistics_term"):
+                value = record.get(key, "")
+                if not isinstance(value, str) or (key.startswith("sentence") and not value.strip()):
+                    what = "empty" if isinstance(value, str) else f"{type(value).__name__} {value!r:.40}"
+                    raise ValueError(f"{file}, line {line_number}: the field {key!r} is {what}; expected "
+                                     f"{'a sentence' if key.startswith('sentence') else 'a string'}")
             uid = record.get("UID") or file.stem
             if limit is not None and taken[uid] >= limit:
                 continue
@@ -113,6 +122,8 @@ def read_blimp(data, limit=None):
                 "sentence_good": record["sentence_good"],
                 "sentence_bad": record["sentence_bad"],
             })
+        if not records:
+            raise ValueError(f"BLiMP file {str(file)!r} holds no pairs; expected one JSON object per line")
     return pairs
 
 
@@ -150,17 +161,23 @@ def blimp_accuracy(pairs, log_probs_good, log_probs_bad):
 
 
 def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_size=8, progress=True, scorer=None,
-              word_splitting="ptb", **beam_options):
+              word_splitting="ptb", overwrite=False, on_error="skip", **beam_options):
     """BLiMP accuracy of a model (or of `scorer`) on the jsonl files of `data_dir`.
 
     Args:
         limit: pairs per paradigm (the first ones of each file).
-        output_dir: when given, write `blimp.json` (save_results; needs `model`) and `blimp_pairs.jsonl`
-            (every pair with both log-probabilities) there.
-        batch_size: sentences per beam search batch, or sequences per forward call for terminals models.
-        scorer: a function from a list of sentences (lists of words) to their log p(x); by default
-            `perplexity.sentence_log_probs` (exact for terminals models, the beam for syntactic models).
+        output_dir: when given, write `blimp-<data name>.json` (save_results, `-limit<N>` added with a limit;
+            needs `model`), `<that stem>_pairs.jsonl` (every pair with both log-probabilities) and the journal
+            `<that stem>.journal.jsonl` there; an interrupted run resumes from the journal (evaluation.results).
+        batch_size: sentences per beam search batch, or sequences per forward call for terminals models; also
+            the sentences scored (and journaled) at a time.
+        scorer: a function from a list of sentences (lists of words) to their log p(x), called on batch_size
+            sentences at a time; by default `perplexity.sentence_log_probs` (exact for terminals models, the
+            beam for syntactic models).
         word_splitting: "ptb" (default) or "whitespace" (module docstring).
+        overwrite: discard the journal of an earlier run into the same file and start over.
+        on_error: "skip" leaves out the pairs of a sentence that cannot be scored (hf_slm.beam.check_sentences;
+            a scorer returns None for it): `pairs_left_out` counts them, `left_out` names them; "raise" stops.
         beam_options: BeamSearchOptions fields (beam_size, word_beam_size, ...) for syntactic models.
     Returns the metrics of `blimp_accuracy` plus "log_prob" (how p(x) was computed), "units" ("fraction": the
     accuracies), "log_prob_units" ("nats": the pair log-probabilities) and "summary".
@@ -175,37 +192,51 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
             raise ValueError("run_blimp needs a model and a tokenizer, or a scorer")
 
         def scorer(sentences):
-            return sentence_log_probs(model, tokenizer, sentences, batch_size=batch_size, progress=progress,
+            return sentence_log_probs(model, tokenizer, sentences, batch_size=batch_size, progress=False,
+                                      sources=[repr(" ".join(words)) for words in sentences], on_error=on_error,
                                       **beam_options)
 
         how = "exact" if grammar_class(model.config.grammar).words_only else "beam (lower bound on p(x))"
     else:
         how = "custom scorer"
-    scores = [float(v) for v in scorer([list(words) for words in distinct])]
-    if len(scores) != len(distinct):
-        raise ValueError(f"the scorer returned {len(scores)} log-probabilities for {len(distinct)} sentences")
-    log_prob = dict(zip(distinct, scores))
-    good = [log_prob[tuple(g)] for g, _ in split]
-    bad = [log_prob[tuple(b)] for _, b in split]
-    metrics = blimp_accuracy(pairs, good, bad)
-    metrics["units"] = "fraction"  # accuracies in [0, 1], not percent
-    metrics["log_prob_units"] = "nats"  # the log-probabilities of blimp_pairs.jsonl
-    metrics["log_prob"] = how
-    fields = ", ".join(f"{name} {value:.3f}" for name, value in metrics["by_field"].items())
-    metrics["summary"] = (f"BLiMP accuracy {metrics['accuracy']:.3f} (mean over {metrics['paradigms']} paradigms, "
-                          f"{metrics['pairs']} pairs; p(x): {how}); by field: {fields}")
-
-    if output_dir is not None:
-        if model is None:
-            raise ValueError("saving BLiMP results needs the model (its name and config are recorded)")
-        directory = Path(output_dir)
-        directory.mkdir(parents=True, exist_ok=True)
-        options = {"limit": limit, "batch_size": batch_size, "word_splitting": word_splitting,
-                   "beam_options": beam_options, "log_prob": how}
-        save_results(directory, "blimp", metrics, model, {"path": str(data_dir), "pairs": len(pairs)}, options)
-        with open(directory / "blimp_pairs.jsonl", "w", encoding="utf-8") as handle:
-            for pair, (g_words, b_words), g, b in zip(pairs, split, good, bad):
-                handle.write(json.dumps({"UID": pair["UID"], "pairID": pair["pairID"], "good": " ".join(g_words),
-                                         "bad": " ".join(b_words), "log_prob_good": g, "log_prob_bad": b,
-                                         "correct": g > b, "units": "nats"}) + "\n")
+    if output_dir is not None and model is None:
+        raise ValueError("saving BLiMP results needs the model (its name and config are recorded)")
+    options = {"limit": limit, "batch_size": batch_size, "word_splitting": word_splitting,
+               "beam_options": beam_options, "log_prob": how}
+    with evaluation_run(output_dir, "blimp", data_dir, model, options, limit=limit, overwrite=overwrite) as run:
+        scores = map_in_chunks(scorer, [list(words) for words in distinct], batch_size,
+                               run.journal if run is not None else None, keys=[" ".join(words) for words in distinct],
+                               progress=progress, desc="BLiMP", unit="sentence")
+        log_prob = dict(zip(distinct, (None if v is None else float(v) for v in scores)))
+        good = [log_prob[tuple(g)] for g, _ in split]
+        bad = [log_prob[tuple(b)] for _, b in split]
+        # A sentence that cannot be scored (None; hf_slm.beam.check_sentences warned) takes its pairs out.
+        scored = [i for i in range(len(pairs)) if good[i] is not None and bad[i] is not None]
+        metrics = blimp_accuracy([pairs[i] for i in scored], [good[i] for i in scored], [bad[i] for i in scored])
+        if len(scored) < len(pairs):
+            left_out = sorted(set(range(len(pairs))) - set(scored))
+            metrics["pairs_left_out"] = len(left_out)
+            metrics["left_out"] = [{"UID": pairs[i]["UID"], "pairID": pairs[i]["pairID"],
+                                    "sentences": [" ".join(w) for w, lp in zip(split[i], (good[i], bad[i])) if lp is None]}
+                                   for i in left_out]
+        metrics["units"] = "fraction"  # accuracies in [0, 1], not percent
+        metrics["log_prob_units"] = "nats"  # the log-probabilities of blimp-DATA_pairs.jsonl
+        metrics["log_prob"] = how
+        fields = ", ".join(f"{name} {value:.3f}" for name, value in metrics["by_field"].items())
+        metrics["summary"] = (f"BLiMP accuracy {metrics['accuracy']:.3f} (mean over {metrics['paradigms']} "
+                              f"paradigms, {metrics['pairs']} pairs; p(x): {how}); by field: {fields}")
+        if "pairs_left_out" in metrics:
+            metrics["summary"] += (f"; {metrics['pairs_left_out']} pair(s) left out with a sentence that cannot be "
+                                   "scored (see left_out)")
+        if run is not None:
+            files = {"json": save_results(run.directory, "blimp", metrics, model,
+                                          {"path": str(data_dir), "pairs": len(pairs)}, options, stem=run.stem),
+                     "pairs": run.path("_pairs.jsonl")}
+            with open(files["pairs"], "w", encoding="utf-8") as handle:
+                for pair, (g_words, b_words), g, b in zip(pairs, split, good, bad):
+                    handle.write(json.dumps({"UID": pair["UID"], "pairID": pair["pairID"], "good": " ".join(g_words),
+                                             "bad": " ".join(b_words), "log_prob_good": g, "log_prob_bad": b,
+                                             "correct": g > b if None not in (g, b) else None,
+                                             "units": "nats"}) + "\n")
+            metrics["files"] = {kind: str(path) for kind, path in files.items()}
     return metrics

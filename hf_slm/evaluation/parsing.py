@@ -23,12 +23,18 @@ proposal with the highest sentence F1 (an approximation of the best achievable c
 
 Parsing (`parse_eval`): the gold words (traces removed) are parsed with `hf_slm.beam.parse`; the predicted
 trees have no POS tags; binarized models' intermediate nodes (labels with `|<`, nltk's CNF) are spliced out;
-words the tokenizer spelled as <unk> are restored from gold before scoring.
+their leaves are the gold words (hf_slm.beam.parse keeps the given words, <unk> spellings included). A
+sentence that cannot be parsed (hf_slm.beam.check_sentences: too long for the model...) is left out of the
+scores, counted in `sentences_left_out`, named in `left_out`, and an empty line in the trees file.
 
-Results: with `output_dir`, `save_results` writes `<output_dir>/<name>.json` (name "rerank" or "parse")
-and the chosen / predicted trees go to `<output_dir>/<name>_trees.txt`, one per line.
+Results: with `output_dir`, `save_results` writes `<output_dir>/<stem>.json`, named by the gold data
+(results.result_stem: `parse-<gold name>` or `rerank-<gold name>`, `-limit<N>` added with a limit), and the
+chosen / predicted trees go to `<output_dir>/<stem>_trees.txt`, one per line. The journal
+`<stem>.journal.jsonl` keeps the parses (the proposals' log-probabilities) finished so far: an interrupted
+run resumes from it, and `overwrite` discards it.
 """
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +42,13 @@ from tqdm.auto import tqdm
 
 from ..beam import parse as beam_parse
 from ..checks import check_tokenizer_matches
+from ..run_journal import data_fingerprint, map_in_chunks, text_fingerprint
 from ..scoring import joint_log_probs
+from ..text_files import open_text
 from ..tokenization.tree_type import Tree
 from ..tokenization.trees import normalize_tree, parse_tree, parse_trees, read_trees, tree_to_string
 from .evalb import GoldSentence, summarize
-from .results import save_results
+from .results import evaluation_run, save_results
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -85,7 +93,7 @@ def iter_proposals(path, limit=None, with_lines=False):
     if limit is not None and limit <= 0:
         return
     trees, lines, count = [], [], 0
-    with path.open(encoding="utf-8") as handle:
+    with open_text(path, "proposal file") as handle:
         for number, line in enumerate(handle, start=1):
             if line.strip():
                 trees.append(_tree_on_line(line, path, number))
@@ -144,13 +152,33 @@ def _proposal_blocks(proposals, limit):
         yield trees, where
 
 
-def _save(output_dir, name, metrics, model, data, options, trees):
-    if output_dir is None:
+def _save(run, name, metrics, model, data, options, trees):
+    """Write the results and the trees of an EvaluationRun (nothing when run is None); adds metrics["files"]."""
+    if run is None:
         return
-    directory = Path(output_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_results(directory, name, metrics, model, data, options)
-    (directory / f"{name}_trees.txt").write_text("".join(tree_to_string(t) + "\n" for t in trees), encoding="utf-8")
+    files = {"json": save_results(run.directory, name, metrics, model, data, options, stem=run.stem),
+             "trees": run.path("_trees.txt")}
+    files["trees"].write_text("".join(tree_to_string(t) + "\n" for t in trees), encoding="utf-8")
+    metrics["files"] = {kind: str(path) for kind, path in files.items()}
+
+
+def _journaled(run, keys, score):
+    """The proposals' log-probabilities of a chunk of sentences (one array per key): read from the run's
+    journal when every sentence of the chunk is in it, else `score()`d and journaled."""
+    journal = run.journal if run is not None else None
+    if journal is not None and all(key in journal.finished for key in keys):
+        return [np.asarray(journal.finished[key], dtype=float) for key in keys]
+    arrays = score()
+    if journal is not None:
+        journal.record((key, array.tolist()) for key, array in zip(keys, arrays))
+    return arrays
+
+
+def _gold_description(gold_trees, gold):
+    """What the journal hashes for the gold data: its path, or the text of trees given in memory."""
+    if isinstance(gold_trees, (str, Path)):
+        return None
+    return "\n".join(tree_to_string(tree) for tree in gold)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -189,7 +217,7 @@ def _score_chunk(model, tokenizer, chunk, batch_size):
 
 
 def rerank(model, tokenizer, gold_trees, proposals, batch_size=32, limit=None, max_proposals=None, max_length=None,
-           proposal_pos="auto", progress=True, output_dir=None, chunk_size=2048):
+           proposal_pos="auto", progress=True, output_dir=None, chunk_size=2048, overwrite=False):
     """Rerank proposal trees by the model's joint log-probability and score the choice with EVALB rules.
 
     Args:
@@ -203,8 +231,10 @@ def rerank(model, tokenizer, gold_trees, proposals, batch_size=32, limit=None, m
         max_length: EVALB's length cut-off for the scores (None: all sentences; the model still scores all).
         proposal_pos: whether proposals carry POS tags ("auto", True, False), for the EVALB scores.
         progress: show a progress bar over sentences.
-        output_dir: if given, write `rerank.json` (save_results) and `rerank_trees.txt` (chosen trees) there.
+        output_dir: if given, write `rerank-<gold name>.json` (save_results), `<that stem>_trees.txt` (chosen
+            trees) and the journal of the proposals scored so far there (module docstring).
         chunk_size: proposals tokenized and scored together (bounds memory on 300-proposal files).
+        overwrite: discard the journal of an earlier run into the same file and start over.
 
     Returns:
         EVALB corpus metrics of the chosen trees (`evalb.summarize`: precision, recall, f1, exact_match, ...),
@@ -214,14 +244,32 @@ def rerank(model, tokenizer, gold_trees, proposals, batch_size=32, limit=None, m
     """
     _check_syntactic(model, tokenizer, "reranking")
     gold, gold_source = _gold_list(gold_trees, limit)
+    options = {"batch_size": batch_size, "limit": limit, "max_proposals": max_proposals, "max_length": max_length,
+               "normalization": dict(tokenizer.normalization), "evalb": "COLLINS.prm rules (hf_slm.evaluation.evalb)"}
+    given = (data_fingerprint(proposals) if isinstance(proposals, (str, Path))
+             else text_fingerprint(json.dumps(proposals, default=str)))
+    settings = dict(options, proposal_pos=proposal_pos, chunk_size=chunk_size, proposals=given)
+    with evaluation_run(output_dir, "rerank", gold_trees, model, settings, limit=limit, overwrite=overwrite,
+                        data_description=_gold_description(gold_trees, gold)) as run:
+        return _rerank(model, tokenizer, gold, gold_source, proposals, batch_size, limit, max_proposals, max_length,
+                       proposal_pos, progress, chunk_size, run, options)
+
+
+def _rerank(model, tokenizer, gold, gold_source, proposals, batch_size, limit, max_proposals, max_length,
+            proposal_pos, progress, chunk_size, run, options):
+    """`rerank` once its results folder is locked and its journal open (`run`, None when nothing is written)."""
     prepared = [GoldSentence(tree, index=i) for i, tree in enumerate(gold)]
+    if run is not None:
+        run.journal.say_resumed([str(index) for index in range(len(gold))], "sentence")
     chosen, chosen_log_probs, chosen_trees = [], [], []
     by_choice = {"chosen": [], "oracle": [], "first_proposal": []}
     total = 0
 
     def evaluate(chunk):
         nonlocal total
-        for (index, trees, locations), log_probs in zip(chunk, _score_chunk(model, tokenizer, chunk, batch_size)):
+        arrays = _journaled(run, [str(index) for index, _, _ in chunk],
+                            lambda: _score_chunk(model, tokenizer, chunk, batch_size))
+        for (index, trees, locations), log_probs in zip(chunk, arrays):
             sentence_scores = []
             for tree, location in zip(trees, locations):
                 try:
@@ -274,9 +322,7 @@ def rerank(model, tokenizer, gold_trees, proposals, batch_size=32, limit=None, m
     metrics["log_prob_units"] = "nats"  # chosen_log_probs
     data = {"gold": gold_source, "proposals": str(proposals) if isinstance(proposals, (str, Path)) else
             "<trees in memory>", "sentences": len(gold), "proposal_trees": total}
-    options = {"batch_size": batch_size, "limit": limit, "max_proposals": max_proposals, "max_length": max_length,
-               "normalization": dict(tokenizer.normalization), "evalb": "COLLINS.prm rules (hf_slm.evaluation.evalb)"}
-    _save(output_dir, "rerank", metrics, model, data, options, chosen_trees)
+    _save(run, "rerank", metrics, model, data, options, chosen_trees)
     return metrics
 
 
@@ -314,7 +360,7 @@ def _with_words(tree, words, index):
 
 
 def parse_eval(model, tokenizer, gold_trees, limit=None, batch_size=8, max_length=None, progress=True, output_dir=None,
-               **beam_options):
+               overwrite=False, on_error="skip", **beam_options):
     """Parse the gold sentences with the word-synchronous beam search and score the trees with EVALB rules.
 
     Args:
@@ -324,7 +370,10 @@ def parse_eval(model, tokenizer, gold_trees, limit=None, batch_size=8, max_lengt
         batch_size: sentences per beam-search batch.
         max_length: EVALB's length cut-off for the scores (None: all sentences; all are parsed).
         progress: show the beam search's progress bar.
-        output_dir: if given, write `parse.json` (save_results) and `parse_trees.txt` (predicted trees) there.
+        output_dir: if given, write `parse-<gold name>.json` (save_results), `<that stem>_trees.txt` (predicted
+            trees) and the journal of the parses finished so far there (module docstring).
+        overwrite: discard the journal of an earlier run into the same file and start over.
+        on_error: "skip" leaves out a sentence that cannot be parsed (module docstring); "raise" stops.
         beam_options: BeamSearchOptions fields (beam_size, word_beam_size, fast_track, ...).
 
     Returns:
@@ -334,11 +383,29 @@ def parse_eval(model, tokenizer, gold_trees, limit=None, batch_size=8, max_lengt
     gold, gold_source = _gold_list(gold_trees, limit)
     prepared = [GoldSentence(tree, index=i) for i, tree in enumerate(gold)]
     sentences = [sentence.words for sentence in prepared]
-    predicted = beam_parse(model, tokenizer, sentences, batch_size=batch_size, progress=progress, **beam_options)
+    options = {"batch_size": batch_size, "limit": limit, "max_length": max_length, "beam": beam_options,
+               "normalization": dict(tokenizer.normalization), "evalb": "COLLINS.prm rules (hf_slm.evaluation.evalb)"}
+    with evaluation_run(output_dir, "parse", gold_trees, model, options, limit=limit, overwrite=overwrite,
+                        data_description=_gold_description(gold_trees, gold)) as run:
+        predicted = map_in_chunks(
+            lambda chunk: beam_parse(model, tokenizer, [words for _, words in chunk], batch_size=batch_size,
+                                     progress=False, sources=[f"{gold_source}, tree {i}" for i, _ in chunk],
+                                     on_error=on_error, **beam_options),
+            list(enumerate(sentences)), batch_size, run.journal if run is not None else None, progress=progress, desc="parsing",
+            unit="sentence")
+        return _score_parses(model, tokenizer, gold, gold_source, prepared, predicted, max_length, run, options)
+
+
+def _score_parses(model, tokenizer, gold, gold_source, prepared, predicted, max_length, run, options):
+    """EVALB scores of the predicted trees of `parse_eval`, saved by `run` (when not None)."""
     # Model trees carry POS tags only when the tokenizer kept preterminals as constituents.
     test_pos = "auto" if tokenizer.normalization.get("preterminals") is False else False
-    trees, scores = [], []
+    trees, scores, left_out = [], [], []
     for index, (text, sentence) in enumerate(zip(predicted, prepared)):
+        if text is None:  # cannot be parsed (hf_slm.beam.check_sentences; warned): an empty line in the trees file
+            left_out.append({"index": index, "source": f"{gold_source}, tree {index}"})
+            trees.append("")
+            continue
         tree = parse_tree(text, source=f"predicted tree {index}")
         if tokenizer.normalization.get("binarize"):
             tree = debinarize(tree)
@@ -346,10 +413,11 @@ def parse_eval(model, tokenizer, gold_trees, limit=None, batch_size=8, max_lengt
         trees.append(tree)
         if max_length is None or sentence.length <= max_length:
             scores.append(sentence.score(tree, test_pos=test_pos))
-    metrics = summarize(scores, skipped_long=len(gold) - len(scores))
+    metrics = summarize(scores, skipped_long=len(gold) - len(left_out) - len(scores))
     metrics["units"] = "percent"  # precision, recall, f1, exact_match, no_crossing (as EVALB prints them)
+    if left_out:
+        metrics["sentences_left_out"] = len(left_out)
+        metrics["left_out"] = left_out
     data = {"gold": gold_source, "sentences": len(gold)}
-    options = {"batch_size": batch_size, "limit": limit, "max_length": max_length, "beam": beam_options,
-               "normalization": dict(tokenizer.normalization), "evalb": "COLLINS.prm rules (hf_slm.evaluation.evalb)"}
-    _save(output_dir, "parse", metrics, model, data, options, trees)
+    _save(run, "parse", metrics, model, data, options, trees)
     return metrics

@@ -27,7 +27,9 @@ equal its sentence's words.
 
 Data files: a tree file (PTB brackets, one or many trees, POS tags allowed; the trees' words are used), or a
 text file with one sentence per line, words separated by spaces. A file whose first non-blank line starts
-with "(" is a tree file. With document_level=True, documents are separated by blank lines.
+with "(" is a tree file. Lines are checked by the rule of tokenization.trees.input_format: a line of a tree
+file that reads as an action sequence, and a word with a bracket in a sentence file (a tree line there
+included), are errors naming the line. With document_level=True, documents are separated by blank lines.
 
 Document level (paper 000, 3.1) needs a document-level model (config.document_level: the trees of a
 document follow each other after one `<s>`). For sentence i of a document the prefix is the concatenation
@@ -41,10 +43,10 @@ conditioning on their single greedy best tree instead can make sentence i more o
 perplexity can come out above or below the true one. They are labelled so (`estimate: "approximation"`,
 `is_upper_bound: false`, the summary says "approximation"). A document-level terminals model is exact:
 log p(<s> the document's words </s>), N_w counting one `</s>` per document; its per-sentence numbers in
-ppl_sentences.jsonl are the sums of each sentence's word-piece log-probabilities (the `</s>` goes to the
+ppl-DATA_sentences.jsonl are the sums of each sentence's word-piece log-probabilities (the `</s>` goes to the
 last sentence).
 
-Log-probabilities (`log_prob_total`, ppl_sentences.jsonl) are natural logs; the outputs say "nats".
+Log-probabilities (`log_prob_total`, ppl-DATA_sentences.jsonl) are natural logs; the outputs say "nats".
 """
 
 import json
@@ -55,14 +57,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ..beam import SentenceResults, check_sentences, describe_left_out, score_documents, warn_left_out
 from ..beam import score as beam_score
-from ..beam import score_documents
 from ..checks import check_tokenizer_matches
 from ..scoring import action_log_probs, joint_log_probs
-from ..tokenization.trees import normalize_tree, parse_trees, read_trees
+from ..text_files import check_text_file, open_text, read_text
+from ..tokenization.trees import labelled_closing, normalize_tree, parse_trees, read_trees, read_words
 from .parsing import iter_proposals
 from ..modeling.grammars import grammar_class
-from .results import save_results
+from ..run_journal import data_fingerprint, map_in_chunks
+from .results import evaluation_run, save_results
 
 BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n")
 
@@ -84,7 +88,7 @@ def _normalization(tokenizer):
 
 def is_tree_file(path):
     """Whether the first non-blank line of `path` starts with "(" (a tree file, not plain text)."""
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path, "data file") as handle:
         for line in handle:
             if line.strip():
                 return line.lstrip().startswith("(")
@@ -96,32 +100,56 @@ def read_sentences(path, normalization=None):
     return read_documents(path, normalization)[0]
 
 
+def _refuse_action_lines(text, path):
+    """A tree file holds PTB brackets: a line that the rule of trees.input_format reads as an action sequence
+    (`(S (NP the bird NP) S)`) would otherwise count the labels of its closings as words."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        mark = labelled_closing(line.split())
+        if mark is not None:
+            token = line.split()[mark]
+            raise ValueError(
+                f"{path}, line {number}: {line.strip()[:60]!r} reads as an action sequence (its token {mark}, "
+                f"{token!r}, closes {'(' + token[:-1]!r}), but a data file holds PTB brackets, e.g. "
+                "'(S (NP the bird) (VP sings))', or one sentence of plain words per line"
+            )
+
+
+def _sentence_documents(text, path):
+    """The blank-line separated documents of a sentence file, one sentence of plain words per line; a word
+    with a bracket is an error naming the line (trees.read_words)."""
+    documents, current = [], []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            current.append(read_words(line, f"{path}, line {number} (a file of sentences: its first line is no tree)"))
+        elif current:
+            documents.append(current)
+            current = []
+    return documents + [current] if current else documents
+
+
 def read_documents(path, normalization=None, document_level=False):
     """Documents (lists of sentences, each a list of words) of a data file.
 
     Tree files are read with `normalization` (trees.normalize_tree options; the tokenizer's, so that the
-    words match what the tokenizer would see). Without document_level the file is one document holding
-    every sentence; with it, blank lines separate documents.
+    words match what the tokenizer would see); a line of one that reads as an action sequence is an error.
+    In a sentence file a word with a bracket is an error naming the line (a tree line among sentences
+    included). Without document_level the file is one document holding every sentence; with it, blank lines
+    separate documents.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"data file {str(path)!r} does not exist or is not a file")
+    path = check_text_file(path, "data file")
     normalization = normalization or {}
     trees = is_tree_file(path)
+    text = read_text(path, "data file")
+    if not trees:
+        documents = _sentence_documents(text, path)
+        return documents if document_level else [[sentence for document in documents for sentence in document]]
+    _refuse_action_lines(text, path)
     if not document_level:
-        if trees:
-            return [[list(tree.leaves()) for tree in read_trees(path, **normalization)]]
-        text = path.read_text(encoding="utf-8")
-        return [[line.split() for line in text.splitlines() if line.strip()]]
+        return [[list(tree.leaves()) for tree in read_trees(path, **normalization)]]
     documents = []
-    text = path.read_text(encoding="utf-8")
     for index, block in enumerate(b for b in BLANK_LINES.split(text) if b.strip()):
-        if trees:
-            parsed = parse_trees(block, source=f"{path}, document {index}")
-            document = [list(normalize_tree(tree, **normalization).leaves()) for tree in parsed]
-        else:
-            document = [line.split() for line in block.splitlines() if line.strip()]
-        documents.append(document)
+        parsed = parse_trees(block, source=f"{path}, document {index}")
+        documents.append([list(normalize_tree(tree, **normalization).leaves()) for tree in parsed])
     return documents
 
 
@@ -183,22 +211,38 @@ def terminal_sequences(tokenizer, sentences):
     return [list(ids) + [tokenizer.eos_token_id] for ids in encoded]
 
 
-def sentence_log_probs(model, tokenizer, sentences, batch_size=32, progress=True, **beam_options):
+def sentence_log_probs(model, tokenizer, sentences, batch_size=32, progress=True, on_error="skip", sources=None,
+                       **beam_options):
     """log p(x) of each sentence (a list of words), natural log.
 
     Exact for terminals models (joint log-probability of `<s> words </s>`; beam options are unused); for
     syntactic models the mass of the final beam of word-synchronous beam search (a lower bound).
+    A sentence that cannot be scored (hf_slm.beam.check_sentences) gets None, is named in `.left_out` of the
+    returned SentenceResults and in a SentencesLeftOut warning; on_error="raise" raises instead. sources:
+    how messages name each sentence (default "sentence i").
     """
     sentences = [list(words) for words in sentences]
+    sources = list(sources) if sources is not None else [f"sentence {i}" for i in range(len(sentences))]
     if grammar_class(model.config.grammar).words_only:
-        return _joint_in_length_order(model, terminal_sequences(tokenizer, sentences), batch_size, progress)
+        _, _, left_out = check_sentences(model, tokenizer, sentences, sources, on_error)
+        skipped = {entry["index"] for entry in left_out}
+        kept = [i for i in range(len(sentences)) if i not in skipped]
+        scores = _joint_in_length_order(model, terminal_sequences(tokenizer, [sentences[i] for i in kept]),
+                                        batch_size, progress)
+        log_probs = [None] * len(sentences)
+        for index, value in zip(kept, scores):
+            log_probs[index] = value
+        warn_left_out(left_out, len(sentences))
+        return SentenceResults(log_probs, left_out)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results = beam_score(model, tokenizer, [sentences[i] for i in order], batch_size=batch_size,
-                         progress=progress, **beam_options)
-    log_probs = [0.0] * len(sentences)
+    results = beam_score(model, tokenizer, [sentences[i] for i in order], batch_size=batch_size, progress=progress,
+                         on_error=on_error, sources=[sources[i] for i in order], **beam_options)
+    log_probs = [None] * len(sentences)
     for position, index in enumerate(order):
-        log_probs[index] = results[position]["log_prob"]
-    return log_probs
+        log_probs[index] = results[position].get("log_prob")
+    left_out = sorted((dict(entry, index=order[entry["index"]]) for entry in results.left_out),
+                      key=lambda entry: entry["index"])
+    return SentenceResults(log_probs, left_out)
 
 
 def unique_proposal_ids(tokenizer, proposals, max_proposals=None):
@@ -302,9 +346,12 @@ def describe_perplexity(metrics):
     }[metrics["method"]]
     if metrics["method"] == "exact" and metrics.get("documents") is not None:
         how = "log p(<s> document </s>) of a terminals model; N_w counts one </s> per document"
+    left_out = metrics.get("sentences_left_out")
     return (f"word perplexity {metrics['perplexity']:.3f} ({ESTIMATES[metrics['method']]}: {how}) on "
             f"{metrics['sentences']} sentences, {metrics['words']} words; total log p {metrics['log_prob_total']:.3f} "
-            f"{metrics['log_prob_units']}")
+            f"{metrics['log_prob_units']}" + (f"; {left_out} sentence(s) left out that cannot be scored: "
+                                              f"{', '.join(entry['source'] for entry in metrics['left_out'][:10])}"
+                                              if left_out else ""))
 
 
 def _check_document_level(model):
@@ -334,8 +381,122 @@ def document_terminal_log_probs(model, tokenizer, documents, batch_size=32, prog
     return per_document
 
 
+def _log_probs_in_chunks(method, model, tokenizer, documents, blocks, batch_size, beam_options, max_proposals,
+                         journal, progress, document_level):
+    """(log p of each sentence, proposals per sentence or None) by `method`, computed batch_size sentences
+    (documents at document level) at a time, shortest sentences first. With a journal each chunk is recorded as
+    soon as it is done, so that an interrupted run resumes where it stopped with the same numbers."""
+    sentences = [sentence for document in documents for sentence in document]
+
+    def in_chunks(compute, items, unit, by_length=False):
+        order = sorted(range(len(items)), key=lambda i: len(items[i])) if by_length else list(range(len(items)))
+        values = map_in_chunks(compute, [items[i] for i in order], batch_size, journal, keys=[str(i) for i in order],
+                               progress=progress, desc=f"perplexity ({method})", unit=unit)
+        result = [None] * len(items)
+        for index, value in zip(order, values):
+            result[index] = value
+        return result
+
+    def flat(per_document):
+        return [log_prob for document in per_document for log_prob in document]
+
+    if method == "exact" and document_level:
+        return flat(in_chunks(lambda chunk: document_terminal_log_probs(model, tokenizer, chunk, batch_size, False),
+                              documents, "document")), None
+    if method in ("exact", "beam"):
+        options = beam_options if method == "beam" else {}
+        return in_chunks(lambda chunk: sentence_log_probs(model, tokenizer, chunk, batch_size=batch_size,
+                                                          progress=False, **options),
+                         sentences, "sentence", by_length=True), None
+    if method == "beam_greedy_prefix":
+        def compute(chunk):
+            found = score_documents(model, tokenizer, chunk, batch_size=batch_size, progress=False, **beam_options)
+            return [[result.get("log_prob") for result in document] for document in found]
+
+        return flat(in_chunks(compute, documents, "document")), None
+    if method == "proposals_greedy_prefix":
+        unique = iter(unique_proposal_ids(tokenizer, blocks, max_proposals))
+        candidates = [[[ids[1:] for ids in next(unique)] for _ in document] for document in documents]
+        counts = [len(c) for document in candidates for c in document]
+
+        def compute(chunk):
+            return document_log_probs(lambda sequences: _joint_in_length_order(model, sequences, batch_size, False),
+                                      chunk, model.config.bos_token_id)
+
+        return flat(in_chunks(compute, candidates, "document")), counts
+    # proposals: per sentence (logsumexp over its proposals, their number, the best one)
+    per_sentence = in_chunks(lambda chunk: proposal_log_probs(model, tokenizer, chunk, batch_size=batch_size,
+                                                              progress=False, max_proposals=max_proposals),
+                             blocks, "sentence")
+    return [value[0] for value in per_sentence], [value[1] for value in per_sentence]
+
+
+def _perplexity_metrics(method, log_probs, documents, sentences, terminals, document_level, proposal_counts):
+    """The metrics dict of `word_perplexity` (its docstring) from the per-sentence log-probabilities."""
+    words = sum(len(s) for s in sentences)
+    # One </s> per sequence: per sentence, or per document for a document-level model.
+    denominator = words + ((len(documents) if document_level else len(sentences)) if terminals else 0)
+    total = float(sum(log_probs))
+    metrics = {
+        "perplexity": math.exp(-total / denominator),
+        "log_prob_total": total,
+        "log_prob_units": "nats",
+        "words": words,
+        "sentences": len(sentences),
+        "estimate": ESTIMATES[method],
+        "is_upper_bound": ESTIMATES[method] == "upper bound",
+        "method": method,
+        "denominator": denominator,
+        "eos_counted": terminals,
+    }
+    if document_level:
+        metrics["documents"] = len(documents)
+    if terminals:
+        metrics["perplexity_words_only_count"] = math.exp(-total / words)
+    if proposal_counts is not None:
+        metrics["proposals_per_sentence"] = {"min": min(proposal_counts), "max": max(proposal_counts),
+                                             "mean": float(np.mean(proposal_counts))}
+    metrics["summary"] = describe_perplexity(metrics)
+    return metrics
+
+
+def _sentence_names(path, count):
+    """How messages name the first `count` sentences of a data file: `path:line` in a file of sentences (one per
+    non-blank line), `path, tree k` in a tree file."""
+    if is_tree_file(path):
+        return [f"{path}, tree {k}" for k in range(count)]
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    return [f"{path}:{number}" for number, line in enumerate(lines, start=1) if line.strip()][:count]
+
+
+def _scorable(model, tokenizer, documents, names, on_error, document_level):
+    """(the documents without the sentences that cannot be scored, the index of each kept sentence among all,
+    the left-out sentences as hf_slm.beam.check_sentences gives them). At document level a sentence is scored
+    after those before it, so the rest of a document goes with a left-out sentence."""
+    _, _, left_out = check_sentences(model, tokenizer, [s for d in documents for s in d], names, on_error)
+    out = {entry["index"] for entry in left_out}
+    kept_documents, kept, index = [], [], 0
+    for document in documents:
+        current, stopped = [], None
+        for sentence in document:
+            if index in out or (document_level and stopped):
+                if index not in out:
+                    left_out.append({"index": index, "source": names[index], "words": sentence,
+                                     "error": f"{names[index]} is left out: it comes after {stopped} in its document"})
+                stopped = stopped or names[index]
+            else:
+                current.append(sentence)
+                kept.append(index)
+            index += 1
+        if current:
+            kept_documents.append(current)
+    if not kept:
+        raise ValueError(f"no sentence can be scored: {describe_left_out(left_out, index)}")
+    return kept_documents, kept, sorted(left_out, key=lambda entry: entry["index"])
+
+
 def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, document_level=False, batch_size=32,
-                    limit=None, output_dir=None, max_proposals=None, progress=True):
+                    limit=None, output_dir=None, max_proposals=None, progress=True, overwrite=False, on_error="skip"):
     """Word-level perplexity of `data` under `model` (see the module docstring for the method and formats).
 
     Args:
@@ -347,9 +508,19 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
             config.document_level, is required).
         batch_size: sequences per forward call (proposal / exact scoring) or sentences per beam search batch.
         limit: only the first `limit` sentences (documents with document_level).
-        output_dir: when given, write `ppl.json` (save_results) and `ppl_sentences.jsonl` there.
+        output_dir: when given, write `ppl-<data name>.json` (save_results; `-limit<N>` added with a limit),
+            `<that stem>_sentences.jsonl` and the journal `<that stem>.journal.jsonl` there; a run that was
+            interrupted resumes from the journal (evaluation.results, hf_slm.run_journal).
         max_proposals: keep at most this many distinct proposals per sentence (the paper: J = 300).
         progress: show progress bars.
+        overwrite: discard the journal of an earlier run into the same file (another model, other settings or
+            other data of the same name are refused without it) and start over.
+        on_error: a sentence that cannot be scored (hf_slm.beam.check_sentences: empty, a word without pieces,
+            too long for the model even as its shortest tree; or its search failed) is left out with "skip":
+            the numbers are over the others, `sentences_left_out` counts and `left_out` names them
+            ([{"index", "source", "error"}], source `file:line` or `file, tree k`; at document level the rest
+            of its document goes with it), and `<stem>_sentences.jsonl` gives them an "error". "raise"
+            raises ValueError before anything is scored.
     Returns metrics: perplexity, log_prob_total (nats), log_prob_units ("nats"), words, sentences, method
         ("exact", "proposals", "beam", "proposals_greedy_prefix" or "beam_greedy_prefix"), estimate ("exact",
         "upper bound" or, for the greedy-prefix methods, "approximation"), is_upper_bound, denominator (the
@@ -379,79 +550,57 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         # With a limit only the first blocks are read (the file may cover the whole data or just them).
         blocks = read_proposals(proposals, normalization, limit=len(sentences) if limit is not None else None)
         check_proposal_words(sentences, blocks, source=str(proposals))
+    # Every sentence is checked before anything is scored; those that cannot be are left out and named.
+    all_sentences, names = sentences, _sentence_names(data, len(sentences))
+    documents, kept, left_out = _scorable(model, tokenizer, documents, names, on_error, document_level)
+    sentences = [all_sentences[i] for i in kept]
+    blocks = [blocks[i] for i in kept] if blocks is not None else None
 
-    proposal_counts = None
-    if terminals and document_level:
-        method = "exact"
-        per_document = document_terminal_log_probs(model, tokenizer, documents, batch_size, progress)
-        log_probs = [lp for document in per_document for lp in document]
-    elif terminals:
-        method = "exact"
-        log_probs = sentence_log_probs(model, tokenizer, sentences, batch_size=batch_size, progress=progress)
-    elif document_level and blocks is None:
-        method = "beam_greedy_prefix"
-        per_document = score_documents(model, tokenizer, documents, batch_size=batch_size, progress=progress,
-                                       **beam_options)
-        log_probs = [result["log_prob"] for document in per_document for result in document]
-    elif document_level:
-        method = "proposals_greedy_prefix"
-        unique = iter(unique_proposal_ids(tokenizer, blocks, max_proposals))
-        candidates = [[[ids[1:] for ids in next(unique)] for _ in document] for document in documents]
-        proposal_counts = [len(c) for document in candidates for c in document]
-        per_document = document_log_probs(
-            lambda sequences: _joint_in_length_order(model, sequences, batch_size, progress),
-            candidates, model.config.bos_token_id)
-        log_probs = [lp for document in per_document for lp in document]
-    elif blocks is not None:
-        method = "proposals"
-        per_sentence = proposal_log_probs(model, tokenizer, blocks, batch_size=batch_size, progress=progress,
-                                          max_proposals=max_proposals)
-        log_probs = [lp for lp, _, _ in per_sentence]
-        proposal_counts = [count for _, count, _ in per_sentence]
-    else:
-        method = "beam"
-        log_probs = sentence_log_probs(model, tokenizer, sentences, batch_size=batch_size, progress=progress,
-                                       **beam_options)
-
-    words = sum(len(s) for s in sentences)
-    # One </s> per sequence: per sentence, or per document for a document-level model.
-    denominator = words + ((len(documents) if document_level else len(sentences)) if terminals else 0)
-    total = float(sum(log_probs))
-    metrics = {
-        "perplexity": math.exp(-total / denominator),
-        "log_prob_total": total,
-        "log_prob_units": "nats",
-        "words": words,
-        "sentences": len(sentences),
-        "estimate": ESTIMATES[method],
-        "is_upper_bound": ESTIMATES[method] == "upper bound",
-        "method": method,
-        "denominator": denominator,
-        "eos_counted": terminals,
-    }
-    if document_level:
-        metrics["documents"] = len(documents)
     if terminals:
-        metrics["perplexity_words_only_count"] = math.exp(-total / words)
-    if proposal_counts is not None:
-        metrics["proposals_per_sentence"] = {"min": min(proposal_counts), "max": max(proposal_counts),
-                                             "mean": float(np.mean(proposal_counts))}
-    metrics["summary"] = describe_perplexity(metrics)
-
-    if output_dir is not None:
-        directory = Path(output_dir)
-        directory.mkdir(parents=True, exist_ok=True)
-        options = {"method": method, "document_level": document_level, "limit": limit, "batch_size": batch_size,
-                   "max_proposals": max_proposals, "beam_options": beam_options if method.startswith("beam") else None}
-        described = {"path": str(data), "proposals": str(proposals) if proposals is not None else None,
-                     "sentences": len(sentences), "words": words}
-        save_results(directory, "ppl", metrics, model, described, options)
-        with open(directory / "ppl_sentences.jsonl", "w", encoding="utf-8") as handle:
-            for index, (sentence, log_prob) in enumerate(zip(sentences, log_probs)):
-                record = {"index": index, "words": len(sentence), "log_prob": log_prob, "units": "nats"}
-                if proposal_counts is not None:
-                    record["proposals"] = proposal_counts[index]
-                handle.write(json.dumps(record) + "\n")
+        method = "exact"
+    elif document_level:
+        method = "beam_greedy_prefix" if blocks is None else "proposals_greedy_prefix"
+    else:
+        method = "beam" if blocks is None else "proposals"
+    options = {"method": method, "document_level": document_level, "limit": limit, "batch_size": batch_size,
+               "max_proposals": max_proposals, "beam_options": beam_options if method.startswith("beam") else None}
+    settings = dict(options, proposals=data_fingerprint(proposals) if blocks is not None else None)
+    with evaluation_run(output_dir, "ppl", data, model, settings, limit=limit, overwrite=overwrite) as run:
+        log_probs, proposal_counts = _log_probs_in_chunks(
+            method, model, tokenizer, documents, blocks, batch_size, beam_options, max_proposals,
+            run.journal if run is not None else None, progress, document_level)
+        for position in [p for p, log_prob in enumerate(log_probs) if log_prob is None]:  # its search failed
+            index = kept[position]
+            left_out.append({"index": index, "source": names[index], "words": all_sentences[index], "error":
+                             f"{names[index]}: its search failed (hf_slm.score on it says why)"})
+        scored = [p for p, log_prob in enumerate(log_probs) if log_prob is not None]
+        log_probs, kept = [log_probs[p] for p in scored], [kept[p] for p in scored]
+        proposal_counts = [proposal_counts[p] for p in scored] if proposal_counts is not None else None
+        sentences = [all_sentences[i] for i in kept]
+        left_out.sort(key=lambda entry: entry["index"])
+        metrics = _perplexity_metrics(method, log_probs, documents, sentences, terminals, document_level,
+                                      proposal_counts)
+        if left_out:
+            metrics["sentences_left_out"] = len(left_out)
+            metrics["left_out"] = [{key: entry[key] for key in ("index", "source", "error")} for entry in left_out]
+            metrics["summary"] = describe_perplexity(metrics)
+        if run is not None:
+            described = {"path": str(data), "proposals": str(proposals) if proposals is not None else None,
+                         "sentences": len(sentences), "sentences_left_out": len(left_out), "words": metrics["words"]}
+            files = {"json": save_results(run.directory, "ppl", metrics, model, described, options, stem=run.stem),
+                     "sentences": run.path("_sentences.jsonl")}
+            with open(files["sentences"], "w", encoding="utf-8") as handle:
+                # One line per sentence of the data, in order: a left-out one says why.
+                records = {entry["index"]: {"index": entry["index"], "words": len(entry["words"]),
+                                            "error": entry["error"]} for entry in left_out}
+                for position, (index, log_prob) in enumerate(zip(kept, log_probs)):
+                    records[index] = {"index": index, "words": len(all_sentences[index]), "log_prob": log_prob,
+                                      "units": "nats"}
+                    if proposal_counts is not None:
+                        records[index]["proposals"] = proposal_counts[position]
+                for index in sorted(records):
+                    handle.write(json.dumps(records[index]) + "\n")
+            metrics["files"] = {kind: str(path) for kind, path in files.items()}
     return metrics
 
 

@@ -22,6 +22,8 @@ Formulas (``parse_formula``)
         sum        := atom (("+" | "-") atom)*                  left-associative, one level
         atom       := "(" region ";%" condition "%)" | number | "(" logical ")" | "[" logical "]"
         region     := digits | "*"        condition := [A-Za-z0-9_-]+
+        (a "(" opens a region reference only when a region and ";" follow it: `(0) < (1;%a%)` and
+        `(1 - (1;%a%)) < 0` group with the first "(", as syntaxgym-core reads them)
         number     := [+-]?digits[.digits][e[+-]digits]   (a sign only directly before the digits)
 
     ``[ ]`` group like ``( )`` (the released suites group with square brackets; a bracket must be closed by
@@ -223,7 +225,8 @@ class BinaryOp(_Node):
 
 
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_REGION_START_RE = re.compile(r"\(\s*(?:\d|\*)")
+# A "(" starts a region reference only in that shape, `(6;` or `(*;`; otherwise it groups, as in `(0) < 1`.
+_REGION_START_RE = re.compile(r"\(\s*(?:\d+|\*)\s*;")
 _CONDITION_RE = re.compile(r"[A-Za-z0-9_-]+")
 _CLOSING = {"(": ")", "[": "]"}
 
@@ -450,15 +453,51 @@ class Suite:
         return self.name not in EXCLUDED_SUITES
 
 
+_KIND_NAMES = {list: "a list", str: "a string", (int, str): "an integer"}
+
+
+def _field(record, key, kind, where):
+    """`record[key]`, checked to be a `kind` (a key of _KIND_NAMES); else a ValueError naming `where` and the
+    field."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object, found {type(record).__name__}")
+    if key not in record:
+        raise ValueError(f"{where}: missing the field {key!r} ({_KIND_NAMES[kind]})")
+    value = record[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ValueError(f"{where}: the field {key!r} is {type(value).__name__} {value!r:.40}, expected "
+                         f"{_KIND_NAMES[kind]}")
+    return value
+
+
+def _read_suite_json(source):
+    try:
+        with open(source, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"suite file {str(source)!r} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"suite file {str(source)!r} is not JSON: {error}") from None
+
+
 def load_suite(source):
-    """A Suite from a SyntaxGym suite JSON file (path) or its parsed dict; checks formulas and references."""
+    """A Suite from a SyntaxGym suite JSON file (path) or its parsed dict; checks formulas and references.
+
+    A malformed suite (not JSON, a missing or mistyped field) is a ValueError naming the file, the item, the
+    condition and the field.
+    """
     if isinstance(source, dict):
         data, origin = source, None
     else:
         origin = str(source)
-        with open(source, encoding="utf-8") as handle:
-            data = json.load(handle)
-    meta = dict(data.get("meta") or {})
+        data = _read_suite_json(source)
+    if not isinstance(data, dict):
+        raise ValueError(f"suite {origin or ''}: expected a JSON object with meta, predictions and items, found "
+                         f"{type(data).__name__}")
+    meta = data.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise ValueError(f"suite {origin or ''}: the field 'meta' is {type(meta).__name__}, expected an object")
+    meta = dict(meta)
     name = meta.get("name") or (Path(origin).stem if origin else None)
     where = f"suite {name!r}" + (f" ({origin})" if origin else "")
     if not name:
@@ -467,42 +506,60 @@ def load_suite(source):
     if metric != "sum":
         raise ValueError(f"{where}: metric {metric!r} is not supported (only 'sum', the format's one metric)")
     predictions = []
-    for index, prediction in enumerate(data.get("predictions") or []):
+    for index, prediction in enumerate(_field(data, "predictions", list, where)):
+        place = f"{where}, prediction {index}"
+        if not isinstance(prediction, dict):
+            raise ValueError(f"{place}: expected an object with a 'formula', found {type(prediction).__name__}")
         if prediction.get("type", "formula") != "formula":
-            raise ValueError(f"{where}: prediction {index} has type {prediction.get('type')!r}, not 'formula'")
+            raise ValueError(f"{place} has type {prediction.get('type')!r}, not 'formula'")
         try:
-            predictions.append(parse_formula(prediction["formula"]))
+            predictions.append(parse_formula(_field(prediction, "formula", str, place)))
         except FormulaError as error:
-            raise FormulaError(error.formula, error.position, f"{where}, prediction {index}: {error.reason}") from None
+            raise FormulaError(error.formula, error.position, f"{place}: {error.reason}") from None
     if not predictions:
         raise ValueError(f"{where} has no predictions")
-    region_meta = {int(k): v for k, v in (data.get("region_meta") or {}).items()}
+    region_meta = data.get("region_meta") or {}
+    try:
+        region_meta = {int(k): v for k, v in region_meta.items()}
+    except (AttributeError, ValueError):
+        raise ValueError(f"{where}: region_meta must map region numbers to names, got {region_meta!r:.60}") from None
     items = []
-    for raw_item in data.get("items") or []:
-        item_number = raw_item.get("item_number")
+    for item_index, raw_item in enumerate(_field(data, "items", list, where)):
+        item_number = raw_item.get("item_number") if isinstance(raw_item, dict) else None
+        item_where = f"{where}, item {item_number if item_number is not None else f'at index {item_index}'}"
         conditions = {}
-        for raw_condition in raw_item["conditions"]:
-            condition_name = raw_condition["condition_name"]
-            regions = tuple(Region(int(r["region_number"]), r["content"], tuple(r["content"].split()))
-                            for r in raw_condition["regions"])
+        for condition_index, raw_condition in enumerate(_field(raw_item, "conditions", list, item_where)):
+            condition_where = f"{item_where}, condition {condition_index}"
+            condition_name = _field(raw_condition, "condition_name", str, condition_where)
+            condition_where = f"{item_where}, condition {condition_name!r}"
+            regions = []
+            for region_index, raw_region in enumerate(_field(raw_condition, "regions", list, condition_where)):
+                region_where = f"{condition_where}, region {region_index}"
+                number = _field(raw_region, "region_number", (int, str), region_where)
+                try:
+                    number = int(number)
+                except ValueError:
+                    raise ValueError(f"{region_where}: region_number {number!r} is not an integer") from None
+                content = _field(raw_region, "content", str, f"{condition_where}, region {number}")
+                regions.append(Region(number, content, tuple(content.split())))
+            regions = tuple(regions)
             numbers = [r.number for r in regions]
             if len(set(numbers)) != len(numbers):
-                raise ValueError(f"{where}, item {item_number}, condition {condition_name!r}: "
-                                 f"repeated region numbers {numbers}")
+                raise ValueError(f"{condition_where}: repeated region numbers {numbers}")
             condition = Condition(condition_name, regions)
             if not condition.words:
-                raise ValueError(f"{where}, item {item_number}, condition {condition_name!r}: every region is empty")
+                raise ValueError(f"{condition_where}: every region is empty")
             if condition_name in conditions:
-                raise ValueError(f"{where}, item {item_number}: condition {condition_name!r} appears twice")
+                raise ValueError(f"{item_where}: condition {condition_name!r} appears twice")
             conditions[condition_name] = condition
         for index, formula in enumerate(predictions):
             for condition_name, region in sorted(formula.references, key=str):
                 if condition_name not in conditions:
-                    raise ValueError(f"{where}, item {item_number}: prediction {index} ({formula.text!r}) refers to "
+                    raise ValueError(f"{item_where}: prediction {index} ({formula.text!r}) refers to "
                                      f"condition {condition_name!r}, which the item does not have "
                                      f"({sorted(conditions)})")
                 if region != "*" and region not in {r.number for r in conditions[condition_name].regions}:
-                    raise ValueError(f"{where}, item {item_number}: prediction {index} ({formula.text!r}) refers to "
+                    raise ValueError(f"{item_where}: prediction {index} ({formula.text!r}) refers to "
                                      f"region {region} of condition {condition_name!r}, which has no such region")
         items.append(Item(item_number, conditions))
     if not items:
@@ -516,12 +573,13 @@ def suite_files(path):
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise FileNotFoundError(f"no SyntaxGym suites at {path}")
+        raise ValueError(f"no SyntaxGym suites at {str(path)!r}: it does not exist; expected a suite JSON file or "
+                         "a folder of them")
     files = sorted(path.glob("*.json"))
     if not files and (path / "test_suites" / "json").is_dir():
         files = sorted((path / "test_suites" / "json").glob("*.json"))
     if not files:
-        raise FileNotFoundError(f"no suite JSON files (*.json) in {path} or {path / 'test_suites' / 'json'}")
+        raise ValueError(f"no suite JSON files (*.json) in {str(path)!r} or {str(path / 'test_suites' / 'json')!r}")
     return files
 
 
@@ -570,8 +628,9 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
     """Score suites with `score_fn` and aggregate: per suite, per circuit, the SG score, counts.
 
     Args:
-        score_fn: list of sentences (each a list of words) -> list of per-word surprisal lists, in bits.
-            Called once, with every distinct sentence once (sorted by length).
+        score_fn: list of sentences (each a list of words) -> list of per-word surprisal lists, in bits (None
+            for a sentence it cannot score: the items that hold it are left out, counted in `items_left_out`
+            and named in `left_out`). Called once, with every distinct sentence once (sorted by length).
         suites: Suites, suite files / dicts, or a path (see `load_suites`).
         limit: score only the first `limit` items of each suite.
         rule: how an item's predictions combine: "first" (the papers), "all" or "mean" (module docstring).
@@ -599,15 +658,20 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
         raise ValueError(f"score_fn returned {len(scored)} results for {len(ordered)} sentences")
     surprisals = {}
     for words, values in zip(ordered, scored):
+        if values is None:  # a sentence that cannot be scored (hf_slm.beam.check_sentences): its items are left out
+            continue
         values = [float(v) for v in values]
         if len(values) != len(words):
             raise ValueError(f"score_fn returned {len(values)} surprisals for the {len(words)} words {list(words)}")
         surprisals[words] = values
 
-    item_rows, suite_metrics, correct_by_suite = [], {}, {}
+    item_rows, suite_metrics, correct_by_suite, left_out = [], {}, {}, []
     for suite in suites:
         correct, per_prediction = [], [[] for _ in suite.predictions]
         for item in chosen[suite.name]:
+            if any(cond.words not in surprisals for cond in item.conditions.values()):
+                left_out.append({"suite": suite.name, "item": item.number})
+                continue
             regions = {name: cond.region_surprisals(surprisals[cond.words]) for name, cond in item.conditions.items()}
             values = {(name, number): v for name, totals in regions.items() for number, v in totals.items()}
             results = [formula.evaluate(values) for formula in suite.predictions]
@@ -635,7 +699,7 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
             "ci95": _bootstrap_ci([correct_by_suite[n] for n in names]),
             "suites": names,
         }
-    return {
+    metrics = {
         "sg_score": _mean([suite_metrics[n]["accuracy"] for n in in_score]),
         "sg_score_ci95": _bootstrap_ci([correct_by_suite[n] for n in in_score]),
         "sg_score_suites": len(in_score),
@@ -658,6 +722,10 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
         },
         "items": item_rows,
     }
+    if left_out:  # items with a sentence that cannot be scored
+        metrics["items_left_out"] = len(left_out)
+        metrics["left_out"] = left_out
+    return metrics
 
 
 def format_summary(metrics):
@@ -753,43 +821,55 @@ def _model_directory(model):
 
 
 def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, batch_size=8, rule="first",
-                  progress=True, **beam_options):
+                  progress=True, overwrite=False, on_error="skip", **beam_options):
     """SyntaxGym for a syntactic LM: word surprisals (bits) from word-synchronous beam search, then
     `evaluate_suites`. Writes into `output_dir` (default: `<model dir>/eval_results` when the model was loaded
-    from a local folder, else nothing is written): `sg.json` (metrics without the per-item rows, with the
-    model, data and options; see results.save_results), `sg.csv` (per-suite accuracy), `sg_items.csv` (per
-    item and prediction) and `sg.png` (bar chart by circuit).
+    from a local folder, else nothing is written), named by the suites (results.result_stem, e.g.
+    `sg-syntaxgym` for ../shared/data/syntaxgym/test_suites/json, `-limit<N>` added with a limit):
+    `<stem>.json` (metrics without the per-item rows, with the model, data and options; see
+    results.save_results), `<stem>.csv` (per-suite accuracy), `<stem>_items.csv` (per item and prediction),
+    `<stem>.png` (bar chart by circuit) and the journal `<stem>.journal.jsonl` of the sentences scored so far,
+    from which an interrupted run resumes (`overwrite` discards it and starts over).
 
-    beam_options go to `hf_slm.score` (beam_size, word_beam_size, fast_track, ...). Returns the metrics of
+    beam_options go to `hf_slm.score` (beam_size, word_beam_size, fast_track, ...); so does on_error ("skip":
+    the items of a sentence that cannot be scored are left out, see `evaluate_suites`; "raise"). Returns the metrics of
     `evaluate_suites` with `files`: {kind: path} of what was written.
     """
     import hf_slm
 
-    from .results import results_directory, save_results
+    from ..run_journal import map_in_chunks
+    from .results import evaluation_run, results_directory, save_results
 
     suites = load_suites(suites_dir)
-
-    def score_fn(sentences):
-        results = hf_slm.score(model, tokenizer, sentences, bits=True, progress=progress, batch_size=batch_size,
-                               **beam_options)
-        return [result["surprisals"] for result in results]
-
-    metrics = evaluate_suites(score_fn, suites, limit=limit, rule=rule)
     model_dir = _model_directory(model)
+    directory = results_directory(model_dir, output_dir) if output_dir is not None or model_dir is not None else None
+    options = {"limit": limit, "batch_size": batch_size, "rule": rule, "units": "bits", **beam_options}
     files = {}
-    if output_dir is not None or model_dir is not None:
-        directory = results_directory(model_dir, output_dir)
-        data = {"suites_dir": str(suites_dir), "suite_names": [s.name for s in suites], **metrics["counts"]}
-        options = {"limit": limit, "batch_size": batch_size, "rule": rule, "units": "bits", **beam_options}
-        summary = {key: value for key, value in metrics.items() if key != "items"}
-        files["json"] = save_results(directory, "sg", summary, model, data, options)
-        files["csv"] = write_suite_csv(metrics, directory / "sg.csv")
-        files["items_csv"] = write_item_csv(metrics, directory / "sg_items.csv")
-        name = str(getattr(model.config, "_name_or_path", "") or "model")
-        files["png"] = plot_circuits(metrics, directory / "sg.png", title=f"SyntaxGym by circuit: {name}")
+    with evaluation_run(directory, "sg", suites_dir, model, options, limit=limit, overwrite=overwrite) as run:
+
+        def surprisals(sentences):
+            results = hf_slm.score(model, tokenizer, sentences, bits=True, progress=False, batch_size=batch_size,
+                                   sources=[repr(" ".join(words)) for words in sentences], on_error=on_error,
+                                   **beam_options)
+            return [result.get("surprisals") for result in results]  # None: left out (named in a warning)
+
+        def score_fn(sentences):
+            # batch_size sentences at a time, each batch journaled as soon as it is scored
+            return map_in_chunks(surprisals, sentences, batch_size, run.journal if run is not None else None,
+                                 keys=[" ".join(words) for words in sentences], progress=progress, desc="SyntaxGym",
+                                 unit="sentence")
+
+        metrics = evaluate_suites(score_fn, suites, limit=limit, rule=rule)
+        if run is not None:
+            data = {"suites_dir": str(suites_dir), "suite_names": [s.name for s in suites], **metrics["counts"]}
+            summary = {key: value for key, value in metrics.items() if key != "items"}
+            files["json"] = save_results(run.directory, "sg", summary, model, data, options, stem=run.stem)
+            files["csv"] = write_suite_csv(metrics, run.path(".csv"))
+            files["items_csv"] = write_item_csv(metrics, run.path("_items.csv"))
+            name = str(getattr(model.config, "_name_or_path", "") or "model")
+            files["png"] = plot_circuits(metrics, run.path(".png"), title=f"SyntaxGym by circuit: {name}")
     metrics["files"] = {kind: str(path) for kind, path in files.items()}
     return metrics
-
 
 __all__ = [
     "CIRCUITS", "CIRCUIT_PREFIXES", "EXCLUDED_SUITES", "PAPER_SUITES", "RULES", "SUITE_CIRCUITS", "Condition",

@@ -1,0 +1,302 @@
+"""Long runs that survive an interruption: a lock on the output folder and a journal of finished items.
+
+Every run that writes files (the evaluations, `hf-slm data prepare`, `hf-slm train`) holds its output
+folder's lock while it writes, and the long ones keep a journal, so that Ctrl-C, a lost connection or a full
+disk costs only the items in progress.
+
+Lock (`output_lock`): the file `<folder>/.hf-slm.lock` holds the pid, host and command of the run writing the
+folder. A second run on the same folder is refused with one line naming the lock file and that pid, so two
+runs never both say "wrote ..." while the last one wins. A lock whose process is gone (the run was killed) is
+stale and is taken over. The same process may take a lock it holds again (quickstart -> train).
+
+Journal (`RunJournal`): a JSON-lines file beside the result (`<result>.journal.jsonl`). Its first line is the
+header, what the run is: the model's parameters (a sha256, so a retrained or other model never resumes), the
+data (sha256 of its contents) and every setting that changes the numbers (speed-only ones such as the batch
+size are left out, so that a run that ran out of memory can resume with a smaller batch). Each later line is
+one finished item, `{"key": ..., "value": ...}`, written and flushed as soon as the chunk of items it belongs
+to is done. A rerun with the same header reads the finished items, says how many it resumed and computes only
+the others; items are computed in the same fixed chunks either way, so a resumed run gives the numbers of an
+uninterrupted one. A rerun whose header differs is refused with a ValueError naming the first difference,
+unless `overwrite` (then the journal starts over). A last line cut short by the interruption is dropped.
+"""
+
+import datetime
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+LOCK_NAME = ".hf-slm.lock"
+JOURNAL_VERSION = 1
+# A lock file still being written by the run that created it is briefly empty: only an older one is stale.
+UNREADABLE_LOCK_GRACE_SECONDS = 10
+
+
+def _stderr(text):
+    print(text, file=sys.stderr)
+
+
+# ---- the output-folder lock -----------------------------------------------------------------------------
+
+
+def _read_lock(path):
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+        return holder if isinstance(holder, dict) and isinstance(holder.get("pid"), int) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _process_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _lock_is_stale(path, holder):
+    if holder is None:
+        try:
+            return time.time() - path.stat().st_mtime > UNREADABLE_LOCK_GRACE_SECONDS
+        except FileNotFoundError:
+            return True
+    if holder.get("host") != socket.gethostname():
+        return False  # a process on another machine cannot be checked from here
+    return not _process_alive(holder["pid"])
+
+
+@contextmanager
+def output_lock(directory, command=None, log=_stderr):
+    """Hold `<directory>/.hf-slm.lock` while the block runs (the folder is created if needed).
+
+    Raises ValueError, naming the lock file and the pid holding it, when another live process holds it; a
+    stale lock (its process is gone) is taken over with one line to `log`. A folder created here is removed
+    again when the block fails before writing anything into it.
+    """
+    directory = Path(directory)
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / LOCK_NAME
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "command": command or " ".join(sys.argv),
+          "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    while True:
+        try:
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            holder = _read_lock(path)
+            if holder is not None and holder["pid"] == me["pid"] and holder.get("host") == me["host"]:
+                yield path  # this process holds it already; the outer holder releases it
+                return
+            if not _lock_is_stale(path, holder):
+                who = f"pid {holder['pid']}" if holder else "a process that is starting"
+                raise ValueError(
+                    f"output folder {str(directory)!r} is being written by another run (lock file {path}, {who}"
+                    + (f": {holder.get('command')}" if holder and holder.get("command") else "")
+                    + "); wait for it to finish, or choose another output folder"
+                )
+            log(f"taking over the stale lock {path} (pid {holder['pid'] if holder else '?'} is not running)")
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(me, handle)
+        break
+    try:
+        yield path
+    finally:
+        holder = _read_lock(path)
+        if holder is not None and holder["pid"] == me["pid"]:
+            path.unlink(missing_ok=True)
+        if created and not any(directory.iterdir()):
+            directory.rmdir()
+
+
+# ---- what a run is ---------------------------------------------------------------------------------------
+
+
+def data_fingerprint(source, contents=True, name=None):
+    """A description of data for a journal header: {"name" (`name`, else the path), "sha256"}.
+
+    `source` is a file, a folder (every file under it, by relative name, hidden ones left out), or a list or
+    a mapping of those. With contents=False only the files' names, sizes and modification times are hashed (for
+    data too big to read twice). Data held in memory: `text_fingerprint`.
+    """
+    digest = hashlib.sha256()
+
+    def add(item):
+        if isinstance(item, dict):
+            for key in sorted(item):
+                digest.update(f"[{key}]".encode())
+                add(item[key])
+            return
+        if isinstance(item, (list, tuple)):
+            for element in item:
+                add(element)
+            return
+        path = Path(item)
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(
+            part.startswith(".") for part in p.relative_to(path).parts)) if path.is_dir() else [path]
+        for file in files:
+            digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
+            if contents:
+                with open(file, "rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+            else:
+                stat = file.stat()
+                digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+
+    add(source)
+    if name is None:
+        name = source if isinstance(source, (str, Path)) and len(str(source)) < 300 else type(source).__name__
+    return {"name": str(name), "sha256": digest.hexdigest()}
+
+
+def text_fingerprint(text, name="in memory"):
+    """{"name", "sha256"} of data held in memory, as its text."""
+    return {"name": name, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def model_fingerprint(model):
+    """{"grammar", "parameters_sha256"}: the model by its weights, wherever it was loaded from."""
+    import torch
+
+    grammar = getattr(getattr(model, "config", None), "grammar", None)
+    if not hasattr(model, "state_dict"):  # a stand-in without weights (tests, custom scorers)
+        return {"grammar": grammar, "parameters_sha256": None}
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
+    return {"grammar": grammar, "parameters_sha256": digest.hexdigest()}
+
+
+# ---- the journal -----------------------------------------------------------------------------------------
+
+
+def _plain(value):
+    """numpy numbers and arrays as JSON numbers and lists."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _first_difference(recorded, current, where=""):
+    """'settings.limit: 5 in the journal, 3 now' for the first differing entry of two headers, or None."""
+    if isinstance(recorded, dict) and isinstance(current, dict):
+        for key in list(recorded) + [k for k in current if k not in recorded]:
+            difference = _first_difference(recorded.get(key), current.get(key), f"{where}.{key}" if where else key)
+            if difference:
+                return difference
+        return None
+    if recorded != current:
+        shown = [json.dumps(value)[:80] for value in (recorded, current)]
+        return f"{where or 'header'}: {shown[0]} in the journal, {shown[1]} now"
+    return None
+
+
+class RunJournal:
+    """A journal of finished items (see the module docstring); `finished` maps keys to recorded values."""
+
+    def __init__(self, path, header, overwrite=False, log=_stderr):
+        self.path = Path(path)
+        self.header = json.loads(json.dumps({"journal": JOURNAL_VERSION, **header}, default=str))
+        self.log = log
+        self.finished = {}
+        # The file is (re)written at the first finished item: a run that fails before it leaves no journal, and
+        # an overwriting run that fails that early leaves the earlier run's journal as it was.
+        self._fresh = overwrite or not self.path.exists()
+        self._handle = None
+        if not self._fresh:
+            self._resume()
+
+    def _resume(self):
+        text = self.path.read_text(encoding="utf-8")
+        complete = text[: text.rfind("\n") + 1]  # a line cut short by the interruption is dropped
+        if len(complete) != len(text):
+            self.path.write_text(complete, encoding="utf-8")
+        lines = complete.splitlines()
+        try:
+            recorded = json.loads(lines[0]) if lines else None
+        except json.JSONDecodeError:
+            recorded = None
+        if not isinstance(recorded, dict) or "journal" not in recorded:
+            raise ValueError(f"{self.path}: not a journal of hf-slm (its first line is no header); remove it or "
+                             "pass --overwrite to start over")
+        difference = _first_difference(recorded, self.header)
+        if difference:
+            raise ValueError(f"{self.path} belongs to another run ({difference}); pass --overwrite to discard it "
+                             "and start over, or write elsewhere with --output")
+        for number, line in enumerate(lines[1:], start=2):
+            try:
+                entry = json.loads(line)
+                self.finished[entry["key"]] = entry["value"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise ValueError(f"{self.path}, line {number}: not a journal entry {{\"key\", \"value\"}}; remove "
+                                 "the file or pass --overwrite to start over") from None
+
+    def record(self, pairs):
+        """Append (key, value) pairs and flush them to disk."""
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "w" if self._fresh else "a", encoding="utf-8")
+            if self._fresh:
+                self._handle.write(json.dumps(self.header) + "\n")
+        for key, value in pairs:
+            self._handle.write(json.dumps({"key": key, "value": value}, default=_plain) + "\n")
+            self.finished[key] = value
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def say_resumed(self, keys, unit="item"):
+        """Log how many of `keys` were finished by an earlier run (nothing when none were)."""
+        resumed = sum(1 for key in keys if key in self.finished)
+        if resumed:
+            self.log(f"resuming {self.path.name}: {resumed} of {len(keys)} {unit}s already finished")
+
+    def close(self):
+        if self._handle is not None:
+            self._handle.close()
+
+
+def map_in_chunks(compute, items, chunk_size, journal=None, keys=None, progress=False, desc=None, unit="item"):
+    """[compute(chunk) values for every item], computed `chunk_size` items at a time, in order.
+
+    With a journal, a chunk whose items are all finished is read from it, and every computed chunk is recorded
+    as soon as it is done, and values come back as JSON gives them (tuples as lists), computed or resumed alike.
+    `keys` name the items in the journal (default: their positions).
+    """
+    items = list(items)
+    keys = [str(index) for index in range(len(items))] if keys is None else list(keys)
+    chunk_size = max(1, int(chunk_size))
+    if journal is not None:
+        journal.say_resumed(keys, unit)
+    values = []
+    with tqdm(total=len(items), desc=desc, unit=unit, disable=not progress) as bar:
+        for start in range(0, len(items), chunk_size):
+            chunk_keys = keys[start : start + chunk_size]
+            if journal is not None and all(key in journal.finished for key in chunk_keys):
+                values.extend(journal.finished[key] for key in chunk_keys)
+            else:
+                computed = list(compute(items[start : start + chunk_size]))
+                if len(computed) != len(chunk_keys):
+                    raise ValueError(f"computed {len(computed)} values for {len(chunk_keys)} {unit}s")
+                if journal is not None:
+                    # As a resumed run will read them back: JSON numbers and lists.
+                    computed = [json.loads(json.dumps(value, default=_plain)) for value in computed]
+                    journal.record(zip(chunk_keys, computed))
+                values.extend(computed)
+            bar.update(len(chunk_keys))
+    return values
+
+
+__all__ = ["LOCK_NAME", "RunJournal", "data_fingerprint", "map_in_chunks", "model_fingerprint", "output_lock",
+           "text_fingerprint"]
