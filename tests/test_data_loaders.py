@@ -285,10 +285,10 @@ def test_conllu_errors_name_the_file_and_line(tmp_path, cache):
 
 
 @pytest.mark.parametrize("heads, message", [
-    ((0, 99, 2), "word 2 .'b'. has HEAD 99; expected 0 .the root. or a word ID from 1 to 3"),
-    ((0, -1, 2), "word 2 .'b'. has HEAD -1"),
+    ((0, 99, 2), "word 2 .'b'. has head 99; expected 0 .the root. or a word position from 1 to 3"),
+    ((0, -1, 2), "word 2 .'b'. has head -1"),
     ((0, 2, 2), "word 2 .'b'. is its own head"),
-    ((0, 1, 0), r"2 words have HEAD 0 \(word IDs \[1, 3\]\); expected exactly one root"),
+    ((0, 1, 0), r"2 words have head 0 \(positions \[1, 3\]\); expected exactly one root"),
     ((3, 0, 1), r"the heads of words \[1, 3\] form a cycle"),
 ])
 def test_conllu_heads_must_make_one_tree(tmp_path, heads, message):

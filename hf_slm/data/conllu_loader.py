@@ -26,6 +26,7 @@ from conllu.exceptions import ParseException
 from datasets import Features, List, Value
 
 from ..text_files import open_text
+from ..tokenization.dependency_trees import check_heads
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples,
 )
@@ -85,7 +86,7 @@ def _sentence_example(sentence, where, file, index):
             )
     if not words:
         raise ValueError(f"{where}: a sentence without words (only multiword tokens or empty nodes)")
-    _check_dependency_tree(words, where)
+    check_heads([token["form"] for token in words], [token["head"] for token in words], where)
     return {
         "words": [token["form"] for token in words],
         "heads": [token["head"] for token in words],
@@ -96,32 +97,6 @@ def _sentence_example(sentence, where, file, index):
         "file": file,
         "index": index,
     }
-
-
-def _check_dependency_tree(words, where):
-    """The HEAD column must make a tree: each HEAD is 0 (the root) or a word ID of the sentence, no word is its
-    own head, exactly one word is the root, and every word reaches it (no cycle)."""
-    count = len(words)
-    heads = [token["head"] for token in words]
-    for position, (token, head) in enumerate(zip(words, heads), start=1):
-        if not 0 <= head <= count:
-            raise ValueError(f"{where}: word {position} ({token['form']!r}) has HEAD {head}; expected 0 (the root) "
-                             f"or a word ID from 1 to {count}")
-        if head == position:
-            raise ValueError(f"{where}: word {position} ({token['form']!r}) is its own head")
-    roots = [position for position, head in enumerate(heads, start=1) if head == 0]
-    if len(roots) != 1:
-        raise ValueError(f"{where}: {len(roots)} words have HEAD 0 (word IDs {roots}); expected exactly one root")
-    reaches_root = {0}
-    for start in range(1, count + 1):
-        path, node = [], start
-        while node not in reaches_root:
-            if node in path:
-                cycle = path[path.index(node):]
-                raise ValueError(f"{where}: the heads of words {cycle} form a cycle; expected a tree")
-            path.append(node)
-            node = heads[node - 1]
-        reaches_root.update(path)
 
 
 def read_conllu_file(path, name):
