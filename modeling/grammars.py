@@ -44,6 +44,11 @@ class ActionKind(IntEnum):
     TERMINAL = 3
     CLOSE_NT = 4
     EOS = 5
+    # Dependency transition systems (dependency_grammars.py): the artificial root and the transitions.
+    ROOT = 6
+    LEFT_ARC = 7
+    RIGHT_ARC = 8
+    POP = 9
 
 
 class PositionKind(IntEnum):
@@ -56,6 +61,15 @@ class PositionKind(IntEnum):
     CLOSE_COMPOSE = 4
     CLOSE_STACK = 5
     EOS = 6
+    # Dependency grammars (dependency_grammars.py); their words are TERMINAL, a word's later pieces SUBWORD.
+    ROOT = 7
+    SUBWORD = 8
+    LEFT_ARC_COMPOSE = 9
+    LEFT_ARC_STACK = 10
+    RIGHT_ARC_COMPOSE = 11
+    RIGHT_ARC_STACK = 12
+    POP = 13
+    POP_ROOT = 14
 
 
 POSITION_KIND_NAMES = {
@@ -66,6 +80,14 @@ POSITION_KIND_NAMES = {
     PositionKind.CLOSE_COMPOSE: "close_compose",
     PositionKind.CLOSE_STACK: "close_stack",
     PositionKind.EOS: "eos",
+    PositionKind.ROOT: "root",
+    PositionKind.SUBWORD: "subword",
+    PositionKind.LEFT_ARC_COMPOSE: "left_arc_compose",
+    PositionKind.LEFT_ARC_STACK: "left_arc_stack",
+    PositionKind.RIGHT_ARC_COMPOSE: "right_arc_compose",
+    PositionKind.RIGHT_ARC_STACK: "right_arc_stack",
+    PositionKind.POP: "pop",
+    PositionKind.POP_ROOT: "pop_root",
 }
 
 
@@ -614,7 +636,8 @@ _POSITION_KIND_OF_ACTION = np.array(
     ],
     dtype=np.int8,
 )
-_POSITION_KIND_MEMBERS = {kind: PositionKind(int(_POSITION_KIND_OF_ACTION[kind])) for kind in ActionKind}
+_POSITION_KIND_MEMBERS = {kind: PositionKind(int(_POSITION_KIND_OF_ACTION[kind])) for kind in ActionKind
+                          if kind < len(_POSITION_KIND_OF_ACTION)}  # the kinds of bracketed trees
 
 
 class TransformerGrammarRules(Grammar):

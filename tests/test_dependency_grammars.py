@@ -1,0 +1,263 @@
+"""The dependency grammars of DTG (modeling/dependency_grammars.py): the figures of paper 002 position by
+position, the reference variant's four differences, subwords, and legality equal to the transition systems.
+
+Figure 2b, 4b and 5b (the masks) are images that the text copy of the paper does not hold: the expected rows
+below are derived by hand from Algorithm 1 (masks) and section 3.2 (relative positions: on STACK rows the
+depth from the stack top, so R = h(j) - h(i) <= 0 with h the height of an item; on COMPOSE rows 0 for the
+head, -1 for the dependent). Figure 5 is garbled after position 12; its end follows Table 1 (see
+tokenization/transitions.py).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from hf_slm.modeling.dependency_grammars import DEPENDENCY_GRAMMARS, DependencyLayout
+from hf_slm.modeling.grammars import IGNORE_INDEX, POSITION_KIND_NAMES, PositionKind
+from hf_slm.tokenization.dependency_trees import DependencyTree
+from hf_slm.tokenization.transitions import GEN, LEFT_ARC, POP, RIGHT_ARC, TRANSITION_SYSTEMS, Transition, gen
+
+from test_transitions import projective_trees
+
+PAD, BOS, EOS, UNK, ROOT = 0, 1, 2, 3, 4
+WORDS = ["There", "is", "a", "difference", "▁Th", "ere", "▁diff", "erence"]
+CONTINUATIONS = ("ere", "erence")  # pieces that continue a word
+MAX_K = 4
+
+
+def layout(system):
+    """<pad> <s> </s> <unk> <root>, LA[1..K], RA[1..K], POP, then the word pieces."""
+    k = MAX_K if system == "arc_swift" else 1
+    left, right = 5, 5 + k
+    pop = right + k
+    first_word = pop + 1
+    return DependencyLayout(PAD, BOS, EOS, ROOT, left, left + k, right, right + k, pop, UNK,
+                            vocab_size=first_word + len(WORDS),
+                            continuation_ids=[first_word + WORDS.index(piece) for piece in CONTINUATIONS])
+
+
+def grammar(system, variant="paper"):
+    name = {"arc_standard": "dtg", "arc_eager": "dtg_eager", "arc_swift": "dtg_swift"}[system]
+    return DEPENDENCY_GRAMMARS[name](layout(system), variant=variant)
+
+
+def encode(rules, tokens):
+    """Action ids of spelled tokens: <root>, <s>, </s>, LA, RA, LA[2], POP, pop_root, word pieces."""
+    lay = rules.layout
+    first_word = lay.pop_token_id + 1
+    special = {"<root>": ROOT, "<s>": BOS, "</s>": EOS, "POP": lay.pop_token_id, "pop_root": lay.pop_token_id}
+    ids = []
+    for token in tokens.split():
+        if token in special:
+            ids.append(special[token])
+        elif token.startswith(("LA", "RA")) and not token.startswith("LA_"):
+            k = int(token[3:-1]) if "[" in token else 1
+            ids.append((lay.left_arc_start if token.startswith("LA") else lay.right_arc_start) + k - 1)
+        else:
+            ids.append(first_word + WORDS.index(token))
+    return ids
+
+
+def rows(rules, tokens):
+    """Per position: (kind name, {attended position: relative position}, label token or None, head token)."""
+    ids = encode(rules, tokens)
+    batch = rules.batch([ids])
+    names = {v: k for k, v in [("<root>", ROOT), ("<s>", BOS), ("</s>", EOS)]}
+    lay = rules.layout
+
+    def name(action_id):
+        if action_id in names:
+            return names[action_id]
+        if lay.left_arc_start <= action_id < lay.left_arc_stop:
+            return "LA" if lay.max_k == 1 else f"LA[{action_id - lay.left_arc_start + 1}]"
+        if lay.right_arc_start <= action_id < lay.right_arc_stop:
+            return "RA" if lay.max_k == 1 else f"RA[{action_id - lay.right_arc_start + 1}]"
+        if action_id == lay.pop_token_id:
+            return "POP"
+        return WORDS[action_id - lay.pop_token_id - 1]
+
+    out = []
+    for i in range(int(batch["lengths"][0])):
+        attended = np.flatnonzero(batch["attention_mask"][0, i])
+        label = int(batch["labels"][0, i])
+        out.append((POSITION_KIND_NAMES[PositionKind(int(batch["position_kinds"][0, i]))],
+                    {int(j): int(batch["relative_positions"][0, i, j]) for j in attended},
+                    None if label == IGNORE_INDEX else name(label), int(batch["head_token_index"][0, i])))
+    return out
+
+
+# (kind, {attended: R}, label, head-token position) per position; derived by hand (module docstring).
+FIGURE_2 = [  # arc-standard, "There is a difference", paper 002 Figure 2
+    ("root", {0: 0}, "There", -1),
+    ("terminal", {0: -1, 1: 0}, "is", -1),
+    ("terminal", {0: -2, 1: -1, 2: 0}, "LA", -1),
+    ("left_arc_compose", {1: -1, 2: 0}, None, 2),  # LEFTARC + is: COMPOSE of There and is
+    ("left_arc_stack", {0: -1, 3: 0}, "a", 2),  # LEFTARC2 + is: the stack, not itself
+    ("terminal", {0: -2, 3: -1, 5: 0}, "difference", -1),
+    ("terminal", {0: -3, 3: -2, 5: -1, 6: 0}, "LA", -1),
+    ("left_arc_compose", {5: -1, 6: 0}, None, 6),
+    ("left_arc_stack", {0: -2, 3: -1, 7: 0}, "RA", 6),
+    ("right_arc_compose", {3: 0, 7: -1}, None, 2),  # RIGHTARC + is: the head (is, composed at 3) below
+    ("right_arc_stack", {0: -1, 9: 0}, "RA", 2),
+    ("right_arc_compose", {0: 0, 9: -1}, None, 0),  # RIGHTARC + <root>
+    ("right_arc_stack", {11: 0}, "</s>", 0),  # predicts <end>
+    ("eos", {11: 0, 13: 0}, None, -1),
+]
+
+FIGURE_4 = [  # arc-eager, paper 002 Figure 4
+    ("root", {0: 0}, "There", -1),
+    ("terminal", {0: -1, 1: 0}, "is", -1),
+    ("terminal", {0: -2, 1: -1, 2: 0}, "LA", -1),  # is waits in the buffer, attended as the top item
+    ("left_arc_compose", {1: -1, 2: 0}, None, 2),
+    ("left_arc_stack", {0: -1, 3: 0}, "RA", 2),
+    ("right_arc_compose", {0: 0, 3: -1}, None, 0),  # RIGHTARC + <root>: is stays on the stack
+    ("right_arc_stack", {5: -1, 3: 0}, "a", 0),
+    ("terminal", {5: -2, 3: -1, 7: 0}, "difference", -1),
+    ("terminal", {5: -3, 3: -2, 7: -1, 8: 0}, "LA", -1),
+    ("left_arc_compose", {7: -1, 8: 0}, None, 8),
+    ("left_arc_stack", {5: -2, 3: -1, 9: 0}, "RA", 8),
+    ("right_arc_compose", {3: 0, 9: -1}, None, 2),  # RIGHTARC + is
+    ("right_arc_stack", {5: -2, 11: -1, 9: 0}, "POP", 2),
+    ("pop", {5: -1, 11: 0, 13: 0}, "POP", -1),  # POP-STACK: difference is masked
+    ("pop", {5: 0, 14: 0}, "POP", -1),
+    ("pop", {15: 0}, "</s>", -1),  # the root is popped last; <end>
+    ("eos", {16: 0}, None, -1),
+]
+
+FIGURE_5 = [  # arc-swift, paper 002 Figure 5, positions 0-12 as printed, then the end Table 1 gives
+    *[(kind, attended, label.replace("LA", "LA[1]").replace("RA", "RA[1]") if label in ("LA", "RA") else label, head)
+      for kind, attended, label, head in FIGURE_4[:13]],
+    ("eos", {5: -2, 11: -1, 9: 0, 13: 0}, None, -1),
+]
+FIGURE_5[12] = ("right_arc_stack", {5: -2, 11: -1, 9: 0}, "</s>", 2)
+
+REFERENCE = [  # arc-standard, the reference variant (the issue's four differences)
+    ("bos", {0: 0}, "There", -1),  # (a) <s> plays the root
+    ("terminal", {0: 1, 1: 0}, "is", -1),  # (c) counted up from the top: >= 0
+    ("terminal", {0: 2, 1: 1, 2: 0}, "LA", -1),
+    ("left_arc_compose", {1: -1, 2: 0, 3: 0}, None, 2),  # (b) itself, at 0
+    ("left_arc_stack", {0: 1, 3: 0, 4: 0}, "a", 2),  # (b) the STACK copy too
+    ("terminal", {0: 2, 3: 1, 5: 0}, "difference", -1),
+    ("terminal", {0: 3, 3: 2, 5: 1, 6: 0}, "LA", -1),
+    ("left_arc_compose", {5: -1, 6: 0, 7: 0}, None, 6),
+    ("left_arc_stack", {0: 2, 3: 1, 7: 0, 8: 0}, "RA", 6),
+    ("right_arc_compose", {3: 0, 7: -1, 9: 0}, None, 2),
+    ("right_arc_stack", {0: 1, 9: 0, 10: 0}, "POP", 2),  # predicts pop_root
+    ("pop_root", {0: 0, 9: -1, 11: 0}, "</s>", 0),  # (a) <s> 0, the sentence's head -1, itself 0
+    ("eos", {0: 0, 12: 0}, None, -1),
+]
+
+
+@pytest.mark.parametrize("system, variant, tokens, expected", [
+    ("arc_standard", "paper", "<root> There is LA a difference LA RA RA </s>", FIGURE_2),
+    ("arc_eager", "paper", "<root> There is LA RA a difference LA RA POP POP POP </s>", FIGURE_4),
+    ("arc_swift", "paper", "<root> There is LA[1] RA[1] a difference LA[1] RA[1] </s>", FIGURE_5),
+    ("arc_standard", "reference", "<s> There is LA a difference LA RA pop_root </s>", REFERENCE),
+], ids=["figure-2", "figure-4", "figure-5", "reference"])
+def test_the_figures_position_by_position(system, variant, tokens, expected):
+    found = rows(grammar(system, variant), tokens)
+    assert len(found) == len(expected)
+    for position, (got, want) in enumerate(zip(found, expected)):
+        assert got == want, f"position {position}: got {got}, expected {want}"
+
+
+def test_subwords_share_an_item_and_arcs_use_the_last_piece():
+    # "There" in two pieces is one stack item: both at one depth, both masked together, the arc input is
+    # "ere" (the last piece); the paper's COMPOSE attends last pieces, the reference's every piece (d).
+    paper = rows(grammar("arc_standard"), "<root> ▁Th ere is LA RA </s>")
+    assert paper[2] == ("subword", {0: -1, 1: 0, 2: 0}, "is", -1)
+    assert paper[3] == ("terminal", {0: -2, 1: -1, 2: -1, 3: 0}, "LA", -1)
+    assert paper[4] == ("left_arc_compose", {2: -1, 3: 0}, None, 3)
+    assert paper[5] == ("left_arc_stack", {0: -1, 4: 0}, "RA", 3)  # no piece of "There" is left
+    reference = rows(grammar("arc_standard", "reference"), "<s> ▁Th ere is LA pop_root </s>")
+    assert reference[4] == ("left_arc_compose", {1: -1, 2: -1, 3: 0, 4: 0}, None, 3)
+    head_in_pieces = rows(grammar("arc_standard"), "<root> a ▁diff erence LA RA </s>")
+    assert head_in_pieces[4][3] == 3  # LEFTARC + "erence", the head word's last piece
+
+
+@pytest.mark.parametrize("system", sorted(TRANSITION_SYSTEMS))
+def test_step_and_batch_agree_and_compose_predicts_nothing(system):
+    rules = grammar(system)
+    tokens = {"arc_standard": "<root> There is LA a difference LA RA RA </s>",
+              "arc_eager": "<root> There is LA RA a difference LA RA POP POP POP </s>",
+              "arc_swift": "<root> There is LA[1] RA[1] a difference LA[1] RA[1] </s>"}[system]
+    ids = encode(rules, tokens)
+    state, positions = rules.start(), []
+    for action_id in ids:
+        positions += rules.step(state, action_id)
+    sequence = rules.sequence(ids)
+    for index, new in enumerate(positions):
+        assert np.flatnonzero(sequence.attention_mask[index]).tolist() == new.attended.tolist()
+        assert sequence.relative_positions[index, new.attended].tolist() == new.relative_positions.tolist()
+        is_compose = new.kind in (PositionKind.LEFT_ARC_COMPOSE, PositionKind.RIGHT_ARC_COMPOSE)
+        assert new.predicts != is_compose or new.kind == PositionKind.EOS
+    assert rules.is_complete(state)
+
+
+# ---- legality: the grammar equals the transition systems --------------------------------------------
+
+
+def _candidates(rules):
+    """Each structural action, as (action id, the transition tokenization/transitions.py calls it)."""
+    lay = rules.layout
+    out = [(lay.left_arc_start + k - 1, Transition(LEFT_ARC, k)) for k in range(1, lay.max_k + 1)]
+    out += [(lay.right_arc_start + k - 1, Transition(RIGHT_ARC, k)) for k in range(1, lay.max_k + 1)]
+    if rules.system == "arc_eager":
+        out.append((lay.pop_token_id, Transition(POP)))
+    return out
+
+
+def _replay_accepts(system, transitions, where="prefix"):
+    from hf_slm.tokenization.transitions import _State
+
+    state = _State()
+    try:
+        for transition in transitions:
+            system.apply(state, transition, where)
+    except ValueError:
+        return False, None
+    return True, state
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(projective_trees(max_words=9))
+def test_legal_actions_equal_the_transition_systems_rules(tree):
+    words = DependencyTree(["There"] * len(tree), tree.heads)  # one vocabulary word, one piece each
+    for name, system in TRANSITION_SYSTEMS.items():
+        rules = grammar(name)
+        transitions = system.transitions(words)
+        state = rules.start()
+        rules.step(state, ROOT)
+        for cut in range(len(transitions) + 1):
+            prefix = transitions[:cut]
+            legal = rules.legal_actions(state)
+            for action_id, transition in _candidates(rules):
+                assert legal[action_id] == _replay_accepts(system, prefix + [transition])[0], (name, prefix, transition)
+            assert legal[encode(rules, "There")[0]] == _replay_accepts(system, prefix + [gen("There")])[0]
+            ok, replayed = _replay_accepts(system, prefix)
+            assert legal[EOS] == (ok and not system.unfinished(replayed)), (name, prefix)
+            if cut < len(transitions):
+                step = transitions[cut]
+                action_id = encode(rules, "There")[0] if step.action == GEN else next(
+                    i for i, t in _candidates(rules) if t == step)
+                rules.step(state, action_id)
+
+
+def test_illegal_actions_are_named():
+    rules = grammar("arc_standard")
+    with pytest.raises(ValueError, match=r"action 0 .* is not allowed here; expected ROOT"):
+        rules.batch([encode(rules, "There </s>")])
+    with pytest.raises(ValueError, match=r"action 4 .* continues a word, but no word is being generated"):
+        rules.batch([encode(rules, "<root> There is LA ere")], require_complete=False)
+    with pytest.raises(ValueError, match=r"action 2 \(id 5, LEFT_ARC\) is not allowed here"):
+        rules.batch([encode(rules, "<root> There LA")], require_complete=False)
+    with pytest.raises(ValueError, match=r"ends before `</s>`"):
+        rules.batch([encode(rules, "<root> There RA")])
+    swift = grammar("arc_swift")
+    with pytest.raises(ValueError, match=r"action 3 \(id 7, LEFT_ARC\) is not allowed here"):
+        swift.batch([encode(swift, "<root> There is LA[3]")], require_complete=False)  # k beyond the stack
+
+
+def test_the_reference_variant_is_arc_standard_only():
+    with pytest.raises(ValueError, match="reference variant exists for arc-standard only"):
+        DEPENDENCY_GRAMMARS["dtg_eager"](layout("arc_eager"), variant="reference")
