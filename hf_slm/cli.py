@@ -29,7 +29,8 @@ def _tree_options(args):
 def command_masks(args):
     from .mask_inspection import format_report, mask_report, plot_report
 
-    report = mask_report(args.tree, args.grammar, args.format, **_tree_options(args))
+    report = mask_report(args.tree, args.grammar, args.format, variant=args.variant, pieces=args.pieces,
+                         **_tree_options(args))
     if args.json:
         print(json.dumps({k: report[k] for k in ("tokens", "kinds", "attention_mask", "relative_positions", "labels")}))
     else:
@@ -306,6 +307,10 @@ def _add_stop_option(parser):
                         "its place in the output says why, the others are scored as usual, and the exit status is 0")
 
 
+# The names of modeling.dependency_grammars.DEPENDENCY_GRAMMARS, written out so that building the parser imports no
+# numpy-heavy hub code (a test holds them equal).
+DEPENDENCY_GRAMMAR_NAMES = ("dtg", "dtg_eager", "dtg_swift")
+
 # The names of modeling.generation_slm.CONSTRAINT_SETTINGS, written out so that building the parser imports
 # no torch (a test holds them equal).
 CONSTRAINT_SETTING_NAMES = ("default", "paper003-sg", "paper003-summaries")
@@ -342,7 +347,15 @@ def build_parser():
     masks.add_argument("tree")
     masks.add_argument("--format", default="auto", choices=["auto", "actions", "ptb"],
                        help="how to read the tree (default: the rule above)")
-    masks.add_argument("--grammar", default="tg", choices=["tg", "choe_charniak", "terminals"])
+    masks.add_argument("--grammar", default="tg", choices=["tg", "choe_charniak", "terminals", *DEPENDENCY_GRAMMAR_NAMES],
+                       help="a dependency grammar (dtg: arc-standard, dtg_eager, dtg_swift; paper 002) reads an inline "
+                            "dependency tree: each word followed by / and its head (0 = the root), e.g. "
+                            "'There/2 is/0 a/4 difference/2'")
+    masks.add_argument("--variant", default="paper", choices=["paper", "reference"],
+                       help="dtg only: 'reference' follows the authors' released code (<s> as the root, pop_root, "
+                            "self-attention on arcs, depths counted up from the top)")
+    masks.add_argument("--pieces", action="store_true",
+                       help="dependency grammars: read each word as SentencePiece pieces joined by | (e.g. ▁Th|ere/2)")
     masks.add_argument("--json", action="store_true", help="print one JSON object")
     masks.add_argument("--png", metavar="FILE", help="draw the mask like paper 000 Figure 2b")
     _add_tree_options(masks)

@@ -1,11 +1,16 @@
 """What a grammar does to one tree: tokens, kinds, attention mask, relative positions, labels.
 
 Backs `hf-slm masks`. Each whitespace-separated terminal is one token (no subword model), so the output
-can be read against the papers' figures (paper 000, Figure 2).
+can be read against the papers' figures (paper 000, Figure 2; paper 002, Figures 2, 4 and 5). A dependency
+tree is written inline (`There/2 is/0 a/4 difference/2`); with `pieces`, a word is its SentencePiece pieces
+joined by `|` (`▁Th|ere/2`), so that the subword rules of paper 002 (Appendix B) show without a tokenizer.
 """
 
 from .action_vocab import ActionVocabulary
+from .modeling.dependency_grammars import DEPENDENCY_GRAMMARS, DependencyLayout
 from .modeling.grammars import IGNORE_INDEX, POSITION_KIND_NAMES, PositionKind, get_grammar
+from .tokenization.dependency_trees import DependencyTree
+from .tokenization.transitions import GEN, POP, transition_system
 from .tokenization.linearizers import terminal_actions, top_down_actions, tree_from_top_down
 from .tokenization.trees import read_tree_string
 
@@ -20,8 +25,13 @@ def actions_from_text(text, tree_format="auto", **normalize_options):
     return top_down_actions(read_tree_string(text, "the tree argument", tree_format, **normalize_options))
 
 
-def mask_report(text, grammar_name="tg", tree_format="auto", **normalize_options):
-    """The JSON-ready report of `hf-slm masks` for one tree."""
+def mask_report(text, grammar_name="tg", tree_format="auto", variant="paper", pieces=False, **normalize_options):
+    """The JSON-ready report of `hf-slm masks` for one tree (a dependency grammar: `dependency_mask_report`)."""
+    if grammar_name in DEPENDENCY_GRAMMARS:
+        return dependency_mask_report(text, grammar_name, variant, pieces)
+    if variant != "paper" or pieces:
+        raise ValueError(f"--variant and --pieces are options of the dependency grammars "
+                         f"({', '.join(DEPENDENCY_GRAMMARS)}), not of {grammar_name}")
     actions = actions_from_text(text, tree_format, **normalize_options)
     if grammar_name == "terminals":
         actions = terminal_actions(tree_from_top_down(actions))
@@ -38,10 +48,62 @@ def mask_report(text, grammar_name="tg", tree_format="auto", **normalize_options
     }
 
 
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<root>")
+
+
+def dependency_mask_report(text, grammar_name="dtg", variant="paper", pieces=False):
+    """The report for an inline dependency tree under a DTG grammar: the oracle's transitions (the reference
+    variant: `<s>` first, and pop_root instead of the last RA), over a vocabulary made for this one tree."""
+    tree = DependencyTree.from_inline(text, where="the tree argument")
+    grammar_class = DEPENDENCY_GRAMMARS[grammar_name]
+    transitions = transition_system(grammar_class.system).transitions(tree, where="the tree argument")
+    split = (lambda word: word.split("|")) if pieces else (lambda word: [word])
+    for word in tree.words:
+        if pieces and "" in split(word):
+            raise ValueError(f"the tree argument: word {word!r} has an empty piece; expected pieces joined by '|'")
+    max_k = max([t.value for t in transitions if t.action != GEN and t.action != POP] + [1])
+    left, right = len(SPECIAL_TOKENS), len(SPECIAL_TOKENS) + max_k
+    pop_id = right + max_k
+    tokens = list(SPECIAL_TOKENS) + [f"LA[{k}]" if max_k > 1 else "LA" for k in range(1, max_k + 1)]
+    tokens += [f"RA[{k}]" if max_k > 1 else "RA" for k in range(1, max_k + 1)] + ["POP"]
+    piece_ids, continuation_ids = {}, []
+    for word in tree.words:  # a piece that continues a word is another id than the same piece starting one
+        for index, piece in enumerate(split(word)):
+            if (piece, index > 0) not in piece_ids:
+                piece_ids[piece, index > 0] = len(tokens)
+                tokens.append(piece)
+                if index > 0:
+                    continuation_ids.append(piece_ids[piece, True])
+    layout = DependencyLayout(0, 1, 2, 4, left, left + max_k, right, right + max_k, pop_id, 3, vocab_size=len(tokens),
+                              continuation_ids=continuation_ids)
+    ids = [1 if variant == "reference" else 4]
+    for transition in transitions:
+        if transition.action == GEN:
+            ids += [piece_ids[piece, index > 0] for index, piece in enumerate(split(transition.value))]
+        elif transition.action == POP:
+            ids.append(pop_id)
+        else:
+            ids.append((left if transition.action == "LA" else right) + transition.value - 1)
+    if variant == "reference":
+        ids[-1] = pop_id  # the arc onto the root is pop_root in the released code
+    ids.append(2)
+    sequence = grammar_class(layout, variant=variant).sequence(ids)
+    return {
+        "grammar": grammar_name,
+        "variant": variant,
+        "tokens": [tokens[i] for i in sequence.input_ids],
+        "kinds": [POSITION_KIND_NAMES[PositionKind(k)] for k in sequence.position_kinds],
+        "attention_mask": sequence.attention_mask.astype(int).tolist(),
+        "relative_positions": sequence.relative_positions.tolist(),
+        "labels": [None if label == IGNORE_INDEX else tokens[label] for label in sequence.labels],
+    }
+
+
 def format_report(report):
     """A plain-text table: one row per position, its kind, label and the positions it attends."""
     width = max(len(t) for t in report["tokens"])
-    lines = [f"{'i':>3}  {'input':<{width}}  {'kind':<13}  {'label':<{width}}  attends (relative position)"]
+    kind_width = max(len(k) for k in report["kinds"])
+    lines = [f"{'i':>3}  {'input':<{width}}  {'kind':<{kind_width}}  {'label':<{width}}  attends (relative position)"]
     for i, token in enumerate(report["tokens"]):
         label = report["labels"][i] or "_"
         attended = [
@@ -49,7 +111,8 @@ def format_report(report):
             for j, allowed in enumerate(report["attention_mask"][i])
             if allowed
         ]
-        lines.append(f"{i:>3}  {token:<{width}}  {report['kinds'][i]:<13}  {label:<{width}}  {' '.join(attended)}")
+        lines.append(f"{i:>3}  {token:<{width}}  {report['kinds'][i]:<{kind_width}}  {label:<{width}}  "
+                     f"{' '.join(attended)}")
     return "\n".join(lines)
 
 
@@ -67,7 +130,7 @@ def plot_report(report, path):
     figure, axes = plt.subplots(figsize=(size, size))
     stack_colour, compose_colour = "#4c72b0", "#dd8452"
     for i in range(n):
-        colour = compose_colour if report["kinds"][i] == "close_compose" else stack_colour
+        colour = compose_colour if report["kinds"][i].endswith("compose") else stack_colour
         for j in range(n):
             if report["attention_mask"][i][j]:
                 axes.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="white"))
@@ -85,7 +148,7 @@ def plot_report(report, path):
     axes.set_ylabel("attending position i")
     axes.set_aspect("equal")
     axes.tick_params(length=0)
-    if report["grammar"] == "tg":
+    if any(kind.endswith("compose") for kind in report["kinds"]):
         axes.legend(handles=[Patch(color=stack_colour, label="STACK"), Patch(color=compose_colour, label="COMPOSE")],
                     loc="upper right", fontsize=8)
     axes.set_title(f"{report['grammar']} attention mask (numbers: relative positions)", fontsize=9)

@@ -242,6 +242,10 @@ CASES = [
     CliCase("eval blimp on a pair without sentence_bad",
             _blimp(), prepare=_write_blimp({k: v for k, v in PAIR.items() if k != "sentence_bad"}),
             message=r"mine\.jsonl, line 1: missing field\(s\) \['sentence_bad'\]"),
+    CliCase("eval blimp on the folder above the paradigm files suggests the one that holds them",
+            ["eval", "blimp", "--model", "{model}", "--data", "{tmp}", "--output", "{tmp}/out"],
+            prepare=_write_blimp(PAIR), message=r"BLiMP directory '\S+' holds no \.jsonl files; did you mean "
+                                                r"'\S+/blimp' \(1 \.jsonl files\)\?"),
     ApiCase("read_blimp refuses an empty sentence, naming the line", _read_blimp_with_empty_sentence,
             ValueError, r"mine\.jsonl, line 2: the field 'sentence_bad' is empty"),
 ]

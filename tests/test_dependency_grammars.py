@@ -261,3 +261,50 @@ def test_illegal_actions_are_named():
 def test_the_reference_variant_is_arc_standard_only():
     with pytest.raises(ValueError, match="reference variant exists for arc-standard only"):
         DEPENDENCY_GRAMMARS["dtg_eager"](layout("arc_eager"), variant="reference")
+
+
+# ---- hf-slm masks ---------------------------------------------------------------------------------------
+
+
+def test_masks_report_of_an_inline_tree_is_figure_2():
+    from hf_slm.mask_inspection import mask_report
+
+    report = mask_report("There/2 is/0 a/4 difference/2", "dtg")
+    assert report["tokens"] == "<root> There is LA LA a difference LA LA RA RA RA RA </s>".split()
+    assert report["kinds"] == [kind for kind, *_ in FIGURE_2]
+    assert report["labels"] == [label for _, _, label, _ in FIGURE_2]
+    for row, (_, attended, _, _) in zip(report["attention_mask"], FIGURE_2):
+        assert [j for j, on in enumerate(row) if on] == sorted(attended)
+    reference = mask_report("There/2 is/0 a/4 difference/2", "dtg", variant="reference")
+    assert reference["kinds"] == [kind for kind, *_ in REFERENCE]
+    assert reference["relative_positions"][11][:12] == [0] * 9 + [-1, 0, 0]  # pop_root: <s> 0, the head -1, itself 0
+
+
+def test_masks_cli_for_dependency_grammars(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    def masks(*argv):
+        result = subprocess.run([sys.executable, "-m", "hf_slm.cli", "masks", *argv], capture_output=True, text=True,
+                                cwd=tmp_path, timeout=300)
+        return result
+
+    swift = masks("a/0 b/1 c/1", "--grammar", "dtg_swift", "--json")
+    assert swift.returncode == 0, swift.stderr
+    assert json.loads(swift.stdout)["tokens"] == "<root> a RA[1] RA[1] b RA[1] RA[1] c RA[2] RA[2] </s>".split()
+    pieces = json.loads(masks("▁Th|ere/2 is/0", "--grammar", "dtg", "--pieces", "--json").stdout)
+    assert pieces["kinds"][:3] == ["root", "terminal", "subword"]
+    assert masks("There/2 is/0", "--grammar", "dtg_eager", "--png", "mask.png").returncode == 0
+    assert (tmp_path / "mask.png").stat().st_size > 1000
+    crossing = masks("a/3 b/0 c/2 d/1", "--grammar", "dtg")
+    assert crossing.returncode == 2 and "Traceback" not in crossing.stderr
+    assert "the tree argument is not projective" in crossing.stderr
+    wrong = masks("(S (NP a NP) S)", "--grammar", "tg", "--pieces")
+    assert wrong.returncode == 2 and "--variant and --pieces are options of the dependency grammars" in wrong.stderr
+
+
+def test_the_cli_knows_every_dependency_grammar():
+    from hf_slm.cli import DEPENDENCY_GRAMMAR_NAMES
+
+    assert DEPENDENCY_GRAMMAR_NAMES == tuple(DEPENDENCY_GRAMMARS)

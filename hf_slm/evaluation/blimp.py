@@ -88,7 +88,10 @@ def read_blimp(data, limit=None):
     if path.is_dir():
         files = sorted(path.glob("*.jsonl"))
         if not files:
-            raise ValueError(f"BLiMP directory {str(path)!r} holds no .jsonl files")
+            nested = sorted({file.parent for file in path.glob("*/*.jsonl")})  # e.g. the release's data/ folder
+            hint = (f"; did you mean {str(nested[0])!r} ({len(list(nested[0].glob('*.jsonl')))} .jsonl files)?"
+                    if nested else "; expected one file per paradigm, e.g. anaphor_gender_agreement.jsonl")
+            raise ValueError(f"BLiMP directory {str(path)!r} holds no .jsonl files{hint}")
     elif path.is_file():
         files = [path]
     else:
