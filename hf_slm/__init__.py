@@ -32,6 +32,8 @@ _NAMES = {
     "WordSynchronousBeamSearch": "modeling.generation_slm",
     "SearchDecoder": "modeling.search_decoders",
     "TransformerSearchDecoder": "modeling.search_decoders",
+    "DEPENDENCY_GRAMMARS": "modeling.dependency_grammars",
+    "DependencyLayout": "modeling.dependency_grammars",
     "ActionKind": "modeling.grammars",
     "ActionLayout": "modeling.grammars",
     "PositionKind": "modeling.grammars",
@@ -51,6 +53,9 @@ _NAMES = {
     "top_down_actions": "tokenization.linearizers",
     "tree_from_bottom_up": "tokenization.linearizers",
     "tree_from_top_down": "tokenization.linearizers",
+    "DependencyTree": "tokenization.dependency_trees",
+    "DependencyTokenizer": "tokenization.tokenization_dependency",
+    "transition_system": "tokenization.transitions",
     "SyntacticTokenizer": "tokenization.tokenization_slm",
     "SyntacticWordTokenizer": "tokenization.tokenization_slm",
     "normalize_tree": "tokenization.trees",
@@ -61,7 +66,8 @@ _NAMES = {
 }
 
 # Submodules that need neither torch nor transformers (numpy, nltk): handing out their names registers nothing.
-_WITHOUT_TRANSFORMERS = {"checks", "modeling.grammars", "tokenization.linearizers", "tokenization.trees"}
+_WITHOUT_TRANSFORMERS = {"checks", "modeling.grammars", "modeling.dependency_grammars", "tokenization.linearizers",
+                         "tokenization.trees", "tokenization.dependency_trees", "tokenization.transitions"}
 
 __all__ = sorted(_NAMES) + ["__version__"]
 

@@ -600,6 +600,40 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         return self._decode(self.convert_tokens_to_ids(tokens))
 
 
+def train_sentencepiece(sentences, vocab_size, sentencepiece_options=None):
+    """The serialized SentencePiece unigram model over `sentences` (lists of words), `vocab_size` word pieces
+    (a small corpus may yield fewer): the terminal vocabulary of every SentencePiece-based tokenizer here."""
+    if not isinstance(vocab_size, int) or vocab_size < 1:
+        raise ValueError(f"vocab_size {vocab_size!r}: expected a positive number of word pieces")
+    trainer_options = {
+        "model_type": "unigram",
+        # SentencePiece counts its own <unk> in vocab_size; vocab_size here counts word pieces only.
+        "vocab_size": vocab_size + 1,
+        # A soft limit, so that a corpus too small for vocab_size pieces still trains.
+        "hard_vocab_limit": False,
+        "character_coverage": 1.0,
+        "byte_fallback": False,
+        # Identity normalization keeps every word byte for byte, so that decoding gives back the tree.
+        "normalization_rule_name": "identity",
+        "unk_id": 0,
+        "bos_id": -1,
+        "eos_id": -1,
+        "pad_id": -1,
+        "minloglevel": 2,
+        **(sentencepiece_options or {}),
+    }
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter([" ".join(words) for words in sentences]), model_writer=model, **trainer_options
+        )
+    except RuntimeError as error:
+        raise ValueError(
+            f"SentencePiece training on {len(sentences)} sentences with vocab_size={vocab_size} failed: {error}"
+        ) from error
+    return model.getvalue()
+
+
 class SyntacticTokenizer(SyntacticTokenizerBase):
     """Subword syntactic tokenizer: a SentencePiece unigram model over the words, plus nonterminals.
 
@@ -659,35 +693,9 @@ class SyntacticTokenizer(SyntacticTokenizerBase):
         if not isinstance(vocab_size, int) or vocab_size < 1:
             raise ValueError(f"vocab_size {vocab_size!r}: expected a positive number of word pieces")
         sentences, labels = _training_corpus(trees, options)
-        trainer_options = {
-            "model_type": "unigram",
-            # SentencePiece counts its own <unk> in vocab_size; vocab_size here counts word pieces only.
-            "vocab_size": vocab_size + 1,
-            # A soft limit, so that a corpus too small for vocab_size pieces still trains.
-            "hard_vocab_limit": False,
-            "character_coverage": 1.0,
-            "byte_fallback": False,
-            # Identity normalization keeps every word byte for byte, so that decoding gives back the tree.
-            "normalization_rule_name": "identity",
-            "unk_id": 0,
-            "bos_id": -1,
-            "eos_id": -1,
-            "pad_id": -1,
-            "minloglevel": 2,
-            **(sentencepiece_options or {}),
-        }
-        model = io.BytesIO()
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=iter([" ".join(words) for words in sentences]), model_writer=model, **trainer_options
-            )
-        except RuntimeError as error:
-            raise ValueError(
-                f"SentencePiece training on {len(sentences)} sentences with vocab_size={vocab_size} failed: {error}"
-            ) from error
         return cls(
-            sp_model_proto=model.getvalue(), nonterminals=sorted(set(labels) | set(extra_nonterminals)),
-            linearization=linearization, **options,
+            sp_model_proto=train_sentencepiece(sentences, vocab_size, sentencepiece_options),
+            nonterminals=sorted(set(labels) | set(extra_nonterminals)), linearization=linearization, **options,
         )
 
     def _encode_word(self, word):
