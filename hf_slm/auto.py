@@ -7,28 +7,35 @@ checkpoint serves the same classes to `trust_remote_code=True`.
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-from .modeling.configuration_slm import TransformerGrammarConfig, TransformerXLConfig
+from .modeling.configuration_slm import DependencyTransformerGrammarConfig, TransformerGrammarConfig, TransformerXLConfig
 from .modeling.modeling_slm import (
+    DependencyTransformerGrammarForCausalLM,
+    DependencyTransformerGrammarModel,
     TransformerGrammarForCausalLM,
     TransformerGrammarModel,
     TransformerXLForCausalLM,
     TransformerXLModel,
 )
+from .tokenization.tokenization_dependency import DependencyTokenizer
 from .tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
 
+# (config, model, causal LM, tokenizer classes): the last tokenizer class is the family's default.
+CONSTITUENCY_TOKENIZERS = (SyntacticWordTokenizer, SyntacticTokenizer)
 FAMILIES = (
-    (TransformerGrammarConfig, TransformerGrammarModel, TransformerGrammarForCausalLM),
-    (TransformerXLConfig, TransformerXLModel, TransformerXLForCausalLM),
+    (TransformerGrammarConfig, TransformerGrammarModel, TransformerGrammarForCausalLM, CONSTITUENCY_TOKENIZERS),
+    (TransformerXLConfig, TransformerXLModel, TransformerXLForCausalLM, CONSTITUENCY_TOKENIZERS),
+    (DependencyTransformerGrammarConfig, DependencyTransformerGrammarModel, DependencyTransformerGrammarForCausalLM,
+     (DependencyTokenizer,)),
 )
 
 
 def register_auto_classes():
-    for config_class, model_class, causal_lm_class in FAMILIES:
+    for config_class, model_class, causal_lm_class, tokenizer_classes in FAMILIES:
         AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
         AutoModel.register(config_class, model_class, exist_ok=True)
         AutoModelForCausalLM.register(config_class, causal_lm_class, exist_ok=True)
         # AutoTokenizer finds a checkpoint's tokenizer by the class name in its tokenizer_config.json among
         # the registered classes; one config maps to one default class, so the word tokenizer is registered
         # first (its name stays known) and the SentencePiece one last (the default).
-        AutoTokenizer.register(config_class, tokenizer_class=SyntacticWordTokenizer, exist_ok=True)
-        AutoTokenizer.register(config_class, tokenizer_class=SyntacticTokenizer, exist_ok=True)
+        for tokenizer_class in tokenizer_classes:
+            AutoTokenizer.register(config_class, tokenizer_class=tokenizer_class, exist_ok=True)

@@ -46,18 +46,23 @@ from torch import nn
 from .chunked_attention import ChunkedAttention, chunk_plan
 from .grammars import PositionKind
 
+# Positions that compose (TG's closing NT copy, DTG's arc copies): distinct COMPOSE attention serves them.
+COMPOSE_KINDS = torch.tensor([PositionKind.CLOSE_COMPOSE, PositionKind.LEFT_ARC_COMPOSE, PositionKind.RIGHT_ARC_COMPOSE])
 # Above this many distinct coordinate values, the gathered bias is cheaper than the one-hot key block.
 MAX_FACTORIZED_COORDINATES = 128
 
 
 class HeadStructure:
     """What one group of heads attends in one forward call: mask [B, T, S] bool, coordinates [B, T] / [B, S]
-    (R_ij = c_i - c_j) and how many coordinate values there are. Everything derived from them is computed
-    at most once per forward call, on first use, and shared by every layer (some of it costs a device sync).
+    (R_ij = c_i - c_j) and how many coordinate values there are; or, for grammars whose relative positions are
+    not all differences of coordinates (DTG's COMPOSE rows), the explicit `relative` [B, T, S] (then
+    num_values is 1 + the largest |R|). Everything derived from them is computed at most once per forward
+    call, on first use, and shared by every layer (some of it costs a device sync).
     """
 
-    def __init__(self, mask, coordinates_q, coordinates_k, num_values):
+    def __init__(self, mask, coordinates_q, coordinates_k, num_values, relative=None):
         self.mask, self.coordinates_q, self.coordinates_k, self.num_values = mask, coordinates_q, coordinates_k, num_values
+        self.relative = relative
 
     @cached_property
     def additive(self):
@@ -96,7 +101,10 @@ class PositionStructure:
         coordinates: [B, S] long, R_ij = c_i - c_j on restricted heads (TG: depth; causal grammars: position);
         positions: [B, S] long, each slot's index in its own sequence, -1 for a hole or padding (unrestricted
             heads: causal mask and R = i - j; absolute position embeddings);
-        kinds: [B, T] PositionKind of the new positions, or None (needed by distinct COMPOSE attention).
+        kinds: [B, T] PositionKind of the new positions, or None (needed by distinct COMPOSE attention);
+        relative_positions: [B, T, S] long, explicit R on restricted heads for grammars whose R is not always
+            c_i - c_j (DTG: an RA's COMPOSE row gives 0 to the head below and -1 to the dependent above), or
+            None. With it, attention takes the gathered-bias path.
     """
 
     mask: torch.Tensor
@@ -105,17 +113,23 @@ class PositionStructure:
     kinds: torch.Tensor | None
     min_position: int
     implementation: str = "auto"
+    relative_positions: torch.Tensor | None = None
+    head_slots: torch.Tensor | None = None  # [B, T]: a slot whose token embedding a position adds (DTG), -1 none
 
     def __post_init__(self):
         # One device sync per forward call (not per layer): how many coordinate values the fast path spans.
-        self.num_coordinate_values = int(self.coordinates.max()) + 1 if self.coordinates.numel() else 1
+        if self.relative_positions is not None:  # the span of the explicit values instead
+            self.num_coordinate_values = int(self.relative_positions.abs().max()) + 1 if self.relative_positions.numel() else 1
+        else:
+            self.num_coordinate_values = int(self.coordinates.max()) + 1 if self.coordinates.numel() else 1
         self.num_position_values = int(self.positions.max()) + 1 if self.positions.numel() else 1
 
     @cached_property
     def restricted(self):
-        """The grammar's heads: its mask and coordinates."""
+        """The grammar's heads: its mask and coordinates (or explicit relative positions)."""
         length = self.mask.shape[1]
-        return HeadStructure(self.mask, self.coordinates[:, -length:], self.coordinates, self.num_coordinate_values)
+        return HeadStructure(self.mask, self.coordinates[:, -length:], self.coordinates, self.num_coordinate_values,
+                             self.relative_positions)
 
     @cached_property
     def unrestricted(self):
@@ -196,7 +210,10 @@ class RelativeAttention(nn.Module):
         min_position, max_position = low, high
 
         def relative_index(values_k):  # [B, T, S'] indices into the table; built only on the paths that need it
-            relative = heads.coordinates_q[:, :, None] - values_k[:, None, :]
+            if heads.relative is not None:
+                relative = heads.relative
+            else:
+                relative = heads.coordinates_q[:, :, None] - values_k[:, None, :]
             return (relative.clamp(min_position, max_position) - min_position).long()
 
         def table():  # B_i[R] = (q_i + v) . W_R r(R), scaled: [B, h, T, K]
@@ -217,7 +234,8 @@ class RelativeAttention(nn.Module):
         position_q = torch.add((self.v * scale)[None, :, None], q, alpha=scale)
         keys_length = keys.shape[2]
         few_queries = length <= 4 and keys_length > length  # incremental decoding: a small bias is cheapest
-        if hidden.device.type == "cpu" and not few_queries:
+        explicit = heads.relative is not None  # R not from coordinates: only the gathered bias serves
+        if hidden.device.type == "cpu" and not few_queries and not explicit:
             if heads.relative_shift_applies:
                 # Transformer-XL: r for distances S-1, S-2, ... down past -1 (clipped to the table), ~S rows and
                 # not max_sequence_length; a multiple of 16 rows keeps the GEMM widths aligned.
@@ -238,7 +256,7 @@ class RelativeAttention(nn.Module):
                 out = ChunkedAttention.apply(torch.cat([content_q, extra_q], -1), kx, keys, values, None, None,
                                              heads.additive, plan, dropout)
                 return out.transpose(1, 2)
-        elif not few_queries and heads.num_values <= MAX_FACTORIZED_COORDINATES:
+        elif not few_queries and not explicit and heads.num_values <= MAX_FACTORIZED_COORDINATES:
             # Other devices: the same factorization inside one fused SDPA call with a boolean mask (values padded
             # to the query/key width, as SDPA's fused kernels need equal widths; padding columns are sliced off).
             extra_q, extra_k = self._factorized_blocks(table(), heads, min_position, max_position)
@@ -326,7 +344,7 @@ class SyntacticTransformerLayer(nn.Module):
             projected.append(o_proj(torch.cat(parts, dim=2).reshape(batch, length, -1)))
         attended = projected[0]
         if len(projected) == 2 and structure.kinds is not None:  # distinct STACK / COMPOSE parameters: COMPOSE rows take the second
-            is_compose = structure.kinds == PositionKind.CLOSE_COMPOSE
+            is_compose = torch.isin(structure.kinds, COMPOSE_KINDS.to(structure.kinds.device))
             attended = torch.where(is_compose[:, :, None], projected[1], projected[0])
         attended = F.dropout(attended, self.dropout, self.training)
         if self.pre_layer_norm:

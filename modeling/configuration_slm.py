@@ -18,6 +18,8 @@ from .grammars import grammar_class
 
 RELATIVE_ATTENTION_CHOICES = ("auto", "reference")
 POSITION_ENCODINGS = ("relative", "absolute")
+ARC_REPRESENTATIONS = ("w+arc", "arc", "w")  # paper 002, Table 4
+DEPENDENCY_VARIANTS = ("paper", "reference")
 
 
 class SyntacticTransformerConfig(PreTrainedConfig):
@@ -216,7 +218,42 @@ class TransformerXLConfig(SyntacticTransformerConfig):
         super().__init__(**kwargs)
 
 
-FAMILY_CONFIGS = (TransformerGrammarConfig, TransformerXLConfig)
+class DependencyTransformerGrammarConfig(SyntacticTransformerConfig):
+    """Dependency Transformer Grammars (paper 002): grammars "dtg" (arc-standard), "dtg_eager", "dtg_swift"
+    (modeling/dependency_grammars.py), over a DependencyTokenizer's vocabulary.
+
+    Args (besides SyntacticTransformerConfig's; its nonterminal ranges are unused):
+        root_token_id, left_arc_start, left_arc_stop, right_arc_start, right_arc_stop, pop_token_id,
+            continuation_ids: the id layout (dependency_grammars.DependencyLayout, a DependencyTokenizer's
+            `action_layout`): `<root>`, LA[1..K], RA[1..K], POP, and the pieces that continue a word.
+        dependency_variant: "paper", or "reference" (arc-standard as in the authors' released code).
+        arc_representation: what an arc position reads (paper 002, section 3.3 and Table 4): "w+arc" (the arc's
+            embedding plus that of the head word's last piece), "arc" (the arc's only) or "w" (the head's only).
+    """
+
+    model_type = "dependency_transformer_grammar"
+    grammars = ("dtg", "dtg_eager", "dtg_swift")
+    default_grammar = "dtg"
+    auto_classes = family_auto_classes("DependencyTransformerGrammar")
+
+    def __init__(self, root_token_id=4, left_arc_start=5, left_arc_stop=6, right_arc_start=6, right_arc_stop=7,
+                 pop_token_id=7, continuation_ids=None, dependency_variant="paper", arc_representation="w+arc",
+                 **kwargs):
+        if dependency_variant not in DEPENDENCY_VARIANTS:
+            raise ValueError(f"dependency_variant must be one of {DEPENDENCY_VARIANTS}, got {dependency_variant!r}")
+        if arc_representation not in ARC_REPRESENTATIONS:
+            raise ValueError(f"arc_representation must be one of {ARC_REPRESENTATIONS}, got {arc_representation!r}")
+        if kwargs.get("document_level"):
+            raise ValueError("dependency grammars read one sentence per sequence (document_level=False)")
+        self.root_token_id, self.pop_token_id = root_token_id, pop_token_id
+        self.left_arc_start, self.left_arc_stop = left_arc_start, left_arc_stop
+        self.right_arc_start, self.right_arc_stop = right_arc_start, right_arc_stop
+        self.continuation_ids = list(continuation_ids or [])
+        self.dependency_variant, self.arc_representation = dependency_variant, arc_representation
+        super().__init__(**kwargs)
+
+
+FAMILY_CONFIGS = (TransformerGrammarConfig, TransformerXLConfig, DependencyTransformerGrammarConfig)
 
 
 def config_class_for_grammar(grammar):
@@ -231,14 +268,16 @@ def config_for_grammar(grammar="tg", **fields):
     """A config of the family that reads `grammar` ("tg" -> TransformerGrammarConfig, ...). Every field must
     be one the config knows, with a value of its type (a misspelled field would otherwise be stored and
     silently do nothing)."""
-    check_config_fields(fields)
-    return config_class_for_grammar(grammar)(grammar=grammar, **fields)
+    config_class = config_class_for_grammar(grammar)
+    check_config_fields(fields, config_class)
+    return config_class(grammar=grammar, **fields)
 
 
-def check_config_fields(fields):
-    """Raise ValueError for a field SyntacticTransformerConfig does not know (naming the closest ones) or a
-    value whose type differs from the field's default (ints are accepted where floats are)."""
-    parameters = inspect.signature(SyntacticTransformerConfig.__init__).parameters
+def check_config_fields(fields, config_class=SyntacticTransformerConfig):
+    """Raise ValueError for a field `config_class` (a family's config) does not know, naming the closest ones,
+    or a value whose type differs from the field's default (ints are accepted where floats are)."""
+    parameters = dict(inspect.signature(SyntacticTransformerConfig.__init__).parameters)
+    parameters.update(inspect.signature(config_class.__init__).parameters)
     known = [name for name in parameters if name not in ("self", "kwargs")]
     for name, value in fields.items():
         if name not in known:
@@ -316,3 +355,4 @@ def preset_config(name, **overrides):
 
 TransformerGrammarConfig._auto_class = "AutoConfig"
 TransformerXLConfig._auto_class = "AutoConfig"
+DependencyTransformerGrammarConfig._auto_class = "AutoConfig"

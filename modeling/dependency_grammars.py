@@ -102,6 +102,19 @@ class DependencyLayout:
                 kinds[ids == special] = kind
         return kinds
 
+    def to_dict(self):
+        """The layout as config fields (not vocab_size: a model may have more ids)."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "vocab_size"}
+        fields["continuation_ids"] = list(self.continuation_ids)
+        return fields
+
+    @classmethod
+    def from_config(cls, config):
+        """The layout of a model config (fields of the same names)."""
+        fields = {name: getattr(config, name, None) for name in cls.__dataclass_fields__}
+        fields["continuation_ids"] = tuple(fields["continuation_ids"] or ())
+        return cls(**fields)
+
     def continues_word(self, ids):
         return np.isin(np.asarray(ids), np.array(self.continuation_ids, dtype=np.int64))
 
@@ -159,6 +172,7 @@ class DependencyGrammar:
     words_only = False
     document_level = False
     relative_position_meaning = "stack-depth differences d(i) - d(j) (paper 002, section 3.2)"
+    explicit_relative_positions = True  # COMPOSE rows' 0 / -1 are no coordinate differences (module docstring)
 
     def __init__(self, layout, variant="paper", document_level=False):
         if variant not in VARIANTS:
@@ -185,10 +199,9 @@ class DependencyGrammar:
     def linearization(self):
         return self.system
 
-    @property
-    def relative_position_range(self):
-        """Default clipping range: STACK distances up to 63 items, and COMPOSE's -1."""
-        return (-1, 62) if self.variant == "reference" else (-63, 0)
+    # Default clipping range: stack distances up to 63 items either way, which covers both variants (the paper's
+    # R <= 0, the reference's R >= -1); the sinusoids are fixed, so the range costs no parameters.
+    relative_position_range = (-63, 62)
 
     # ---- legality: the one source ----------------------------------------------------------------------
     def _mask(self, key, build):

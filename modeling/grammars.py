@@ -816,20 +816,35 @@ GRAMMARS = {
 }
 
 
+def _all_grammars():
+    """Every grammar class by name: the bracketed-tree ones here and the dependency ones (imported on first use:
+    dependency_grammars.py imports this module)."""
+    from .dependency_grammars import DEPENDENCY_GRAMMARS
+
+    return {**GRAMMARS, **DEPENDENCY_GRAMMARS}
+
+
 def grammar_class(name):
     """The grammar class called `name`, for its class-level facts (defaults, linearization)."""
-    if name not in GRAMMARS:
-        raise ValueError(f"unknown grammar {name!r}; expected one of {sorted(GRAMMARS)}")
-    return GRAMMARS[name]
+    grammars = _all_grammars()
+    if name not in grammars:
+        raise ValueError(f"unknown grammar {name!r}; expected one of {sorted(grammars)}")
+    return grammars[name]
 
 
-def get_grammar(name, layout, document_level=False):
-    """The grammar called `name` ("tg", "choe_charniak" or "terminals") over an ActionLayout; with
-    document_level, one sequence holds the trees of a whole document (see Grammar)."""
-    return grammar_class(name)(layout, document_level=document_level)
+def get_grammar(name, layout, document_level=False, **options):
+    """The grammar called `name` ("tg", "choe_charniak", "terminals"; "dtg", "dtg_eager", "dtg_swift" over a
+    DependencyLayout, with `variant`) over its layout; with document_level, one sequence holds the trees of a
+    whole document (see Grammar)."""
+    return grammar_class(name)(layout, document_level=document_level, **options)
 
 
 def grammar_for_config(config):
     """The grammar a model config names, sentence- or document-level as `config.document_level` says."""
-    return get_grammar(config.grammar, ActionLayout.from_config(config),
-                       document_level=bool(getattr(config, "document_level", False)))
+    document_level = bool(getattr(config, "document_level", False))
+    if getattr(config, "root_token_id", None) is not None:  # a dependency grammar
+        from .dependency_grammars import DependencyLayout
+
+        return get_grammar(config.grammar, DependencyLayout.from_config(config), document_level=document_level,
+                           variant=config.dependency_variant)
+    return get_grammar(config.grammar, ActionLayout.from_config(config), document_level=document_level)

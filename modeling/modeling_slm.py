@@ -28,7 +28,9 @@ from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
-from .configuration_slm import SyntacticTransformerConfig, TransformerGrammarConfig, TransformerXLConfig
+from .configuration_slm import (
+    DependencyTransformerGrammarConfig, SyntacticTransformerConfig, TransformerGrammarConfig, TransformerXLConfig,
+)
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
 from .grammars import ActionLayout, PositionKind, grammar_for_config
 from .safe_loading import SafetensorsOnlyLoading
@@ -103,9 +105,9 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         self.decoder.embed_tokens = value
 
     # ---- from actions to positions ------------------------------------------------------------------
-    def _structure(self, mask, coordinates, positions, kinds):
+    def _structure(self, mask, coordinates, positions, kinds, relative_positions=None):
         return PositionStructure(mask, coordinates, positions, kinds, self.config.min_relative_position,
-                                 self.config.relative_attention)
+                                 self.config.relative_attention, relative_positions)
 
     def positions_of_actions(self, input_ids, attention_mask=None, past_length=0, precomputed=None):
         """(position ids [B, T'], PositionStructure, prediction_index [B, T]) for action ids [B, T]."""
@@ -138,8 +140,10 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         for index, where in enumerate(real):
             if len(where) == 0:
                 raise ValueError(f"input_ids row {index} is all padding")
+        # A grammar whose relative positions are not all c_i - c_j (DTG) gives them explicitly.
+        explicit = getattr(self.grammar, "explicit_relative_positions", False)
         grammar_batch = self.grammar.batch([ids[b, where] for b, where in enumerate(real)], require_complete=False,
-                                           with_relative_positions=False)
+                                           with_relative_positions=explicit)
         prediction_index = np.zeros((batch, length), dtype=np.int64)
         for b, where in enumerate(real):
             prediction_index[b, where] = grammar_batch["prediction_index"][b, : len(where)]
@@ -147,8 +151,27 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         structure = self._structure(
             torch.from_numpy(grammar_batch["attention_mask"]).to(device),
             torch.from_numpy(grammar_batch["position_coordinates"]).to(device), _slot_positions(kinds), kinds,
+            torch.from_numpy(grammar_batch["relative_positions"]).to(device) if explicit else None,
         )
+        if "head_token_index" in grammar_batch:  # DTG: arc positions add their head word's last piece
+            structure.head_slots = torch.from_numpy(grammar_batch["head_token_index"]).to(device)
         return torch.from_numpy(grammar_batch["input_ids"]).to(device), structure, torch.from_numpy(prediction_index).to(device)
+
+    def input_additions(self, position_ids, structure, extra_embeddings=None):
+        """What is added to the positions' token embeddings: `extra_embeddings`, plus, for a grammar that names
+        a slot per position (`structure.head_slots`, DTG's arcs: the head word's last piece, -1 for none), that
+        slot's token embedding as config.arc_representation says ("w+arc": added; "w": instead of the
+        position's own; "arc": nothing). [B, T', d] or None."""
+        slots = getattr(structure, "head_slots", None)
+        representation = getattr(self.config, "arc_representation", "w+arc")
+        if slots is None or representation == "arc":
+            return extra_embeddings
+        embed = self.decoder.embed_tokens
+        has_head = (slots >= 0)[..., None]
+        added = embed(position_ids.gather(1, slots.clamp(min=0))) * has_head
+        if representation == "w":
+            added = added - embed(position_ids) * has_head
+        return added if extra_embeddings is None else extra_embeddings + added
 
     def _causal_positions(self, input_ids, padding, past_length):
         """Causal grammars have one position per action: the structure follows the batch's own layout (left or
@@ -196,6 +219,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             raise ValueError(f"the precomputed structure needs all of {list(given)}; got only {present}")
         position_ids, structure, prediction_index = self.positions_of_actions(
             input_ids, attention_mask, past_length, given if present else None)
+        extra_embeddings = self.input_additions(position_ids, structure, extra_embeddings)
         hidden, all_hidden = self.decoder(position_ids, structure, past_key_values if use_cache or past_length else None,
                                           extra_embeddings=extra_embeddings, output_hidden_states=bool(output_hidden_states))
         per_action = hidden.gather(1, prediction_index[:, :, None].expand(-1, -1, hidden.shape[-1]))
@@ -331,6 +355,20 @@ class TransformerGrammarForCausalLM(SyntacticTransformerForCausalLM):
     base_model_class = TransformerGrammarModel
 
 
+class DependencyTransformerGrammarModel(SyntacticTransformerModel):
+    """Dependency Transformer Grammar (paper 002) backbone: see SyntacticTransformerModel. Its grammar gives
+    COMPOSE rows explicit relative positions and each arc position its head word's last piece."""
+
+    config_class = DependencyTransformerGrammarConfig
+
+
+class DependencyTransformerGrammarForCausalLM(SyntacticTransformerForCausalLM):
+    """Dependency Transformer Grammar (paper 002) language model: see SyntacticTransformerForCausalLM."""
+
+    config_class = DependencyTransformerGrammarConfig
+    base_model_class = DependencyTransformerGrammarModel
+
+
 class TransformerXLModel(SyntacticTransformerModel):
     """Transformer-XL baseline backbone (TXL (CC) / TXL (terminals)): see SyntacticTransformerModel."""
 
@@ -347,13 +385,15 @@ class TransformerXLForCausalLM(SyntacticTransformerForCausalLM):
 # save_pretrained copies this file, its sibling imports and the configuration into every checkpoint, and
 # config.auto_map names all the Auto classes (see SyntacticTransformerConfig), so that
 # AutoModel / AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True) work without hf_slm.
-for _model, _causal_lm in ((TransformerGrammarModel, TransformerGrammarForCausalLM), (TransformerXLModel, TransformerXLForCausalLM)):
+for _model, _causal_lm in ((TransformerGrammarModel, TransformerGrammarForCausalLM), (TransformerXLModel, TransformerXLForCausalLM),
+                          (DependencyTransformerGrammarModel, DependencyTransformerGrammarForCausalLM)):
     _model._auto_class = "AutoModel"
     _causal_lm._auto_class = "AutoModelForCausalLM"
 
 CAUSAL_LM_CLASSES = {
     TransformerGrammarConfig.model_type: TransformerGrammarForCausalLM,
     TransformerXLConfig.model_type: TransformerXLForCausalLM,
+    DependencyTransformerGrammarConfig.model_type: DependencyTransformerGrammarForCausalLM,
 }
 
 

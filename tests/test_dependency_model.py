@@ -1,0 +1,153 @@
+"""The DTG model (DependencyTransformerGrammarConfig / ...ForCausalLM): the HF causal-LM contract for the three
+transition systems, the grammar's mask and explicit relative positions in the model, the arc representation of
+paper 002 section 3.3 (Table 4), and loading through the Auto classes without hf-slm."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ISOLATION_PREAMBLE
+from hf_slm.modeling.backbone import PositionStructure
+from hf_slm.modeling.configuration_slm import config_for_grammar
+from hf_slm.modeling.grammars import PositionKind
+from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
+
+TREES = ["There/2 is/0 a/4 difference/2", "The/2 cat/3 sleeps/0 ./3", "a/0 b/1 c/1", "Dogs/2 bark/0 loudly/2"]
+SYSTEMS = {"dtg": "arc_standard", "dtg_eager": "arc_eager", "dtg_swift": "arc_swift"}
+
+
+def tiny(grammar, layers=2, **fields):
+    tokenizer = DependencyTokenizer.train(TREES, vocab_size=30, transition_system=SYSTEMS[grammar])
+    config = config_for_grammar(grammar, vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=layers,
+                                num_attention_heads=2, intermediate_size=32, **tokenizer.action_layout, **fields)
+    torch.manual_seed(0)
+    return causal_lm_for_config(config).eval(), tokenizer
+
+
+@pytest.mark.parametrize("grammar", sorted(SYSTEMS))
+def test_logits_at_t_are_those_of_the_prefix_and_the_loss_is_the_shifted_nll(grammar):
+    model, tokenizer = tiny(grammar)
+    ids = torch.tensor([tokenizer(TREES[0])["input_ids"]])
+    with torch.no_grad():
+        full = model(input_ids=ids, labels=ids)
+        for t in (1, 3, 6, ids.shape[1] - 2):
+            prefix = model(input_ids=ids[:, : t + 1]).logits[0, -1]
+            assert torch.allclose(prefix, full.logits[0, t], atol=1e-5), t
+    log_probs = full.logits[0, :-1].log_softmax(-1).gather(1, ids[0, 1:, None])
+    assert torch.allclose(full.loss, -log_probs.mean(), atol=1e-6)
+
+
+def test_padding_and_batching_change_nothing():
+    model, tokenizer = tiny("dtg")
+    batch = tokenizer(TREES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        together = model(**batch).logits
+        for row, tree in enumerate(TREES):
+            alone = model(input_ids=torch.tensor([tokenizer(tree)["input_ids"]])).logits[0]
+            assert torch.allclose(together[row, : len(alone)], alone, atol=1e-5)
+
+
+def _hidden(model, tokenizer, tree):
+    ids = torch.tensor([tokenizer(tree)["input_ids"]])
+    with torch.no_grad():
+        output = model.model(input_ids=ids, output_hidden_states=True)
+    return output.hidden_states, model.model.grammar.sequence(ids[0].tolist())
+
+
+def test_a_compose_position_sees_only_what_its_mask_allows():
+    # One layer: the COMPOSE of LA(difference -> a) (position 7 of Figure 2) attends "a" and "difference" only,
+    # so the first word cannot change it; the COMPOSE of LA(is -> There) (position 3) sees "There".
+    model, tokenizer = tiny("dtg", layers=1)
+    (_, first), first_sequence = _hidden(model, tokenizer, "There/2 is/0 a/4 difference/2")
+    (_, other), other_sequence = _hidden(model, tokenizer, "Dogs/2 is/0 a/4 difference/2")
+
+    def composes(sequence):  # the first word may have another number of pieces: find the arcs in each
+        return [i for i, kind in enumerate(sequence.position_kinds.tolist()) if kind == PositionKind.LEFT_ARC_COMPOSE]
+
+    (first_early, first_late), (other_early, other_late) = composes(first_sequence), composes(other_sequence)
+    assert torch.allclose(first[0, first_late], other[0, other_late], atol=1e-6)
+    assert not torch.allclose(first[0, first_early], other[0, other_early], atol=1e-3)
+
+
+@pytest.mark.parametrize("representation", ["w+arc", "arc", "w"])
+def test_arc_inputs_follow_the_arc_representation(representation):
+    model, tokenizer = tiny("dtg", arc_representation=representation)
+    tree = "There/2 is/0 a/4 difference/2"
+    (embedded, *_), sequence = _hidden(model, tokenizer, tree)
+    head_slots = model.model.grammar.batch([tokenizer(tree)["input_ids"]])["head_token_index"][0]
+    table = model.model.decoder.embed_tokens.weight
+    ids = sequence.input_ids.tolist()
+    checked = 0
+    for position, kind in enumerate(sequence.position_kinds.tolist()):
+        if kind not in (PositionKind.LEFT_ARC_COMPOSE, PositionKind.LEFT_ARC_STACK, PositionKind.RIGHT_ARC_COMPOSE,
+                        PositionKind.RIGHT_ARC_STACK):
+            assert torch.allclose(embedded[0, position], table[ids[position]])
+            continue
+        head = ids[head_slots[position]]  # the head word's last piece
+        expected = {"w+arc": table[ids[position]] + table[head], "arc": table[ids[position]], "w": table[head]}
+        assert torch.allclose(embedded[0, position], expected[representation], atol=1e-6), position
+        checked += 1
+    assert checked == 8  # four arcs, two copies each
+
+
+def test_explicit_relative_positions_equal_the_coordinate_path():
+    # The machinery DTG needs, checked where both exist: a TG batch given R = c_i - c_j explicitly.
+    from conftest import save_tiny_checkpoint  # noqa: F401  (keeps the shared fixtures importable)
+    from hf_slm.action_vocab import ActionVocabulary
+
+    trees = [["(S", "(NP", "the", "bird", "NP)", "(VP", "sings", "VP)", "S)"], ["(S", "(NP", "a", "dog", "NP)", "S)"]]
+    vocab = ActionVocabulary.from_action_sequences(trees)
+    config = config_for_grammar("tg", vocab_size=len(vocab.tokens), hidden_size=16, num_hidden_layers=2,
+                                num_attention_heads=2, intermediate_size=32, **vocab.layout.to_dict())
+    torch.manual_seed(0)
+    model = causal_lm_for_config(config).eval()
+    batch = model.model.grammar.batch([vocab.encode(t) for t in trees])
+    kinds = torch.from_numpy(batch["position_kinds"].astype("int64"))
+    positions = torch.where(kinds != 0, torch.arange(kinds.shape[1]), torch.full_like(kinds, -1))
+    ids = torch.from_numpy(batch["input_ids"])
+    mask, coordinates = torch.from_numpy(batch["attention_mask"]), torch.from_numpy(batch["position_coordinates"])
+    with torch.no_grad():
+        implicit = PositionStructure(mask, coordinates, positions, kinds, config.min_relative_position)
+        explicit = PositionStructure(mask, coordinates, positions, kinds, config.min_relative_position,
+                                     relative_positions=torch.from_numpy(batch["relative_positions"]))
+        a, _ = model.model.decoder(ids, implicit)
+        b, _ = model.model.decoder(ids, explicit)
+    assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_a_saved_dtg_loads_through_the_auto_classes_without_hf_slm(tmp_path):
+    model, tokenizer = tiny("dtg_eager")
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    batch = tokenizer(TREES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = float(model(**batch, labels=batch["input_ids"]).loss)
+    script = ISOLATION_PREAMBLE + f"""
+import json, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+model = AutoModelForCausalLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()
+tokenizer = AutoTokenizer.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)
+batch = tokenizer({TREES!r}, padding=True, return_tensors="pt")
+with torch.no_grad():
+    loss = float(model(**batch, labels=batch["input_ids"]).loss)
+print(json.dumps({{"loss": loss, "class": type(model).__name__, "grammar": model.config.grammar}}))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            env={"HF_HOME": str(tmp_path / ".hf"), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["class"] == "DependencyTransformerGrammarForCausalLM" and found["grammar"] == "dtg_eager"
+    assert found["loss"] == pytest.approx(expected, abs=1e-5)
+
+
+def test_config_refuses_what_dtg_does_not_take():
+    with pytest.raises(ValueError, match="arc_representation must be one of"):
+        config_for_grammar("dtg", arc_representation="arc+w")
+    with pytest.raises(ValueError, match="one sentence per sequence"):
+        config_for_grammar("dtg", document_level=True)
+    with pytest.raises(ValueError, match=r"unknown config field 'arc_representaton'; did you mean arc_representation"):
+        config_for_grammar("dtg", arc_representaton="w")
