@@ -7,6 +7,7 @@ Datasets store only the (unexpanded) action ids of each tree; the grammar expand
 import numpy as np
 import torch
 
+from .modeling.dependency_grammars import DependencyLayout
 from .modeling.grammars import ActionLayout, get_grammar
 
 
@@ -25,24 +26,33 @@ class SyntacticDataCollator:
                              depth; causal grammars: the position)
         position_kinds       [B, T'] long, PositionKind (COMPOSE copies, padding...)
         prediction_index     [B, T] long, the position whose output predicts action t + 1
+    and, for a dependency grammar (DTG), whose COMPOSE rows have relative positions that are no coordinate
+    differences and whose arcs add their head word's embedding:
+        position_relative_positions [B, T', T'] long, R wherever attended
+        head_token_index     [B, T'] long, the position whose token embedding an arc position adds, -1 none
 
     Works as `data_collator` of transformers.Trainer. Features may be dicts with "input_ids" (other keys,
     such as a tokenizer's attention_mask, are ignored) or plain lists of ids.
 
     Args:
-        grammar: a grammar name ("tg", "choe_charniak", "terminals") or a grammar object.
-        layout: an ActionLayout or a dict of its fields (`tokenizer.action_layout`).
+        grammar: a grammar name ("tg", "choe_charniak", "terminals", "dtg", "dtg_eager", "dtg_swift") or a
+            grammar object.
+        layout: an ActionLayout (a DependencyLayout for the dependency grammars) or a dict of its fields
+            (`tokenizer.action_layout`).
         max_length: raise ValueError when an expanded sequence is longer (nothing is truncated).
         pad_to_multiple_of: round the padded expanded length up.
         validate: check every sequence against the grammar (a clear error instead of a silent bad mask).
         document_level: each sequence is a document, several trees after one `<s>`
             (`tokenizer.encode_document`); the model's config must say document_level=True too.
+        grammar_options: further options of the grammar (a dependency grammar's `variant`).
     """
 
-    def __init__(self, grammar, layout, max_length=None, pad_to_multiple_of=None, validate=True, document_level=False):
+    def __init__(self, grammar, layout, max_length=None, pad_to_multiple_of=None, validate=True, document_level=False,
+                 **grammar_options):
         if isinstance(layout, dict):
-            layout = ActionLayout(**layout)
-        self.grammar = get_grammar(grammar, layout, document_level) if isinstance(grammar, str) else grammar
+            layout = DependencyLayout(**layout) if "root_token_id" in layout else ActionLayout(**layout)
+        self.grammar = (get_grammar(grammar, layout, document_level, **grammar_options) if isinstance(grammar, str)
+                        else grammar)
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
         self.validate = validate
@@ -57,19 +67,20 @@ class SyntacticDataCollator:
         # anywhere else is left for the grammar to reject).
         pad = self.grammar.layout.pad_token_id
         sequences = [_strip_trailing(np.asarray(s, dtype=np.int64), pad) for s in sequences]
+        explicit = getattr(self.grammar, "explicit_relative_positions", False)
         batch = self.grammar.batch(
             sequences,
             validate=self.validate,
             pad_to_multiple_of=self.pad_to_multiple_of,
             max_length=self.max_length,
-            with_relative_positions=False,
+            with_relative_positions=explicit,
         )
         lengths = batch["action_lengths"]
         width = int(lengths.max())
         real = np.arange(width)[None, :] < lengths[:, None]
         input_ids = np.full((len(sequences), width), pad, dtype=np.int64)
         input_ids[real] = np.concatenate(sequences)
-        return {
+        collated = {
             "input_ids": torch.from_numpy(input_ids),
             "attention_mask": torch.from_numpy(real.astype(np.int64)),
             "labels": torch.from_numpy(np.where(real, input_ids, -100)),
@@ -79,6 +90,11 @@ class SyntacticDataCollator:
             "position_kinds": torch.from_numpy(batch["position_kinds"].astype(np.int64)),
             "prediction_index": torch.from_numpy(batch["prediction_index"]),
         }
+        if explicit:
+            collated["position_relative_positions"] = torch.from_numpy(batch["relative_positions"])
+        if "head_token_index" in batch:
+            collated["head_token_index"] = torch.from_numpy(batch["head_token_index"])
+        return collated
 
 
 def _strip_trailing(ids, pad):

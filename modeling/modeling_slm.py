@@ -43,6 +43,8 @@ IGNORED_GENERATION_INPUTS = ("position_ids", "cache_position", "output_attention
 # forward takes either name, and outputs fill the field the installed transformers defines.
 CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 STRUCTURE_INPUTS = ("expansion_index", "position_mask", "position_coordinates", "position_kinds", "prediction_index")
+# What the collator adds for grammars with explicit relative positions and head tokens (DTG).
+DEPENDENCY_STRUCTURE_INPUTS = ("position_relative_positions", "head_token_index")
 
 
 def _one_cache(cache, past_key_values):
@@ -122,8 +124,14 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             if past_length:
                 raise ValueError("the collator's precomputed structure covers whole sequences; it cannot follow a cache")
             kinds = precomputed["position_kinds"]
+            explicit = getattr(self.grammar, "explicit_relative_positions", False)
+            if explicit and precomputed.get("position_relative_positions") is None:
+                raise ValueError(f"a {self.config.grammar} model needs position_relative_positions with the precomputed "
+                                 "structure (SyntacticDataCollator gives them for a dependency grammar)")
             structure = self._structure(precomputed["position_mask"].bool(), precomputed["position_coordinates"],
-                                        _slot_positions(kinds), kinds)
+                                        _slot_positions(kinds), kinds,
+                                        precomputed.get("position_relative_positions") if explicit else None)
+            structure.head_slots = precomputed.get("head_token_index")
             return input_ids.gather(1, precomputed["expansion_index"]), structure, precomputed["prediction_index"]
         padding = attention_mask.bool() if attention_mask is not None else None
         if self.grammar.causal:
@@ -200,7 +208,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, inputs_embeds=None,
                 output_hidden_states=None, return_dict=True, extra_embeddings=None, expansion_index=None,
                 position_mask=None, position_coordinates=None, position_kinds=None, prediction_index=None, cache=None,
-                **unused):
+                position_relative_positions=None, head_token_index=None, **unused):
         _reject_unknown_inputs(self, unused)
         past_key_values = _one_cache(cache, past_key_values)
         if input_ids is None:
@@ -217,6 +225,8 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         present = [name for name, value in given.items() if value is not None]
         if present and len(present) != len(given):
             raise ValueError(f"the precomputed structure needs all of {list(given)}; got only {present}")
+        if present:  # a dependency grammar's additions (DEPENDENCY_STRUCTURE_INPUTS)
+            given.update(position_relative_positions=position_relative_positions, head_token_index=head_token_index)
         position_ids, structure, prediction_index = self.positions_of_actions(
             input_ids, attention_mask, past_length, given if present else None)
         extra_embeddings = self.input_additions(position_ids, structure, extra_embeddings)

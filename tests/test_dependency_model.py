@@ -151,3 +151,52 @@ def test_config_refuses_what_dtg_does_not_take():
         config_for_grammar("dtg", document_level=True)
     with pytest.raises(ValueError, match=r"unknown config field 'arc_representaton'; did you mean arc_representation"):
         config_for_grammar("dtg", arc_representaton="w")
+
+
+@pytest.mark.parametrize("grammar", sorted(SYSTEMS))
+def test_the_collators_fast_path_gives_the_contracts_loss_and_gradients(grammar):
+    from hf_slm.collator import SyntacticDataCollator
+
+    model, tokenizer = tiny(grammar)
+    collator = SyntacticDataCollator(grammar, tokenizer.action_layout)
+    features = [{"input_ids": ids} for ids in tokenizer(TREES)["input_ids"]]
+    collated = collator(features)
+    assert {"position_relative_positions", "head_token_index"} <= set(collated)
+    contract = tokenizer(TREES, padding=True, return_tensors="pt")
+    losses, gradients = [], []
+    for inputs in (collated, {**contract, "labels": contract["input_ids"]}):
+        model.zero_grad()
+        loss = model(**inputs).loss
+        loss.backward()
+        losses.append(float(loss.detach()))
+        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+    assert losses[0] == pytest.approx(losses[1], abs=1e-6)
+    assert gradients[0].keys() == gradients[1].keys()
+    for name in gradients[0]:
+        assert torch.allclose(gradients[0][name], gradients[1][name], atol=1e-6), name
+
+
+def test_trainer_trains_a_dtg_on_the_collators_batches(tmp_path):
+    from datasets import Dataset
+    from transformers import Trainer, TrainingArguments
+
+    from hf_slm.collator import SyntacticDataCollator
+
+    model, tokenizer = tiny("dtg")
+    collator = SyntacticDataCollator("dtg", tokenizer.action_layout)
+    features = [{"input_ids": ids} for ids in tokenizer(TREES)["input_ids"]]
+    dataset = Dataset.from_dict({"input_ids": [f["input_ids"] for f in features] * 8})
+    with torch.no_grad():
+        before = float(model(**collator(features)).loss)
+    seen = []
+    model.register_forward_pre_hook(lambda module, args, kwargs: seen.append(set(kwargs)), with_kwargs=True)
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, num_train_epochs=10,
+                             learning_rate=1e-2, logging_steps=100, save_strategy="no", report_to=[], disable_tqdm=True,
+                             use_cpu=True)
+    Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator).train()
+    assert len(seen) == 80 and all({"position_relative_positions", "head_token_index", "position_mask"} <= keys
+                                   for keys in seen)
+    model.eval()
+    with torch.no_grad():
+        after = float(model(**collator(features)).loss)
+    assert after < before * 0.7
