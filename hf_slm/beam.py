@@ -70,21 +70,6 @@ def position_limit(config):
     return None, None
 
 
-def structure_positions(grammar):
-    """The positions the shortest derivation of a sentence takes besides `<s>` and its pieces: one constituent
-    around the pieces (TG: its closing bracket is two positions, COMPOSE and STACK), or `</s>` for a
-    words-only grammar. The grammar itself counts them on a one-piece sentence; each further piece is one
-    more position in every grammar."""
-    layout = grammar.layout
-    piece = int(np.flatnonzero(layout.kinds(np.arange(layout.size)) == ActionKind.TERMINAL)[0])
-    if grammar.words_only:
-        actions = [layout.bos_token_id, piece, layout.eos_token_id]
-    else:
-        actions = [layout.bos_token_id, layout.open_nt_start, piece, layout.closing_id_for(layout.open_nt_start)]
-    state = grammar.start()
-    return sum(len(grammar.step(state, action)) for action in actions) - 2  # less <s> and the piece
-
-
 def _name(index, sources):
     return sources[index] if sources is not None else f"sentence {index}"
 
@@ -93,7 +78,7 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
     """The check every sentence passes before any search: `score`, `parse`, `score_documents` and the
     evaluations (hf_slm.evaluation) all come here. A sentence cannot be scored when it is empty, when a word
     of it has no pieces, or when even its shortest derivation (`<s>`, its pieces and the fewest positions the
-    grammar needs around them, `structure_positions`) is longer than the model's maximum (`position_limit`).
+    grammar needs around them, `grammar.minimum_positions`) is longer than the model's maximum (`position_limit`).
 
     sources: per sentence, how messages name it (e.g. "data.txt:4"); default "sentence i".
     on_error: "skip" leaves such sentences out; "raise" raises ValueError naming the first one.
@@ -106,7 +91,7 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
     if sources is not None and len(sources) != len(sentences):
         raise ValueError(f"got {len(sources)} sources for {len(sentences)} sentences; expected one per sentence")
     limit, limit_field = position_limit(model.config)
-    structure = structure_positions(grammar_for_config(model.config))
+    grammar = grammar_for_config(model.config)
     all_words, encoded, left_out, unknown = [], [], [], set()
     for index, sentence in enumerate(sentences):
         words = sentence_words(sentence)
@@ -120,10 +105,11 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
         elif empty:
             problem = (f"{name}: word {empty[0]} ({words[empty[0]]!r}) is empty after tokenization; expected "
                        "at least one piece")
-        elif limit is not None and 1 + structure + count > limit:
-            problem = (f"{name} is too long for the model: its shortest tree takes {1 + structure + count} positions "
-                       f"({len(words)} words in {count} pieces, <s> and {structure} for the structure), more than "
-                       f"the model's maximum of {limit} (config.{limit_field})")
+        elif limit is not None and grammar.minimum_positions(count, len(words)) > limit:
+            needed = grammar.minimum_positions(count, len(words))
+            problem = (f"{name} is too long for the model: its shortest tree takes {needed} positions "
+                       f"({len(words)} words in {count} pieces, <s> and {needed - 1 - count} for the structure), more "
+                       f"than the model's maximum of {limit} (config.{limit_field})")
         if problem is not None:
             if on_error == "raise":
                 raise ValueError(f"{problem}; stopped before any search (without stopping, such sentences are "
@@ -250,9 +236,17 @@ def bracketed_tree(tokenizer, ids, words=(), pieces=()):
         return " ".join(actions)
 
 
+def tree_string(tokenizer, ids, words=(), pieces=()):
+    """The tree of action ids with the given words as its first words: a dependency tokenizer writes its own
+    (inline `There/2 is/0 ...`), a constituency one gets `bracketed_tree`."""
+    if hasattr(tokenizer, "tree_with_words"):
+        return tokenizer.tree_with_words([int(i) for i in ids], words)
+    return bracketed_tree(tokenizer, ids, words, pieces)
+
+
 def _readable(tokenizer, words, pieces, result, unit, prefix_length=1):
-    """A SentenceResult as a dict of words, numbers in `unit` and bracketed trees (the prefix left out)."""
-    trees = [bracketed_tree(tokenizer, ids[prefix_length:], words, pieces) for ids, _ in result.trees]
+    """A SentenceResult as a dict of words, numbers in `unit` and trees (the prefix left out)."""
+    trees = [tree_string(tokenizer, ids[prefix_length:], words, pieces) for ids, _ in result.trees]
     return {
         "words": words,
         "surprisals": [s * unit for s in result.surprisals],
@@ -313,7 +307,6 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
         model, tokenizer, [s for document in documents for s in document], flat_names, on_error)
     offsets = np.cumsum([0] + [len(document) for document in documents])
     limit, limit_field = position_limit(model.config)
-    structure = structure_positions(grammar)
     stopped = {}  # document -> the name of its first left-out sentence: nothing after it is searched
 
     def leave_out(index, problem):
@@ -324,7 +317,8 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
     checked_out = {entry["index"] for entry in left_out}
     if on_error == "raise" and limit is not None:  # stop before any search if even the shortest trees overflow
         for k, document in enumerate(documents):
-            needed = 1 + np.cumsum([structure + sum(map(len, flat_pieces[int(offsets[k]) + i])) for i in range(len(document))])
+            sentences = [flat_pieces[int(offsets[k]) + i] for i in range(len(document))]  # their `<s>` is shared
+            needed = 1 + np.cumsum([grammar.minimum_positions(sum(map(len, p)), len(p)) - 1 for p in sentences])
             if needed[-1] > limit:
                 index = int(offsets[k]) + int(np.argmax(needed > limit))
                 leave_out(index, f"{flat_names[index]} does not fit after its document's earlier sentences: even "
@@ -348,7 +342,9 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
                 if index in checked_out:
                     stopped[k] = flat_names[index]
                     continue
-                needed = _sequence_positions(grammar, prefixes[k]) + structure + sum(map(len, flat_pieces[index]))
+                pieces = flat_pieces[index]  # after the prefix, the sentence takes its shortest tree less `<s>`
+                needed = _sequence_positions(grammar, prefixes[k]) + grammar.minimum_positions(
+                    sum(map(len, pieces)), len(pieces)) - 1
                 if limit is not None and needed > limit:
                     leave_out(index, f"{flat_names[index]} does not fit after the trees of its document's earlier "
                               f"sentences: its shortest tree would end at position {needed}, past the model's maximum "
@@ -400,7 +396,7 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
         top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words, seed=seed,
         beam_options=beam_options or None,
     )
-    return [bracketed_tree(tokenizer, row.tolist(), words, pieces) for row in output]
+    return [tree_string(tokenizer, row.tolist(), words, pieces) for row in output]
 
 
 def gold_tree_coverage(tokenizer, trees, grammar="tg", **beam_options):

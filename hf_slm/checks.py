@@ -1,9 +1,9 @@
 """Checks that a tokenizer and a model were made for each other."""
 
-from .modeling.grammars import GRAMMARS, ActionLayout
+from .modeling.grammars import _all_grammars, grammar_for_config
 
 # What a tokenizer must produce for each grammar (each grammar class says it).
-LINEARIZATION_OF_GRAMMAR = {name: rules.linearization for name, rules in GRAMMARS.items()}
+LINEARIZATION_OF_GRAMMAR = {name: rules.linearization for name, rules in _all_grammars().items()}
 
 
 def check_tokenizer_matches(config, tokenizer):
@@ -17,10 +17,16 @@ def check_tokenizer_matches(config, tokenizer):
     problems = []
     if len(tokenizer) > config.vocab_size:
         problems.append(f"the tokenizer has {len(tokenizer)} ids but the model's vocab_size is {config.vocab_size}")
-    layout = ActionLayout.from_config(config).to_dict()
-    for name, value in tokenizer.action_layout.items():
-        if layout[name] != value:
-            problems.append(f"{name} is {value} in the tokenizer but {layout[name]} in the model config")
+    layout = grammar_for_config(config).layout.to_dict()
+    given = tokenizer.action_layout
+    foreign = sorted(set(given) ^ set(layout))
+    if foreign:  # a tokenizer of another family (nonterminals for a dependency model, or the reverse)
+        problems.append(f"the tokenizer's id layout has other fields than a {config.grammar} model reads ({', '.join(foreign)}): "
+                        "a tokenizer of another model family")
+    for name, value in given.items():
+        if name in layout and layout[name] != value:
+            shown = lambda v: f"{len(v)} ids" if isinstance(v, (list, tuple)) and len(v) > 8 else v  # noqa: E731
+            problems.append(f"{name} is {shown(value)} in the tokenizer but {shown(layout[name])} in the model config")
     trained_with = getattr(config, "vocabulary_fingerprint", None)
     fingerprint = getattr(tokenizer, "vocabulary_fingerprint", None)
     if trained_with and fingerprint and fingerprint != trained_with:

@@ -34,7 +34,9 @@ row and arc STACK copy also attends itself, at 0; (c) STACK relative positions c
 
 `legal_actions(state)` is the one source of legality (section 3.5: arcs need two items, the root takes one
 dependent, k within the stack, POP only for a stack top that has its head; a word's later pieces only right
-after its earlier ones). tests/test_dependency_grammars.py holds it equal to tokenization/transitions.py.
+after its earlier ones), plus the oracle's canonical order, so that each tree has one sequence and p(x) sums
+over trees: arc-standard takes no left dependent once the head has a right one, arc-eager generates no word
+right after a POP. tests/test_dependency_grammars.py holds it equal to tokenization/transitions.py.
 
 This file is hub code: it is copied into checkpoints and must import nothing from hf_slm.
 """
@@ -128,20 +130,21 @@ class _Item:
     """A stack item: its positions (a word's pieces, or one COMPOSE position), the position of its head word's
     last piece (added to arc inputs), whether it has its head, whether it is the root."""
 
-    __slots__ = ("positions", "head_token", "has_head", "is_root")
+    __slots__ = ("positions", "head_token", "has_head", "is_root", "has_right_dependent")
 
-    def __init__(self, positions, head_token, has_head=False, is_root=False):
+    def __init__(self, positions, head_token, has_head=False, is_root=False, has_right_dependent=False):
         self.positions, self.head_token, self.has_head, self.is_root = positions, head_token, has_head, is_root
+        self.has_right_dependent = has_right_dependent
 
     def copy(self):
-        return _Item(self.positions[:], self.head_token, self.has_head, self.is_root)
+        return _Item(self.positions[:], self.head_token, self.has_head, self.is_root, self.has_right_dependent)
 
 
 class _DependencyState:
     """Incremental state; `buffered`: the top item is arc-eager's / arc-swift's buffer word."""
 
     __slots__ = ("length", "items", "buffered", "root_taken", "num_actions", "num_terminals", "num_words",
-                 "in_word", "closed", "finished")
+                 "in_word", "closed", "finished", "last_was_pop")
 
     def __init__(self):
         self.length = 0
@@ -152,6 +155,7 @@ class _DependencyState:
         self.in_word = False  # the last action was a piece: the word may go on
         self.closed = False  # the tree is complete: only `</s>` may follow
         self.finished = False
+        self.last_was_pop = False
 
     def clone(self):
         copy = _DependencyState.__new__(_DependencyState)
@@ -195,9 +199,6 @@ class DependencyGrammar:
         self._sign = 1 if variant == "reference" else -1  # coordinate c = sign * height
         self._masks = {}
 
-    @property
-    def linearization(self):
-        return self.system
 
     # Default clipping range: stack distances up to 63 items either way, which covers both variants (the paper's
     # R <= 0, the reference's R >= -1); the sinusoids are fixed, so the range costs no parameters.
@@ -222,9 +223,11 @@ class DependencyGrammar:
             return self._kind_mask(ActionKind.BOS if self.variant == "reference" else ActionKind.ROOT)
         if state.closed:
             return self._kind_mask(ActionKind.EOS)
-        words = self._mask(("words", state.in_word), lambda: (self._kinds == ActionKind.TERMINAL)
-                           & (~self._continues if not state.in_word else np.ones(self.vocab_size, bool)))
-        legal = words.copy()
+        if state.last_was_pop:  # canonical order: no word right after a POP (see transitions.py)
+            legal = self._kind_mask().copy()
+        else:
+            legal = self._mask(("words", state.in_word), lambda: (self._kinds == ActionKind.TERMINAL)
+                               & (~self._continues if not state.in_word else np.ones(self.vocab_size, bool))).copy()
         for action_id in self._legal_structure(state):
             legal[action_id] = True
         legal.setflags(write=False)
@@ -236,7 +239,9 @@ class DependencyGrammar:
         if self.system == "arc_standard":
             legal = []
             if len(items) >= 3:
-                legal += [layout.left_arc_start, layout.right_arc_start]
+                # canonical order: a head takes its left dependents before its right ones (transitions.py)
+                legal += [layout.right_arc_start] if items[-1].has_right_dependent else [layout.left_arc_start,
+                                                                                        layout.right_arc_start]
             elif len(items) == 2:  # root and one item: the last arc, onto the root
                 legal.append(layout.pop_token_id if self.variant == "reference" else layout.right_arc_start)
             return legal
@@ -288,8 +293,29 @@ class DependencyGrammar:
     def start(self):
         return _DependencyState()
 
+    @property
+    def start_action_id(self):
+        """The first action of every sequence: `<root>`, or `<s>` in the reference variant."""
+        return self.layout.bos_token_id if self.variant == "reference" else self.layout.root_token_id
+
     def is_complete(self, state):
         return state.finished
+
+    def structure_completes_tree(self, state):
+        """Whether a structural action now would complete the tree (then only `</s>` may follow): arc-standard's
+        arc onto the root (the root and one item left), arc-eager's POP of the root."""
+        if self.system == "arc_standard":
+            return len(state.items) == 2
+        if self.system == "arc_eager":
+            return len(state.items) == 1 and state.root_taken
+        return False  # arc-swift ends with `</s>` itself
+
+    def minimum_positions(self, pieces, words):
+        """The fewest positions a sentence of `words` words in `pieces` pieces expands to, the start and `</s>`
+        included: each word takes one arc as a dependent (two positions); arc-eager also pops at least the root's
+        dependent and the root (when every other word is a left dependent)."""
+        positions = 1 + pieces + 2 * words + 1
+        return positions + 2 if self.system == "arc_eager" else positions
 
     def step(self, state, action_id, check=True):
         """Feed one action; return the NewPositions it expands to (validated first unless check=False)."""
@@ -298,6 +324,7 @@ class DependencyGrammar:
         if check:
             self._check_action(state, action_id, kind)
         state.num_actions += 1
+        state.last_was_pop = kind == ActionKind.POP
         if kind in (ActionKind.BOS, ActionKind.ROOT):
             state.items.append(_Item([state.length], state.length, is_root=True))
             position_kind = PositionKind.ROOT if kind == ActionKind.ROOT else PositionKind.BOS
@@ -370,7 +397,8 @@ class DependencyGrammar:
         if reference:
             cells.append((compose_position, 0))
         cells.sort()
-        composed = _Item([compose_position], head.head_token, head.has_head, head.is_root)
+        composed = _Item([compose_position], head.head_token, head.has_head, head.is_root,
+                         head.has_right_dependent or not left)
         if head.is_root and not left:
             state.root_taken = True
         dependent.has_head = True
@@ -481,6 +509,7 @@ class ArcStandardGrammar(DependencyGrammar):
 
     name = "dtg"
     system = "arc_standard"
+    linearization = "arc_standard"  # what the tokenizer must produce (DependencyTokenizer's transition_system)
 
 
 class ArcEagerGrammar(DependencyGrammar):
@@ -488,6 +517,7 @@ class ArcEagerGrammar(DependencyGrammar):
 
     name = "dtg_eager"
     system = "arc_eager"
+    linearization = "arc_eager"  # what the tokenizer must produce (DependencyTokenizer's transition_system)
 
 
 class ArcSwiftGrammar(DependencyGrammar):
@@ -495,6 +525,7 @@ class ArcSwiftGrammar(DependencyGrammar):
 
     name = "dtg_swift"
     system = "arc_swift"
+    linearization = "arc_swift"  # what the tokenizer must produce (DependencyTokenizer's transition_system)
 
 
 DEPENDENCY_GRAMMARS = {grammar.name: grammar for grammar in (ArcStandardGrammar, ArcEagerGrammar, ArcSwiftGrammar)}

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .grammars import ActionKind, ActionLayout, grammar_for_config
+from .grammars import ActionKind, grammar_for_config
 from .search_constraints import DecodingStatus, SearchConstraints, SentenceWords
 from .search_decoders import search_decoder_for
 
@@ -169,8 +169,8 @@ class WordSynchronousBeamSearch:
         self.model = model
         self.options = (options or BeamSearchOptions()).check()
         config = model.config
-        self.layout = ActionLayout.from_config(config)
         self.grammar = grammar_for_config(config)
+        self.layout = self.grammar.layout
         self.vocab_size = config.vocab_size
         self.constraints = SearchConstraints(
             self.grammar, word_start_mask, incomplete_word_ids, self.options.max_nonterminals,
@@ -213,8 +213,9 @@ class WordSynchronousBeamSearch:
         checked = []
         for s, prefix in enumerate(prefixes):
             prefix = [int(i) for i in prefix]
-            if not prefix or prefix[0] != self.layout.bos_token_id:
-                raise ValueError(f"prefix {s} must start with <s> (id {self.layout.bos_token_id})")
+            start = self.grammar.start_action_id
+            if not prefix or prefix[0] != start:
+                raise ValueError(f"prefix {s} must start with the start action (id {start})")
             try:
                 self.grammar.validate(prefix, require_complete=len(prefix) > 1)
             except ValueError as error:
@@ -249,7 +250,7 @@ class WordSynchronousBeamSearch:
     # ---- the search -----------------------------------------------------------------------------------
     def _start(self, task):
         """One row per sentence: after `<s>`, or after a document prefix (all its positions in one call)."""
-        sequences = task.prefixes or [[self.layout.bos_token_id]] * len(task.words)
+        sequences = task.prefixes or [[self.grammar.start_action_id]] * len(task.words)
         states, steps = [], []
         for sequence in sequences:
             state = self.grammar.start()
@@ -493,7 +494,7 @@ def prompt_words(ids, layout, word_start_mask=None):
     words = []
     for position, (piece, kind) in enumerate(zip(ids, kinds)):
         piece = int(piece)
-        if kind in (ActionKind.BOS, ActionKind.PAD):
+        if kind in (ActionKind.BOS, ActionKind.PAD, ActionKind.ROOT):  # the start action (DTG: <root>)
             continue
         if kind != ActionKind.TERMINAL:
             raise ValueError(
@@ -519,7 +520,7 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
     beam of num_beams (at least num_return_sequences) and an action beam ten times larger, unless
     beam_size / word_beam_size are given.
     """
-    layout = ActionLayout.from_config(model.config)
+    layout = grammar_for_config(model.config).layout
     if input_ids is None:
         prompts = [[]]
     else:

@@ -351,6 +351,31 @@ class Grammar:
         elif kind == ActionKind.EOS:
             state.finished = True
 
+    @property
+    def start_action_id(self):
+        """The first action of every sequence: `<s>`."""
+        return self.layout.bos_token_id
+
+    def minimum_positions(self, pieces, words):
+        """The fewest positions a sentence of `words` words in `pieces` pieces expands to, `<s>` included: one
+        constituent around the pieces (TG: its closing bracket is two positions, COMPOSE and STACK), or `</s>`
+        for a words-only grammar. The grammar counts them itself on a one-piece sentence; each further piece
+        is one more position."""
+        if "_one_piece_positions" not in self.__dict__:
+            layout = self.layout
+            piece = int(np.flatnonzero(self._kinds == ActionKind.TERMINAL)[0])
+            if self.words_only:
+                actions = [layout.bos_token_id, piece, layout.eos_token_id]
+            else:
+                actions = [layout.bos_token_id, layout.open_nt_start, piece, layout.closing_id_for(layout.open_nt_start)]
+            state = self.start()
+            self._one_piece_positions = sum(len(self.step(state, action)) for action in actions)
+        return self._one_piece_positions + pieces - 1
+
+    def structure_completes_tree(self, state):
+        """Whether a closing action now would complete the tree: the root is the only open constituent."""
+        return len(state.open_ids) == 1
+
     def is_complete(self, state):
         """Whether the prefix read so far is a whole sequence (a document may go on after a complete one)."""
         if self.document_level and not self.uses_eos:

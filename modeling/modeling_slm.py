@@ -165,21 +165,28 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             structure.head_slots = torch.from_numpy(grammar_batch["head_token_index"]).to(device)
         return torch.from_numpy(grammar_batch["input_ids"]).to(device), structure, torch.from_numpy(prediction_index).to(device)
 
-    def input_additions(self, position_ids, structure, extra_embeddings=None):
-        """What is added to the positions' token embeddings: `extra_embeddings`, plus, for a grammar that names
-        a slot per position (`structure.head_slots`, DTG's arcs: the head word's last piece, -1 for none), that
-        slot's token embedding as config.arc_representation says ("w+arc": added; "w": instead of the
-        position's own; "arc": nothing). [B, T', d] or None."""
-        slots = getattr(structure, "head_slots", None)
+    def input_additions(self, position_ids, head_ids, extra_embeddings=None):
+        """What is added to the positions' token embeddings: `extra_embeddings`, plus, where `head_ids` [B, T']
+        names a token (DTG's arcs: the head word's last piece; -1 for none), that token's embedding as
+        config.arc_representation says ("w+arc": added; "w": instead of the position's own; "arc": nothing).
+        The forward pass and the beam-search decoder both come here. [B, T', d] or None."""
         representation = getattr(self.config, "arc_representation", "w+arc")
-        if slots is None or representation == "arc":
+        if head_ids is None or representation == "arc":
             return extra_embeddings
         embed = self.decoder.embed_tokens
-        has_head = (slots >= 0)[..., None]
-        added = embed(position_ids.gather(1, slots.clamp(min=0))) * has_head
+        has_head = (head_ids >= 0)[..., None]
+        added = embed(head_ids.clamp(min=0)) * has_head
         if representation == "w":
             added = added - embed(position_ids) * has_head
         return added if extra_embeddings is None else extra_embeddings + added
+
+    @staticmethod
+    def head_ids(position_ids, structure):
+        """[B, T'] the token at each position's head slot (`structure.head_slots`), -1 where it has none."""
+        slots = structure.head_slots
+        if slots is None:
+            return None
+        return torch.where(slots >= 0, position_ids.gather(1, slots.clamp(min=0)), torch.full_like(slots, -1))
 
     def _causal_positions(self, input_ids, padding, past_length):
         """Causal grammars have one position per action: the structure follows the batch's own layout (left or
@@ -229,7 +236,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             given.update(position_relative_positions=position_relative_positions, head_token_index=head_token_index)
         position_ids, structure, prediction_index = self.positions_of_actions(
             input_ids, attention_mask, past_length, given if present else None)
-        extra_embeddings = self.input_additions(position_ids, structure, extra_embeddings)
+        extra_embeddings = self.input_additions(position_ids, self.head_ids(position_ids, structure), extra_embeddings)
         hidden, all_hidden = self.decoder(position_ids, structure, past_key_values if use_cache or past_length else None,
                                           extra_embeddings=extra_embeddings, output_hidden_states=bool(output_hidden_states))
         per_action = hidden.gather(1, prediction_index[:, :, None].expand(-1, -1, hidden.shape[-1]))
@@ -314,7 +321,7 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         max_new_tokens (counted in words here). Pass `tokenizer=` (or `word_start_mask=`) so that words made
         of several pieces are told apart; `beam_options` (a dict) sets any BeamSearchOptions field.
         """
-        if self.grammar.uses_eos:  # words only (TXL (terminals)): transformers' own generate
+        if self.grammar.words_only:  # TXL (terminals): transformers' own generate
             return super().generate(inputs, generation_config=generation_config, **kwargs)
         input_ids = kwargs.pop("input_ids", inputs)
         settings = {}

@@ -60,6 +60,11 @@ class SentenceWords:
         return in_forced, next_piece, ends_word
 
 
+def _open_total(state):
+    """Opening NTs so far (0 for grammars without them, such as the dependency grammars)."""
+    return getattr(state, "num_open_total", 0)
+
+
 @dataclass
 class DecodingStatus:
     """Where H hypotheses stand, as the constraints need it: the grammar states and [H] long tensors of
@@ -83,7 +88,7 @@ class DecodingStatus:
         values = {name: torch.as_tensor(counters.get(name, [0] * count), dtype=torch.long) for name in cls.COUNTERS}
         sentence = torch.arange(count) if sentence is None else torch.as_tensor(sentence, dtype=torch.long)
         return cls(list(states), sentence, torch.as_tensor(last_actions, dtype=torch.long), **values,
-                   open_before=torch.tensor([s.num_open_total for s in states], dtype=torch.long))
+                   open_before=torch.tensor([_open_total(s) for s in states], dtype=torch.long))
 
     def __len__(self):
         return len(self.states)
@@ -115,7 +120,9 @@ class SearchConstraints:
         kinds = torch.from_numpy(grammar._kinds.astype(np.int64))
         size = grammar.vocab_size
         self.open_mask = kinds == ActionKind.OPEN_NT
-        self.close_mask = kinds == ActionKind.CLOSE_NT
+        # Structure that reduces: closing NTs, and a dependency grammar's arcs and POP.
+        self.close_mask = torch.isin(kinds, torch.tensor([ActionKind.CLOSE_NT, ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC,
+                                                          ActionKind.POP]))
         self.eos_mask = kinds == ActionKind.EOS
         self.terminal_mask = kinds == ActionKind.TERMINAL
         starts = torch.ones(size, dtype=torch.bool)
@@ -191,8 +198,9 @@ class SearchConstraints:
         of `status` (a DecodingStatus) searching the sentences of `words` (SentenceWords)."""
         states = status.states
         legal = torch.from_numpy(np.stack([self.grammar.legal_actions(s) for s in states]))
-        open_total = torch.tensor([s.num_open_total for s in states], dtype=torch.long)
-        closes_root = torch.tensor([len(s.open_ids) == 1 for s in states])
+        open_total = torch.tensor([_open_total(s) for s in states], dtype=torch.long)
+        # whether a closing action now would complete the tree (TG: the root's; DTG: the arc onto the root)
+        closes_root = torch.tensor([self.grammar.structure_completes_tree(s) for s in states], dtype=torch.bool)
         num_forced = words.num_forced[status.sentence]
         free_words = words.free_words[status.sentence]
         in_forced, forced_piece, forced_completes = words.next_forced_piece(status)
@@ -229,9 +237,10 @@ class SearchConstraints:
         permitted[forced_rows, forced_piece[forced_rows]] = True
         allowed = legal & permitted
         # A round completes with a free word's piece, the root's closing or `</s>` when no free words follow,
-        # or the last piece of a forced word.
+        # or the last piece of a forced word. A grammar that ends with `</s>` completes it there, not at the root.
         finishing = between_words & no_free_words
-        completing = allowed & self._completing[self._code(free, finishing & closes_root, finishing)]
+        root_completes = finishing & closes_root & (not self.grammar.uses_eos)
+        completing = allowed & self._completing[self._code(free, root_completes, finishing)]
         completes_word = forced_rows[forced_completes[forced_rows]]
         completing[completes_word, forced_piece[completes_word]] = allowed[completes_word, forced_piece[completes_word]]
         return allowed, completing

@@ -72,7 +72,8 @@ class _KeyValueRows:
 
 
 class _KeyValuePool:
-    """Keys, values and coordinates of every position computed since the last `retain`, one slot each.
+    """Keys, values, coordinates and token ids of every position computed since the last `retain`, one slot
+    each (a DTG arc adds the embedding of an earlier position's token: its head word's last piece).
 
     A hypothesis is a list of slots: branching and pruning hypotheses copy those lists (small integer
     arrays), never keys or values, and a forward call gathers only the slots its new positions attend.
@@ -82,16 +83,20 @@ class _KeyValuePool:
         self.device = device
         self.keys, self.values = {}, {}  # per cache layer: [capacity, heads, head_dim]
         self.coordinates = np.zeros(0, dtype=np.int64)
+        self.token_ids = np.zeros(0, dtype=np.int64)
         self.used = 0
 
-    def allocate(self, coordinates):
-        """Slots for new positions with these coordinates (storage grows lazily, in `write`)."""
+    def allocate(self, coordinates, token_ids):
+        """Slots for new positions with these coordinates and token ids (keys and values grow in `write`)."""
         start, stop = self.used, self.used + len(coordinates)
         if stop > len(self.coordinates):
-            grown = np.zeros(max(stop, 2 * len(self.coordinates), POOL_CHUNK), dtype=np.int64)
-            grown[: self.used] = self.coordinates[: self.used]
-            self.coordinates = grown
+            size = max(stop, 2 * len(self.coordinates), POOL_CHUNK)
+            for name in ("coordinates", "token_ids"):
+                grown = np.zeros(size, dtype=np.int64)
+                grown[: self.used] = getattr(self, name)[: self.used]
+                setattr(self, name, grown)
         self.coordinates[start:stop] = coordinates
+        self.token_ids[start:stop] = token_ids
         self.used = stop
         return np.arange(start, stop)
 
@@ -118,6 +123,7 @@ class _KeyValuePool:
         self.keys = {layer: storage.index_select(0, index) for layer, storage in self.keys.items()}
         self.values = {layer: storage.index_select(0, index) for layer, storage in self.values.items()}
         self.coordinates = self.coordinates[live]
+        self.token_ids = self.token_ids[live]
         self.used = len(live)
 
 
@@ -199,7 +205,7 @@ class TransformerSearchDecoder(SearchDecoder):
 
         # The hypotheses' slots after this call: their parents' and the new positions'.
         new_coordinates = np.array([p.coordinate for p in flat], dtype=np.int64)
-        new_slots = self.pool.allocate(new_coordinates)
+        new_slots = self.pool.allocate(new_coordinates, np.array([p.input_id for p in flat], dtype=np.int64))
         lengths = old + new_counts
         slots = np.full((count, max(int(lengths.max()), parent_slots.shape[1])), -1, dtype=np.int64)
         slots[:, : parent_slots.shape[1]] = parent_slots
@@ -230,6 +236,16 @@ class TransformerSearchDecoder(SearchDecoder):
         mask = np.zeros((len(flat), 1, width), dtype=bool)
         mask[attending, 0, attended_column] = True
         coordinates = self.pool.coordinates[reads] * (positions >= 0)
+        relative = None
+        if getattr(self.model.model.grammar, "explicit_relative_positions", False):  # DTG's COMPOSE rows
+            relative = np.zeros((len(flat), 1, width), dtype=np.int64)
+            relative[attending, 0, attended_column] = np.concatenate([p.relative_positions for p in flat])
+        # The token a position adds to its own (DTG: an arc's head word's last piece, an earlier position).
+        head_ids = np.full((len(flat), 1), -1, dtype=np.int64)
+        with_head = [i for i, p in enumerate(flat) if p.extra_inputs]
+        if with_head:
+            head_positions = np.array([flat[i].extra_inputs[0] for i in with_head], dtype=np.int64)
+            head_ids[with_head, 0] = self.pool.token_ids[slots[owner[with_head], head_positions]]
 
         # Logits of each hypothesis's last predicting position only.
         predicts = np.array([p.predicts for p in flat])
@@ -243,10 +259,12 @@ class TransformerSearchDecoder(SearchDecoder):
             to_device(mask), to_device(coordinates), to_device(positions),
             to_device(np.array([[int(p.kind)] for p in flat], dtype=np.int64)),
             config.min_relative_position, config.relative_attention,
+            None if relative is None else to_device(relative),
         )
         input_ids = to_device(np.array([[p.input_id] for p in flat], dtype=np.int64))
+        extra = self.model.model.input_additions(input_ids, to_device(head_ids)) if with_head else None
         cache = _GatheredCache(self.pool, to_device(reads), to_device(new_slots))
-        log_probs = self._log_probs(self.model.forward_positions, input_ids, structure, cache,
+        log_probs = self._log_probs(self.model.forward_positions, input_ids, structure, cache, extra,
                                     output_index=(to_device(output), torch.zeros(count, dtype=torch.long, device=device)))
         self.peak_cache_bytes = max(self.peak_cache_bytes, self.pool.nbytes())
         return _KeyValueRows(slots), log_probs

@@ -22,7 +22,7 @@ from test_transitions import projective_trees
 PAD, BOS, EOS, UNK, ROOT = 0, 1, 2, 3, 4
 WORDS = ["There", "is", "a", "difference", "▁Th", "ere", "▁diff", "erence"]
 CONTINUATIONS = ("ere", "erence")  # pieces that continue a word
-MAX_K = 4
+MAX_K = 10  # arc-swift k up to the largest tree the property test draws (9 words)
 
 
 def layout(system):

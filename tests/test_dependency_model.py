@@ -96,7 +96,6 @@ def test_arc_inputs_follow_the_arc_representation(representation):
 
 def test_explicit_relative_positions_equal_the_coordinate_path():
     # The machinery DTG needs, checked where both exist: a TG batch given R = c_i - c_j explicitly.
-    from conftest import save_tiny_checkpoint  # noqa: F401  (keeps the shared fixtures importable)
     from hf_slm.action_vocab import ActionVocabulary
 
     trees = [["(S", "(NP", "the", "bird", "NP)", "(VP", "sings", "VP)", "S)"], ["(S", "(NP", "a", "dog", "NP)", "S)"]]
@@ -200,3 +199,65 @@ def test_trainer_trains_a_dtg_on_the_collators_batches(tmp_path):
     with torch.no_grad():
         after = float(model(**collator(features)).loss)
     assert after < before * 0.7
+
+
+# ---- word-synchronous beam search ----------------------------------------------------------------------
+
+
+def _projective_trees(words):
+    """Every projective dependency tree over `words` (by brute force over all head assignments)."""
+    from itertools import product
+
+    from hf_slm.tokenization.dependency_trees import DependencyTree
+
+    found = []
+    for heads in product(range(len(words) + 1), repeat=len(words)):
+        try:
+            tree = DependencyTree(words, heads)
+        except ValueError:
+            continue
+        if tree.is_projective():
+            found.append(tree)
+    return found
+
+
+def _joint_log_prob(model, tokenizer, tree):
+    ids = torch.tensor([tokenizer(tree)["input_ids"]])
+    with torch.no_grad():
+        log_probs = model(input_ids=ids).logits[0, :-1].log_softmax(-1)
+    return float(log_probs.gather(1, ids[0, 1:, None]).sum())
+
+
+@pytest.mark.parametrize("grammar", sorted(SYSTEMS))
+def test_an_exhaustive_beam_sums_every_projective_tree(grammar):
+    """log p(x) from the beam equals the sum of p(x, y) over all projective trees y, each scored by a plain
+    forward pass (the HF contract): the search, its decoder and its constraints lose no tree and add none."""
+    import hf_slm
+
+    model, tokenizer = tiny(grammar)
+    words = ["a", "b", "c"]
+    trees = _projective_trees(words)
+    assert len(trees) == 7  # single-rooted projective trees over n words: 1, 2, 7, 30, ... (OEIS A006013)
+    joint = torch.tensor([_joint_log_prob(model, tokenizer, tree) for tree in trees], dtype=torch.float64)
+    options = dict(beam_size=2000, word_beam_size=2000, fast_track=0, max_consecutive_open=None, progress=False)
+    cached = hf_slm.score(model, tokenizer, [words], num_trees=3, **options)[0]
+    assert cached["log_prob"] == pytest.approx(float(torch.logsumexp(joint, 0)), abs=1e-4)
+    order = torch.argsort(joint, descending=True)[:3].tolist()
+    assert [found["tree"] for found in cached["trees"]] == [trees[i].to_inline() for i in order]
+    assert [found["log_prob"] for found in cached["trees"]] == pytest.approx([float(joint[i]) for i in order], abs=1e-4)
+    assert cached["tree"] == trees[order[0]].to_inline()
+    reencoded = hf_slm.score(model, tokenizer, [words], use_cache=False, **options)[0]
+    assert reencoded["log_prob"] == pytest.approx(cached["log_prob"], abs=1e-5)
+    assert cached["surprisals"] == pytest.approx(reencoded["surprisals"], abs=1e-4)
+
+
+def test_parse_keeps_the_given_words_and_generate_writes_trees():
+    import hf_slm
+
+    model, tokenizer = tiny("dtg")
+    with pytest.warns(UserWarning, match="go through <unk>"):
+        tree = hf_slm.parse(model, tokenizer, [["a", "zzq", "c"]], beam_size=20, word_beam_size=5, progress=False)[0]
+    assert [item.rpartition("/")[0] for item in tree.split()] == ["a", "zzq", "c"]  # not the <unk> pieces
+    generated = hf_slm.generate_trees(model, tokenizer, "a b", num_trees=2, max_new_words=2)
+    for text in generated:
+        assert text.split()[0].startswith("a/")  # the prompt's words come first

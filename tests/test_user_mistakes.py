@@ -8,7 +8,6 @@ CLI cases run in parallel subprocesses (one thread each), since each pays the in
 import importlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor

@@ -82,6 +82,7 @@ class DependencyTokenizer(SyntacticTokenizer):
             self._id_to_token.append(token)
             self._word_start_mask.append(False)
         self.special_tokens_pattern = "none"  # _encode_one adds the start token and </s> itself
+        self.linearization = transition_system  # what a model's grammar checks (the base class said "terminals")
 
     # ---- vocabulary ---------------------------------------------------------------------------------
     @property
@@ -92,7 +93,8 @@ class DependencyTokenizer(SyntacticTokenizer):
     @property
     def action_layout(self):
         """The fields of modeling/dependency_grammars.DependencyLayout."""
-        continuation = [index for index in range(4, self._root_id) if not self._word_start_mask[index]]
+        # <unk> (id 3) continues a word too when the tokenizer never starts one with it (SentencePiece: "▁" first)
+        continuation = [index for index in range(3, self._root_id) if not self._word_start_mask[index]]
         return {
             "pad_token_id": PAD_ID, "bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "root_token_id": self._root_id,
             "left_arc_start": self._left_start, "left_arc_stop": self._left_start + self.max_k,
@@ -155,6 +157,19 @@ class DependencyTokenizer(SyntacticTokenizer):
             else:
                 transitions.append(Transition(GEN, action))
         return transitions
+
+    def tree_with_words(self, token_ids, words=()):
+        """The inline tree of ids whose first words are `words` (a forced-word search: the given words, whatever
+        the pieces spell, `<unk>` included); a prefix or words only: the actions joined by spaces."""
+        transitions, given = [], iter(words)
+        for transition in self.transitions_of(token_ids):
+            if transition.action == GEN:
+                transition = Transition(GEN, next(given, transition.value))
+            transitions.append(transition)
+        try:
+            return self.system.tree(transitions, where="ids").to_inline()
+        except ValueError:
+            return " ".join(t.spelled(self.system.uses_k) for t in transitions)
 
     def _decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, **kwargs):
         """A whole sequence decodes to its inline tree `There/2 is/0 ...`; anything else (a prefix, words) to

@@ -31,6 +31,11 @@ from the start (paper 002, Figure 1: `<root>`); a sentence's words are positions
   need no POP (arc-swift has none). Figure 5's plain text is garbled after position 12 (an empty input and an
   RA[2] whose head is "is"); this ending follows from the transitions of Table 1 instead.
 
+Canonical order: a tree has one transition sequence here, the oracle's, so that p(x) sums over trees.
+Arc-standard could also build a tree by taking a left dependent after a right one (`a b c RA LA RA` for
+`a b LA c RA RA`), and arc-eager by popping earlier than needed and generating after the POP; the replay
+refuses both (arc-swift's arcs are forced, it has no such freedom).
+
 The replay checks every transition against the system's rules and raises ValueError naming the sentence, the
 transition and what was expected (an arc with too few items, k beyond the stack, a second root, a sequence
 that ends with words unattached). Legality for the model lives in the DTG grammar (modeling/), which tests
@@ -87,6 +92,8 @@ class _State:
         self.buffer = None
         self.words = []
         self.heads = {}  # dependent -> head
+        self.right_headed = set()  # words that took a right dependent (arc-standard's canonical order)
+        self.last_was_pop = False  # arc-eager's canonical order: no GEN right after a POP
 
     def has_head(self, position):
         return position in self.heads
@@ -134,6 +141,10 @@ class TransitionSystem:
 
     # ---- rules ----------------------------------------------------------------------------------------
     def apply(self, state, transition, where):
+        self._apply(state, transition, where)
+        state.last_was_pop = isinstance(transition, Transition) and transition.action == POP
+
+    def _apply(self, state, transition, where):
         if not isinstance(transition, Transition):
             raise ValueError(f"{where}: expected a Transition (gen(word), left_arc(), right_arc(), pop())")
         if transition.action == GEN:
@@ -175,11 +186,11 @@ class TransitionSystem:
 class ArcStandard(TransitionSystem):
     name = "arc-standard"
 
-    def apply(self, state, transition, where):
+    def _apply(self, state, transition, where):
         if state.root_taken():  # RA to the root leaves the root alone on the stack: nothing can follow
             raise ValueError(f"{where}: the root already has its dependent, so the sentence is complete; expected "
                              "the end")
-        super().apply(state, transition, where)
+        super()._apply(state, transition, where)
 
     def _gen(self, state, word):
         state.words.append(word)
@@ -192,10 +203,14 @@ class ArcStandard(TransitionSystem):
         if direction == LEFT_ARC:
             if below == 0:
                 raise ValueError(f"{where}: LA would make the root a dependent; expected RA or GEN")
+            if top in state.right_headed:
+                raise ValueError(f"{where}: word {top} already took a right dependent; the oracle's order takes left "
+                                 "dependents first (another order would build the same tree twice)")
             self._attach(state, top, below, where)
             del state.stack[-2]
         else:
             self._attach(state, below, top, where)
+            state.right_headed.add(below)
             state.stack.pop()
 
     def unfinished(self, state):
@@ -287,10 +302,13 @@ class ArcEager(_BufferedSystem):
                              f"({state.words[top - 1]!r}) has none yet")
         state.stack.pop()
 
-    def apply(self, state, transition, where):
+    def _apply(self, state, transition, where):
         if not state.stack:
             raise ValueError(f"{where}: the root was popped, so the sentence is complete; expected the end")
-        super().apply(state, transition, where)
+        if state.last_was_pop and transition.action == GEN:
+            raise ValueError(f"{where}: GEN right after POP; the oracle pops only what an arc or the end needs "
+                             "(popping earlier would build the same tree twice)")
+        super()._apply(state, transition, where)
 
     def unfinished(self, state):
         if not state.words:
