@@ -137,6 +137,23 @@ def _say_left_out(command, left_out, total, noun="sentences"):
           f"results are complete; --stop-on-error stops instead): {shown}{more}", file=sys.stderr)
 
 
+def _print_pretty(tree, parse_tree):
+    """A bracketed tree drawn by nltk; a dependency tree (inline `a/2 b/0`) as a table: position, word, head,
+    head word."""
+    from .tokenization.tokenization_dependency import is_inline_tree
+
+    if not is_inline_tree(tree):
+        parse_tree(tree).pretty_print()
+        return
+    from .tokenization.dependency_trees import DependencyTree
+
+    dependency = DependencyTree.from_inline(tree)
+    width = max(len(word) for word in dependency.words)
+    for position, (word, head) in enumerate(zip(dependency.words, dependency.heads), start=1):
+        print(f"{position:>3}  {word:<{width}}  {head:>3}  {'(root)' if head == 0 else dependency.words[head - 1]}")
+    print()
+
+
 def command_parse(args):
     from .beam import parse
     from .tokenization.trees import parse_tree
@@ -149,7 +166,7 @@ def command_parse(args):
         if tree is None:  # left out: an empty line keeps one line per sentence
             print()
         elif args.pretty:
-            parse_tree(tree).pretty_print()
+            _print_pretty(tree, parse_tree)
         else:
             print(tree)
     _say_left_out("parse", trees.left_out, len(trees))

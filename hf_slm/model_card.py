@@ -51,7 +51,12 @@ FAMILIES = {
     "tg": ModelFamily("Transformer Grammar (TG)", "transformer-grammar", "tg.md", True),
     "choe_charniak": ModelFamily("TXL (CC)", "txl-cc", "txl_cc.md", True),
     "terminals": ModelFamily("TXL (terminals)", "txl-terminals", "txl_terminals.md", False),
+    "dtg": ModelFamily("DTG", "dependency-transformer-grammar", "dtg.md", True),
+    "dtg_eager": ModelFamily("DTG-eager", "dependency-transformer-grammar", "dtg.md", True),
+    "dtg_swift": ModelFamily("DTG-swift", "dependency-transformer-grammar", "dtg.md", True),
 }
+# The transition system of each dependency grammar, as a card names it.
+TRANSITION_SYSTEM_NAMES = {"dtg": "arc-standard", "dtg_eager": "arc-eager", "dtg_swift": "arc-swift"}
 
 
 # ---- reading the checkpoint folder ----------------------------------------------------------------------
@@ -89,7 +94,7 @@ def model_family(config, source="config.json"):
     grammar = config.get("grammar")
     if grammar not in FAMILIES:
         raise ValueError(f"{source}: grammar {grammar!r} has no model card template; expected one of "
-                         f"{sorted(FAMILIES)} (cards for DTG, compositional SLMs and SOM come with those models)")
+                         f"{sorted(FAMILIES)} (cards for the compositional SLMs and SOM come with those models)")
     return FAMILIES[grammar]
 
 
@@ -417,7 +422,7 @@ def model_details(config, parameters):
         ("vocabulary", vocabulary),
         ("parameters", f"{parameters:,}" if parameters is not None else "not counted (no safetensors weights)"),
         ("max sequence length", f"{_config_value(config, 'max_sequence_length')} positions"
-                                + (" (closing nonterminals count twice)" if rules.duplicates_closing else "")),
+                                + (f" ({rules.duplicated_actions} count twice)" if rules.duplicates_closing else "")),
         ("relative positions", f"{what}, clipped to [{low}, {high}]"),
         ("dropout", f"embeddings {_config_value(config, 'embedding_dropout')}, layers "
                     f"{_config_value(config, 'core_dropout')}, attention weights "
@@ -578,6 +583,10 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         training_data=_files(training.get("train_data")) if training and training.get("train_data") else None,
         max_sequence_length=config.get("max_sequence_length", NOT_RECORDED),
         document_level=bool(config.get("document_level")),
+        # dependency grammars (dtg.md): their transition system, arc input and variant
+        transition_system=TRANSITION_SYSTEM_NAMES.get(grammar),
+        arc_representation=config.get("arc_representation", "w+arc"),
+        dependency_variant=config.get("dependency_variant", "paper"),
         evaluation_rows=[row for entry in reported for row in entry.rows],
         license=license,
         library_version=_library_version(),

@@ -171,6 +171,7 @@ class DependencyGrammar:
     name = "dtg"
     system = "arc_standard"
     duplicates_closing = True  # arcs are duplicated into COMPOSE and STACK copies
+    duplicated_actions = "arcs"
     uses_eos = True
     causal = False
     words_only = False

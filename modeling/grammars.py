@@ -236,6 +236,7 @@ class Grammar:
 
     name = None
     duplicates_closing = False
+    duplicated_actions = "closing nonterminals"  # what duplicates_closing duplicates, in words (model cards)
     uses_eos = False
     # Default clipping range of relative positions (None for the maximum: max_sequence_length - 1).
     relative_position_range = (0, None)

@@ -432,10 +432,10 @@ def test_bad_input_is_a_clear_error(bare, tmp_path):
     with pytest.raises(ValueError, match="ORG/NAME"):
         build_model_card(directory, repo_id="no-organization")
 
-    unknown = _copy_checkpoint(directory, tmp_path / "dtg")
+    unknown = _copy_checkpoint(directory, tmp_path / "som")
     config = json.loads((unknown / "config.json").read_text())
-    (unknown / "config.json").write_text(json.dumps(dict(config, grammar="dtg")))
-    with pytest.raises(ValueError, match=r"grammar 'dtg' has no model card template; expected one of"):
+    (unknown / "config.json").write_text(json.dumps(dict(config, grammar="som")))  # a family still to come
+    with pytest.raises(ValueError, match=r"grammar 'som' has no model card template; expected one of"):
         build_model_card(unknown)
 
     broken = _copy_checkpoint(directory, tmp_path / "broken")
@@ -476,3 +476,30 @@ def test_bad_results_and_records_are_clear_errors(bare, evaluated, tmp_path):
     (checkpoint / "training_setup.json").write_text(json.dumps(record))
     with pytest.raises(ValueError, match=r"training_setup.json: records grammar 'terminals'"):
         build_model_card(checkpoint)
+
+
+@pytest.mark.parametrize("grammar, system", [("dtg", "arc-standard"), ("dtg_swift", "arc-swift")])
+def test_dtg_card_says_what_the_model_is_and_its_examples_run(grammar, system, tmp_path, monkeypatch):
+    from test_dependency_model import tiny
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    model, tokenizer = tiny(grammar)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    text = build_model_card(tmp_path / "model", repo_id="org/tiny", revision=SHA).text
+    assert f"generative transition system ({system} here)" in text
+    assert "(arcs count twice)" in text and "closing nonterminals" not in text
+    assert "hf-slm eval parse" not in text  # no bracketing F1 for dependency trees
+    for phrase in ("A **Transformer Grammar** (TG", "Choe and Charniak (2016)", "trained on words alone"):
+        assert phrase not in text  # no constituency family's own text
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    code = "\n".join(blocks).replace('REPO = "org/tiny"', f"REPO = {str(tmp_path / 'model')!r}")
+    code = re.sub(r"\b(beam_size|num_beams)=\d+", r"\1=3", code)
+    code = re.sub(r"\b(word_beam_size|max_new_tokens)=\d+", r"\1=2", code)
+    code = code.replace('"The students are happy ."', '"a b c"').replace('["The", "students"]', '["a", "b"]')
+    namespace = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, f"<{grammar} card>", "exec"), namespace)
+    assert len(namespace["result"].surprisals) == len(namespace["words"])
+    assert namespace["trees"][0].startswith("a/")  # hf_slm.parse: an inline dependency tree of the words
