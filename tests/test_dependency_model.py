@@ -5,6 +5,7 @@ paper 002 section 3.3 (Table 4), and loading through the Auto classes without hf
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -261,3 +262,41 @@ def test_parse_keeps_the_given_words_and_generate_writes_trees():
     generated = hf_slm.generate_trees(model, tokenizer, "a b", num_trees=2, max_new_words=2)
     for text in generated:
         assert text.split()[0].startswith("a/")  # the prompt's words come first
+
+
+def test_the_cli_scores_and_evaluates_a_saved_dtg(tmp_path, capsys):
+    """hf-slm score / eval ppl / eval sg / eval blimp on a DTG checkpoint give what hf_slm.score gives."""
+    from pathlib import Path
+
+    import hf_slm
+    from hf_slm.cli import main
+
+    model, tokenizer = tiny("dtg_eager")
+    directory = tmp_path / "model"
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    sentences, beam = ["a b c", "Dogs bark loudly"], ["--beam-size", "5", "--word-beam-size", "2"]
+    expected = hf_slm.score(model, tokenizer, sentences, beam_size=5, word_beam_size=2, progress=False)
+
+    assert main(["score", "--model", str(directory), *beam, *sentences]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["log_prob"] for line in lines] == pytest.approx([e["log_prob"] for e in expected], abs=1e-6)
+    assert [line["tree"] for line in lines] == [e["tree"] for e in expected]
+
+    data, results = tmp_path / "sentences.txt", tmp_path / "results"
+    data.write_text("\n".join(sentences) + "\n")
+    assert main(["eval", "ppl", "--model", str(directory), "--data", str(data), "--output", str(results), *beam]) == 0
+    record = json.loads((results / "ppl-sentences.json").read_text())["metrics"]
+    assert record["estimate"] == "upper bound"
+    assert record["log_prob_total"] == pytest.approx(sum(e["log_prob"] for e in expected), abs=1e-5)
+
+    fixtures = Path(__file__).parent / "fixtures"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny tokenizer spells most characters as <unk>
+        assert main(["eval", "sg", "--model", str(directory), "--suites", str(fixtures / "syntaxgym"), "--limit", "1",
+                     "--output", str(results), *beam]) == 0
+        assert main(["eval", "blimp", "--model", str(directory), "--data", str(fixtures / "blimp"), "--limit", "1",
+                     "--output", str(results), *beam]) == 0
+    capsys.readouterr()
+    assert json.loads((results / "sg-syntaxgym-limit1.json").read_text())["metrics"]["counts"]["items"] > 0
+    assert 0 <= json.loads((results / "blimp-blimp-limit1.json").read_text())["metrics"]["accuracy"] <= 1
