@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .grammars import IGNORE_INDEX, ActionKind, GrammarSequence, NewPosition, PositionKind
+from .grammars import IGNORE_INDEX, ActionKind, GrammarSequence, LegalityChecks, NewPosition, PositionKind
 
 SYSTEMS = ("arc_standard", "arc_eager", "arc_swift")
 VARIANTS = ("paper", "reference")
@@ -165,7 +165,7 @@ class _DependencyState:
         return copy
 
 
-class DependencyGrammar:
+class DependencyGrammar(LegalityChecks):
     """The grammar of DTG over one transition system (module docstring); `variant` "paper" or "reference"."""
 
     name = "dtg"
@@ -274,16 +274,10 @@ class DependencyGrammar:
             legal.append(layout.eos_token_id)
         return legal
 
-    def allowed_next_kinds(self, state):
-        return frozenset(ActionKind(int(k)) for k in np.unique(self._kinds[self.legal_actions(state)]))
-
     def _check_action(self, state, action_id, kind):
-        legal = self.legal_actions(state)
-        if 0 <= action_id < len(legal) and legal[action_id]:
-            return
         where = f"{self.name} grammar ({self.system}): action {state.num_actions} (id {action_id}, {kind.name})"
-        if not 0 <= action_id < len(legal):
-            raise ValueError(f"{where} is outside the vocabulary of {len(legal)} ids")
+        if self._refused(state, action_id, where) is None:
+            return
         if kind == ActionKind.TERMINAL and self._continues[action_id] and not state.in_word:
             raise ValueError(f"{where} continues a word, but no word is being generated; expected a word's first "
                              "piece")

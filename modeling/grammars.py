@@ -224,7 +224,26 @@ class _GrammarState:
         return copy
 
 
-class Grammar:
+class LegalityChecks:
+    """What every grammar derives from its one legality source, `legal_actions(state)`: the kinds it allows, and
+    the first checks of an action (the messages for what it refuses are each family's)."""
+
+    def allowed_next_kinds(self, state):
+        """The set of ActionKind that `legal_actions(state)` allows (for messages and inspection)."""
+        return frozenset(ActionKind(int(k)) for k in np.unique(self._kinds[self.legal_actions(state)]))
+
+    def _refused(self, state, action_id, where):
+        """None when `legal_actions(state)` allows `action_id`, else the legal mask; an id outside the
+        vocabulary is a ValueError naming `where`."""
+        legal = self.legal_actions(state)
+        if 0 <= action_id < len(legal) and legal[action_id]:
+            return None
+        if not 0 <= action_id < len(legal):
+            raise ValueError(f"{where} is outside the vocabulary of {len(legal)} ids")
+        return legal
+
+
+class Grammar(LegalityChecks):
     """Shared validation and legality rules; subclasses define attention and positions.
 
     A sentence-level grammar reads one tree: `<s>` then one root constituent, and nothing after the root
@@ -289,18 +308,12 @@ class Grammar:
             self._mask_cache[key] = mask
         return self._mask_cache[key]
 
-    def allowed_next_kinds(self, state):
-        """The set of ActionKind that `legal_actions(state)` allows (for messages and inspection)."""
-        return frozenset(ActionKind(int(k)) for k in np.unique(self._kinds[self.legal_actions(state)]))
-
     def _check_action(self, state, action_id, kind):
         """Raise ValueError naming the action and what was expected, unless `legal_actions` allows it."""
-        legal = self.legal_actions(state)
-        if 0 <= action_id < len(legal) and legal[action_id]:
-            return
         where = f"action {state.num_actions} (id {action_id}, {kind.name})"
-        if not 0 <= action_id < len(legal):
-            raise ValueError(f"{self.name} grammar: {where} is outside the vocabulary of {len(legal)} ids")
+        legal = self._refused(state, action_id, f"{self.name} grammar: {where}")
+        if legal is None:
+            return
         allowed = self.allowed_next_kinds(state)
         if kind in allowed:  # the kind may come here, but not this id: a closing NT of the wrong label
             expected = np.flatnonzero(legal & (self._kinds == kind)).tolist()
