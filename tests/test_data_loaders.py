@@ -361,3 +361,41 @@ def test_conllu_reads_all_of_ud_english_ewt(cache):
     assert words == {"train": 204577, "validation": 25147, "test": 25094}
     heads = ewt["validation"]["heads"]
     assert all(sum(1 for head in sentence if head == 0) >= 1 for sentence in heads)
+
+
+def _conllu_file(path, sentences):
+    """Write sentences given as inline trees ('a/2 b/0') as a CoNLL-U file, one `# sent_id = sK` each."""
+    blocks = []
+    for k, sentence in enumerate(sentences):
+        items = [item.rpartition("/") for item in sentence.split()]
+        lines = [f"# sent_id = s{k}"] + [f"{i}\t{w}\t{w}\tX\t_\t_\t{h}\tdep\t_\t_"
+                                         for i, (w, _, h) in enumerate(items, start=1)]
+        blocks.append("\n".join(lines))
+    path.write_text("\n\n".join(blocks) + "\n\n")
+
+
+@pytest.mark.parametrize("policy", ["keep", "error", "skip", "lift"])
+def test_conllu_non_projective_trees_are_kept_refused_skipped_or_lifted(tmp_path, cache, policy):
+    from hf_slm.tokenization.dependency_trees import crossing_arcs
+
+    sentences = ["There/2 is/0 a/4 difference/2", "a/3 b/0 c/2 d/1", "Dogs/2 bark/0"]  # the second crosses
+    _conllu_file(tmp_path / "x-ud-train.conllu", sentences)
+    if policy == "error":
+        with pytest.raises(ValueError, match=r"x-ud-train\.conllu, sentence 1 \(s1\) is not projective: the arc"):
+            data.load_conllu(tmp_path, cache_dir=cache, non_projective=policy)
+        return
+    if policy == "skip":
+        with pytest.warns(UserWarning, match=r"split 'train': left out 1 non-projective sentence"):
+            train = data.load_conllu(tmp_path, cache_dir=cache, non_projective=policy)["train"]
+        assert train["sent_id"] == ["s0", "s2"]
+        return
+    train = data.load_conllu(tmp_path, cache_dir=cache, non_projective=policy)["train"]
+    assert train["sent_id"] == ["s0", "s1", "s2"]
+    assert train["heads"][0] == [2, 0, 4, 2] and train["heads"][2] == [2, 0]  # projective ones as they are
+    if policy == "keep":
+        assert train["heads"][1] == [3, 0, 2, 1] and train["lifted_arcs"] == [0, 0, 0]
+    else:
+        assert crossing_arcs(train["heads"][1]) is None and train["lifted_arcs"][1] >= 1
+        assert train["lifted_arcs"][0] == train["lifted_arcs"][2] == 0
+    with pytest.raises(ValueError, match="non_projective must be one of"):
+        data.load_conllu(tmp_path, cache_dir=cache, non_projective="drop")

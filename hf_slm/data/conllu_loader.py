@@ -10,7 +10,13 @@ One example per sentence, with columns
   dependencies (ID `5.1`) are skipped, so word i of the list has ID i + 1, which is what HEAD refers to;
 - `heads` (int; 0 is the root), `deprels`, `upos`: one per word;
 - `sent_id` and `text` from the sentence's comments (None when a sentence has none);
-- `file` and `index` (the sentence's position in its file, from 0), to trace an example back.
+- `file` and `index` (the sentence's position in its file, from 0), to trace an example back;
+- `lifted_arcs`: how many arcs `non_projective="lift"` lifted to make the tree projective (0 otherwise).
+
+Dependency Transformer Grammars read projective trees only. `load_conllu(..., non_projective=...)` says what
+to do with the others: "keep" them (the default: a words-only model does not look at the heads), "error"
+(naming the file, the sentence and two crossing arcs), "skip" them (one warning per split says how many), or
+"lift" them (tokenization/dependency_trees.lift_to_projective; `lifted_arcs` counts the lifted arcs).
 
 Every token line must have the 10 tab-separated fields of CoNLL-U (CoNLL-U Plus column sets are not
 read), word IDs must run 1, 2, 3, ..., every word needs an integer HEAD, and the heads must make one tree
@@ -18,6 +24,7 @@ read), word IDs must run 1, 2, 3, ..., every word needs an integer HEAD, and the
 naming the file and line.
 """
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,7 +33,7 @@ from conllu.exceptions import ParseException
 from datasets import Features, List, Value
 
 from ..text_files import open_text
-from ..tokenization.dependency_trees import check_heads
+from ..tokenization.dependency_trees import DependencyTree, check_heads, projective_tree
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples,
 )
@@ -41,7 +48,9 @@ CONLLU_FEATURES = Features({
     "text": Value("string"),
     "file": Value("string"),
     "index": Value("int64"),
+    "lifted_arcs": Value("int64"),
 })
+NON_PROJECTIVE_OPTIONS = ("keep", "error", "skip", "lift")
 
 
 class _CheckedLines:
@@ -96,6 +105,7 @@ def _sentence_example(sentence, where, file, index):
         "text": sentence.metadata.get("text"),
         "file": file,
         "index": index,
+        "lifted_arcs": 0,
     }
 
 
@@ -119,30 +129,55 @@ def read_conllu_file(path, name):
             index += 1
 
 
-def generate_conllu_examples(files, names, stamps, split):
+def _projective(example, non_projective):
+    """The example with projective heads as `non_projective` says (module docstring), or None to leave it out."""
+    tree = DependencyTree(example["words"], example["heads"])
+    where = f"CoNLL-U file {example['file']}, sentence {example['index']}" + (
+        f" ({example['sent_id']})" if example["sent_id"] else "")
+    projective, lifts = projective_tree(tree, non_projective, where=where)
+    if projective is None:
+        return None
+    return {**example, "heads": list(projective.heads), "lifted_arcs": lifts}
+
+
+def generate_conllu_examples(files, names, stamps, split, non_projective="keep"):
     """Examples of one split (stamps only key datasets' cache)."""
     del stamps
+    left_out = 0
 
     def examples():
+        nonlocal left_out
         for file, name in zip(files, names):
-            yield from read_conllu_file(file, name)
+            for example in read_conllu_file(file, name):
+                if non_projective != "keep":
+                    example = _projective(example, non_projective)
+                    if example is None:
+                        left_out += 1
+                        continue
+                yield example
 
     yield from require_examples(examples(), f"split {split!r} ({describe_files(names)})")
+    if left_out:
+        warnings.warn(f"split {split!r}: left out {left_out} non-projective sentence(s) (non_projective='skip')",
+                      stacklevel=2)
 
 
-def load_conllu(path, cache_dir=None):
+def load_conllu(path, cache_dir=None, non_projective="keep"):
     """Load CoNLL-U files as a DatasetDict of `words`, `heads`, `deprels`, `upos`, `sent_id`, `text`, `file`,
-    `index` (module docstring): multiword-token lines and empty nodes are skipped.
+    `index`, `lifted_arcs` (module docstring): multiword-token lines and empty nodes are skipped.
 
     Args:
         path: a folder of `*-ud-{train,dev,test}.conllu` files, one such file, or a mapping {split: file(s)}.
         cache_dir: datasets' cache folder (default: datasets' own).
+        non_projective: "keep", "error", "skip" or "lift" (module docstring).
     """
+    if non_projective not in NON_PROJECTIVE_OPTIONS:
+        raise ValueError(f"non_projective must be one of {NON_PROJECTIVE_OPTIONS}, got {non_projective!r}")
     split_files = find_split_files(path, "CoNLL-U", suffixes=(".conllu",))
     root = Path(path) if not isinstance(path, Mapping) and Path(path).is_dir() else None
     split_kwargs = {}
     for split, files in split_files.items():
         names = [file.relative_to(root).as_posix() if root else str(file) for file in files]
         split_kwargs[split] = {"files": [str(file) for file in files], "names": names,
-                               "stamps": file_stamps(files), "split": split}
+                               "stamps": file_stamps(files), "split": split, "non_projective": non_projective}
     return build_dataset_dict(generate_conllu_examples, split_kwargs, CONLLU_FEATURES, cache_dir)
