@@ -1,9 +1,9 @@
 """Checks that a tokenizer and a model were made for each other."""
 
-from .modeling.grammars import _all_grammars, grammar_for_config
+from .modeling.grammars import all_grammars, grammar_for_config
 
 # What a tokenizer must produce for each grammar (each grammar class says it).
-LINEARIZATION_OF_GRAMMAR = {name: rules.linearization for name, rules in _all_grammars().items()}
+LINEARIZATION_OF_GRAMMAR = {name: rules.linearization for name, rules in all_grammars().items()}
 
 
 def check_tokenizer_matches(config, tokenizer):

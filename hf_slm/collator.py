@@ -67,7 +67,7 @@ class SyntacticDataCollator:
         # anywhere else is left for the grammar to reject).
         pad = self.grammar.layout.pad_token_id
         sequences = [_strip_trailing(np.asarray(s, dtype=np.int64), pad) for s in sequences]
-        explicit = getattr(self.grammar, "explicit_relative_positions", False)
+        explicit = self.grammar.explicit_relative_positions
         batch = self.grammar.batch(
             sequences,
             validate=self.validate,

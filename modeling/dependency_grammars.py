@@ -178,6 +178,7 @@ class DependencyGrammar(LegalityChecks):
     document_level = False
     relative_position_meaning = "stack-depth differences d(i) - d(j) (paper 002, section 3.2)"
     explicit_relative_positions = True  # COMPOSE rows' 0 / -1 are no coordinate differences (module docstring)
+    adds_head_tokens = True  # arc positions add their head word's last piece (NewPosition.extra_inputs)
 
     def __init__(self, layout, variant="paper", document_level=False):
         if variant not in VARIANTS:
@@ -224,14 +225,18 @@ class DependencyGrammar(LegalityChecks):
             return self._kind_mask(ActionKind.BOS if self.variant == "reference" else ActionKind.ROOT)
         if state.closed:
             return self._kind_mask(ActionKind.EOS)
-        if state.last_was_pop:  # canonical order: no word right after a POP (see transitions.py)
-            legal = self._kind_mask().copy()
+        # A handful of masks exist (words or not, and which structural ids): cached, never copied per call.
+        words = "none" if state.last_was_pop else state.in_word  # canonical order: no word right after a POP
+        structure = tuple(self._legal_structure(state))
+        return self._mask(("legal", words, structure), lambda: self._words_and(words, structure))
+
+    def _words_and(self, words, structure):
+        """The mask of the words allowed ("none", or whether a word is going on) and of `structure` ids."""
+        if words == "none":
+            legal = np.zeros(self.vocab_size, bool)
         else:
-            legal = self._mask(("words", state.in_word), lambda: (self._kinds == ActionKind.TERMINAL)
-                               & (~self._continues if not state.in_word else np.ones(self.vocab_size, bool))).copy()
-        for action_id in self._legal_structure(state):
-            legal[action_id] = True
-        legal.setflags(write=False)
+            legal = (self._kinds == ActionKind.TERMINAL) & (np.ones(self.vocab_size, bool) if words else ~self._continues)
+        legal[list(structure)] = True
         return legal
 
     def _legal_structure(self, state):

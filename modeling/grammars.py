@@ -256,6 +256,8 @@ class Grammar(LegalityChecks):
     name = None
     duplicates_closing = False
     duplicated_actions = "closing nonterminals"  # what duplicates_closing duplicates, in words (model cards)
+    explicit_relative_positions = False  # relative positions are c_i - c_j of per-position coordinates
+    adds_head_tokens = False  # no position adds another position's token embedding
     uses_eos = False
     # Default clipping range of relative positions (None for the maximum: max_sequence_length - 1).
     relative_position_range = (0, None)
@@ -855,7 +857,7 @@ GRAMMARS = {
 }
 
 
-def _all_grammars():
+def all_grammars():
     """Every grammar class by name: the bracketed-tree ones here and the dependency ones (imported on first use:
     dependency_grammars.py imports this module)."""
     from .dependency_grammars import DEPENDENCY_GRAMMARS
@@ -865,7 +867,7 @@ def _all_grammars():
 
 def grammar_class(name):
     """The grammar class called `name`, for its class-level facts (defaults, linearization)."""
-    grammars = _all_grammars()
+    grammars = all_grammars()
     if name not in grammars:
         raise ValueError(f"unknown grammar {name!r}; expected one of {sorted(grammars)}")
     return grammars[name]

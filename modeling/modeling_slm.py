@@ -124,7 +124,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             if past_length:
                 raise ValueError("the collator's precomputed structure covers whole sequences; it cannot follow a cache")
             kinds = precomputed["position_kinds"]
-            explicit = getattr(self.grammar, "explicit_relative_positions", False)
+            explicit = self.grammar.explicit_relative_positions
             if explicit and precomputed.get("position_relative_positions") is None:
                 raise ValueError(f"a {self.config.grammar} model needs position_relative_positions with the precomputed "
                                  "structure (SyntacticDataCollator gives them for a dependency grammar)")
@@ -149,7 +149,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             if len(where) == 0:
                 raise ValueError(f"input_ids row {index} is all padding")
         # A grammar whose relative positions are not all c_i - c_j (DTG) gives them explicitly.
-        explicit = getattr(self.grammar, "explicit_relative_positions", False)
+        explicit = self.grammar.explicit_relative_positions
         grammar_batch = self.grammar.batch([ids[b, where] for b, where in enumerate(real)], require_complete=False,
                                            with_relative_positions=explicit)
         prediction_index = np.zeros((batch, length), dtype=np.int64)

@@ -163,6 +163,8 @@ class TransformerSearchDecoder(SearchDecoder):
         config = model.config
         self.device = next(model.parameters()).device
         self.pad_id = config.pad_token_id
+        grammar = model.model.grammar  # what the grammar's positions carry besides coordinates (DTG)
+        self.explicit_relative_positions, self.adds_head_tokens = grammar.explicit_relative_positions, grammar.adds_head_tokens
         # Unrestricted heads see every earlier position of their sequence, whatever the grammar's mask.
         self.attends_everything = bool(getattr(config, "num_unrestricted_heads", 0) or getattr(config, "num_unrestricted_layers", 0))
         self.pool = _KeyValuePool(self.device)
@@ -237,12 +239,12 @@ class TransformerSearchDecoder(SearchDecoder):
         mask[attending, 0, attended_column] = True
         coordinates = self.pool.coordinates[reads] * (positions >= 0)
         relative = None
-        if getattr(self.model.model.grammar, "explicit_relative_positions", False):  # DTG's COMPOSE rows
+        if self.explicit_relative_positions:  # DTG's COMPOSE rows
             relative = np.zeros((len(flat), 1, width), dtype=np.int64)
             relative[attending, 0, attended_column] = np.concatenate([p.relative_positions for p in flat])
         # The token a position adds to its own (DTG: an arc's head word's last piece, an earlier position).
         head_ids = np.full((len(flat), 1), -1, dtype=np.int64)
-        with_head = [i for i, p in enumerate(flat) if p.extra_inputs]
+        with_head = [i for i, p in enumerate(flat) if p.extra_inputs] if self.adds_head_tokens else []
         if with_head:
             head_positions = np.array([flat[i].extra_inputs[0] for i in with_head], dtype=np.int64)
             head_ids[with_head, 0] = self.pool.token_ids[slots[owner[with_head], head_positions]]
