@@ -118,6 +118,9 @@ def test_ctrl_c_on_a_running_evaluation_is_one_line_and_exit_130(checkpoint, tmp
         [sys.executable, "-m", "hf_slm.cli", "eval", "ppl", "--model", str(checkpoint), "--data", str(data),
          "--output", str(tmp_path / "out")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        # As from a terminal: a runner that starts the suite in the background (`cmd &` in a script) passes
+        # SIGINT on ignored, and Python then leaves it ignored, so Ctrl-C would never reach the command.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # Wait until the evaluation runs (its progress bar counts sentences), then press Ctrl-C.
     seen, deadline = b"", time.monotonic() + 300
@@ -125,7 +128,10 @@ def test_ctrl_c_on_a_running_evaluation_is_one_line_and_exit_130(checkpoint, tmp
         seen += os.read(process.stderr.fileno(), 4096)
     assert process.poll() is None, seen.decode(errors="replace")
     process.send_signal(signal.SIGINT)
-    _, rest = process.communicate(timeout=120)
+    try:
+        _, rest = process.communicate(timeout=120)
+    finally:
+        process.kill()  # no evaluation left running when the assertion fails
     stderr = (seen + rest).decode(errors="replace")
     assert process.returncode == EXIT_INTERRUPTED, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
