@@ -12,7 +12,10 @@ for errors that reach the boundary from libraries, which can only say what their
 
 import os
 import re
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 EXIT_ERROR = 2  # what argparse returns for a bad command line, which these errors are akin to
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
@@ -59,13 +62,42 @@ def debugging(args):
     return getattr(args, "debug", False) or os.environ.get("HF_SLM_DEBUG", "") not in ("", "0")
 
 
+@contextmanager
+def insistent_interrupts():
+    """Within this block, Ctrl-C is raised again every second until it leaves the block.
+
+    Python drops a KeyboardInterrupt that arrives while it runs a finalizer (a `__del__`, a weakref callback:
+    "Exception ignored in ..."), and the command would then go on as if nothing had been pressed. Where signals
+    cannot be set (not the main thread, no SIGALRM), Ctrl-C works as Python's default.
+    """
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        signal.setitimer(signal.ITIMER_REAL, 1.0)  # again in a second, unless the block has been left by then
+        raise KeyboardInterrupt
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield  # SIGINT ignored (`nohup`, a background job) or handled by the caller: theirs to decide
+        return
+    previous = signal.signal(signal.SIGINT, interrupt), signal.signal(signal.SIGALRM, interrupt)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGALRM, previous[1])
+
+
 def run_command(function, args, command):
     """`function(args)`'s exit status, with the user's mistakes and Ctrl-C as one line on stderr (module
     docstring). `command` names the command in that line, e.g. "eval ppl"."""
     if debugging(args):
         return function(args)
     try:
-        return function(args)
+        with insistent_interrupts():
+            return function(args)
     except KeyboardInterrupt:
         print(f"\nhf-slm {command}: interrupted (hf-slm --debug {command} ... shows where)", file=sys.stderr)
         return EXIT_INTERRUPTED

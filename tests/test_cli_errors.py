@@ -139,6 +139,30 @@ def test_ctrl_c_on_a_running_evaluation_is_one_line_and_exit_130(checkpoint, tmp
     assert lines == ["hf-slm eval ppl: interrupted (hf-slm --debug eval ppl ... shows where)"], stderr
 
 
+def test_ctrl_c_that_python_drops_once_still_stops_the_command(monkeypatch, capsys):
+    """Python drops a KeyboardInterrupt raised while a finalizer runs; the command must stop all the same."""
+    monkeypatch.delenv("HF_SLM_DEBUG", raising=False)
+    went_on = []
+
+    def command(args):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            pass  # what happens to an interrupt that arrives inside a __del__
+        went_on.append(True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+        return 0
+
+    assert run_command(command, SimpleNamespace(debug=False), "eval ppl") == EXIT_INTERRUPTED
+    assert went_on == [True]
+    assert "hf-slm eval ppl: interrupted" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the caller's handlers are back
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
 def test_an_unreachable_hub_is_one_line(tmp_path):
     # Nothing listens on port 9 (discard): huggingface_hub retries the connection for about 30 s, then gives up.
     result = _hf_slm("parse", "--model", "someone/some-model", "the bird", HF_HUB_OFFLINE="0",
