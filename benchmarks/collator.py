@@ -1,10 +1,16 @@
-"""Throughput of the data collator on GUM trees: sequences/s by expanded-length bucket, batch 64.
+"""Throughput of the data collator: sequences/s by expanded-length bucket, batch 64, one thread.
 
-    python benchmarks/collator.py [--trees PATH ...] [--batch-size 64] [--seconds 3]
+    python benchmarks/collator.py [--trees PATH ...] [--conllu PATH ...] [--batch-size 64] [--seconds 3] [--clock cpu]
 
-Buckets hold the GUM trees whose expanded TG length T' is in 1-128, 129-256 and 257-512; batches are drawn from one bucket and padded to their own longest sequence. The
-baseline in the same run is the incremental (one action at a time, Algorithm 1) form of the same grammar,
-which is what a straightforward per-position implementation costs. Runs on one thread.
+TG and TXL (CC) read GUM constituency trees; buckets hold the trees whose expanded TG length T' is in 1-128,
+129-256 and 257-512; batches are drawn from one bucket and padded to their own longest sequence. The baseline in
+the same run is the incremental (one action at a time, Algorithm 1) form of the same grammar, which is what a
+straightforward per-position implementation costs.
+
+The dependency grammars (DTG, DTG-eager, DTG-swift, paper 002) read the projective (lifted) trees of UD English
+EWT (`--conllu`), words in SentencePiece pieces (`--pieces`), bucketed by each grammar's own expanded length T'
+(its arcs duplicated). Their baseline is `_batch_from_steps`, the batch replayed from `step` (the construction
+before the vectorized one); "/ TG" is the DTG rate over the TG rate of the same T' bucket in this run.
 """
 
 import argparse
@@ -25,15 +31,19 @@ from hf_slm.tokenization.trees import read_trees  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TREES = [REPO.parent / "shared" / "data" / "gum_const" / "const", REPO / "hf_slm" / "sample_data" / "gum"]
+DEFAULT_CONLLU = [REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-train.conllu"]
+DEPENDENCY_GRAMMARS = {"dtg": "arc_standard", "dtg_eager": "arc_eager", "dtg_swift": "arc_swift"}
+BUCKETS = (128, 256, 512)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def throughput(function, batches, seconds):
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+def throughput(function, batches, seconds, clock=time.perf_counter):
+    done, start = 0, clock()
+    while clock() - start < seconds:
         for batch in batches:
             function(batch)
             done += len(batch)
-    return done / (time.perf_counter() - start)
+    return done / (clock() - start)
 
 
 def incremental_collate(grammar, batch):
@@ -43,11 +53,71 @@ def incremental_collate(grammar, batch):
             grammar.step(state, action_id)
 
 
+def bucket_batches(sequences, expanded, batch_size):
+    """Per T' bucket with trees: (label, number of trees, mean T', up to 20 shuffled batches)."""
+    lower = 0
+    for upper in BUCKETS:
+        inside = (expanded > lower) & (expanded <= upper)
+        chosen = [s for s, keep in zip(sequences, inside) if keep]
+        label, lower = f"{lower + 1}-{upper}", upper
+        if chosen:
+            np.random.default_rng(0).shuffle(chosen)
+            batches = [chosen[i : i + batch_size] for i in range(0, len(chosen), batch_size)][:20]
+            yield label, len(chosen), expanded[inside].mean(), batches
+
+
+def dependency_sequences(paths, pieces):
+    """Per DTG grammar: its tokenizer's layout and the action ids of every tree of the CoNLL-U files (made
+    projective by lifting), all three with one SentencePiece model."""
+    from hf_slm.data.conllu_loader import read_conllu_file
+    from hf_slm.tokenization.dependency_trees import DependencyTree, projective_tree
+    from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
+
+    trees = [projective_tree(DependencyTree(example["words"], example["heads"]), "lift")[0]
+             for path in paths for example in read_conllu_file(path, Path(path).name)]
+    swift = DependencyTokenizer.train(trees, vocab_size=pieces, transition_system="arc_swift")  # the k it needs
+    proto = swift.sp_model.serialized_model_proto()
+    out = {}
+    for name, system in DEPENDENCY_GRAMMARS.items():
+        tokenizer = swift if system == "arc_swift" else DependencyTokenizer(sp_model_proto=proto,
+                                                                              transition_system=system)
+        out[name] = (tokenizer.action_layout, [tokenizer.encode(tree) for tree in trees])
+    return len(trees), out
+
+
+def dependency_rows(args, tg_rates):
+    paths = args.conllu or [p for p in DEFAULT_CONLLU if p.exists()]
+    if not paths:
+        print("\nno CoNLL-U file (--conllu); the dependency grammar rows are left out")
+        return
+    count, grammars = dependency_sequences(paths, args.pieces)
+    print(f"\n{count} dependency trees from {', '.join(map(str, paths))}; {args.pieces} pieces; batch "
+          f"{args.batch_size}; 1 thread; T' = each grammar's own expanded length")
+    print(f"{'grammar':>10} {'T range':>10} {'trees':>6} {'mean T':>7} {'seq/s':>7} {'steps seq/s':>12} "
+          f"{'/ steps':>8} {'TG seq/s':>9} {'/ TG':>6}")
+    for name, (layout, sequences) in grammars.items():
+        collator = SyntacticDataCollator(name, layout)
+        grammar = collator.grammar
+        arcs = (layout["left_arc_start"], layout["right_arc_stop"])  # LA[k] and RA[k] ids: two positions each
+        expanded = np.array([len(s) + sum(arcs[0] <= i < arcs[1] for i in s) for s in sequences])
+        for label, trees, mean_t, batches in bucket_batches(sequences, expanded, args.batch_size):
+            rate = throughput(collator, batches, args.seconds, CLOCKS[args.clock])
+            steps = throughput(grammar._batch_from_steps, batches[:2], args.seconds, CLOCKS[args.clock])
+            tg = tg_rates.get(label)
+            versus = f"{rate / tg:>5.2f}x" if tg else f"{'-':>6}"
+            print(f"{name:>10} {label:>10} {trees:>6} {mean_t:>7.1f} {rate:>7.0f} {steps:>12.0f} {rate / steps:>7.1f}x "
+                  f"{tg or float('nan'):>9.0f} {versus}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trees", nargs="*", default=None)
+    parser.add_argument("--conllu", nargs="*", default=None, help="CoNLL-U files for the dependency grammar rows")
+    parser.add_argument("--pieces", type=int, default=8000, help="SentencePiece vocabulary of the dependency rows")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall time, or this process's CPU time (steadier on a machine shared with other work)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     paths = args.trees or [next(p for p in DEFAULT_TREES if p.exists())]
@@ -58,21 +128,15 @@ def main():
     collators = {name: SyntacticDataCollator(name, vocab.layout) for name in ("tg", "choe_charniak")}
     tg = collators["tg"].grammar
     expanded = np.array([len(s) + sum(1 for a in acts if a.endswith(")")) for s, acts in zip(sequences, actions)])
-    print(f"{len(trees)} trees from {', '.join(map(str, paths))}; batch {args.batch_size}; 1 thread")
+    print(f"{len(trees)} trees from {', '.join(map(str, paths))}; batch {args.batch_size}; 1 thread; {args.clock} clock")
     print(f"{'T range':>10} {'trees':>6} {'mean T':>7} {'TG seq/s':>9} {'CC seq/s':>9} {'incremental TG seq/s':>21} {'TG / incremental':>17}")
-    lower = 0
-    for upper in (128, 256, 512):
-        chosen = [s for s, n in zip(sequences, expanded) if lower < n <= upper]
-        label, bucket_lower, lower = f"{lower + 1}-{upper}", lower, upper
-        if not chosen:
-            continue
-        rng = np.random.default_rng(0)
-        rng.shuffle(chosen)
-        batches = [chosen[i : i + args.batch_size] for i in range(0, len(chosen), args.batch_size)][:20]
-        rates = {name: throughput(c, batches, args.seconds) for name, c in collators.items()}
-        slow = throughput(lambda b: incremental_collate(tg, b), batches[:2], args.seconds)
-        mean_t = expanded[(expanded > bucket_lower) & (expanded <= upper)].mean()
-        print(f"{label:>10} {len(chosen):>6} {mean_t:>7.1f} {rates['tg']:>9.0f} {rates['choe_charniak']:>9.0f} {slow:>21.0f} {rates['tg'] / slow:>16.1f}x")
+    tg_rates = {}
+    for label, trees, mean_t, batches in bucket_batches(sequences, expanded, args.batch_size):
+        rates = {name: throughput(c, batches, args.seconds, CLOCKS[args.clock]) for name, c in collators.items()}
+        slow = throughput(lambda b: incremental_collate(tg, b), batches[:2], args.seconds, CLOCKS[args.clock])
+        tg_rates[label] = rates["tg"]
+        print(f"{label:>10} {trees:>6} {mean_t:>7.1f} {rates['tg']:>9.0f} {rates['choe_charniak']:>9.0f} {slow:>21.0f} {rates['tg'] / slow:>16.1f}x")
+    dependency_rows(args, tg_rates)
     return 0
 
 

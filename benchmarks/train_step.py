@@ -1,10 +1,12 @@
-"""Training-step throughput and peak memory: TG, TXL (CC), TXL (terminals) against GPT-2.
+"""Training-step throughput and peak memory: TG, TXL (CC), TXL (terminals), DTG, TXL (trans) against GPT-2.
 
     python benchmarks/train_step.py [--steps 5] [--batch-size 16] [--length 256]
 
 Every model gets the same shape of batch, B x T' = 16 x 256 by default, built from the same GUM trees
 (TG: its expanded actions; TXL (CC): the same actions without duplication; TXL (terminals): the words;
-GPT-2: the TG ids under a causal mask), padded to T'. Models: d 256, 8 heads, 4 layers, d_ff 1024,
+GPT-2: the TG ids under a causal mask), padded to T'; DTG and TXL (trans) read the longest UD English EWT
+training trees that fit (../shared/data/ud_english_ewt; those rows are left out without it), as arc-standard
+transitions (DTG: arcs doubled). Models: d 256, 8 heads, 4 layers, d_ff 1024,
 vocabulary 8K, dropout 0 (so that every model runs its fused attention kernel). A step is forward, backward
 and an Adam update. Tokens/s counts the B x T' positions. Peak memory is the growth of the process's peak
 resident set over the steps, each model measured in its own process. Ratios are against GPT-2, measured in
@@ -21,6 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TREE_SOURCES = [REPO.parent / "shared" / "data" / "gum_const" / "const", REPO / "hf_slm" / "sample_data" / "gum"]
+DEPENDENCY_SOURCE = REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-train.conllu"
+DEPENDENCY_MODELS = ("dtg", "txl_trans")
 MODEL = dict(hidden_size=256, num_attention_heads=8, num_hidden_layers=4, intermediate_size=1024)
 VOCAB = 8192
 
@@ -75,12 +79,38 @@ def build_batches(batch_size, length):
     return batches, tokenizer.action_layout, words.action_layout, real
 
 
+def build_dependency_batches(batch_size, length):
+    """The longest projective EWT training trees whose DTG expansion fits: dict name -> input dict, and the
+    tokenizer's id layout."""
+    import numpy as np
+
+    from hf_slm import SyntacticDataCollator
+    from hf_slm.data import load_conllu
+    from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
+
+    examples = load_conllu({"train": str(DEPENDENCY_SOURCE)}, non_projective="skip")["train"]
+    trees = [{"words": words, "heads": heads} for words, heads in zip(examples["words"], examples["heads"])]
+    tokenizer = DependencyTokenizer.train(trees, vocab_size=VOCAB - 600)
+    ids = tokenizer(trees)["input_ids"]
+    arcs = tokenizer.action_layout["left_arc_start"], tokenizer.action_layout["right_arc_stop"]
+    expanded = np.array([len(s) + sum(arcs[0] <= i < arcs[1] for i in s) for s in ids])  # arcs count twice
+    order = [i for i in np.argsort(-expanded) if expanded[i] <= length][:batch_size]
+    chosen = [ids[i] for i in order]
+    batches = {name: SyntacticDataCollator(name, tokenizer.action_layout, pad_to_multiple_of=length)(chosen)
+               for name in DEPENDENCY_MODELS}
+    return batches, tokenizer.action_layout
+
+
 def measure(name, steps, batch_size, length):
     """Run in a child process: build the model and batch, time `steps` training steps, report JSON."""
     import torch
 
     torch.manual_seed(0)
     batches, layout, words_layout, real = build_batches(batch_size, length)
+    if name in DEPENDENCY_MODELS:
+        dependency_batches, layout = build_dependency_batches(batch_size, length)
+        batches[name] = dependency_batches[name]
+        real[name] = int((batches[name]["position_kinds"] != 0).sum())
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -131,7 +161,12 @@ def main():
         print(json.dumps(measure(args.child, args.steps, args.batch_size, args.length)))
         return 0
     results = {}
-    for name in ("gpt2", "tg", "choe_charniak", "terminals"):
+    names = ["gpt2", "tg", "choe_charniak", "terminals"]
+    if DEPENDENCY_SOURCE.exists():
+        names += DEPENDENCY_MODELS
+    else:
+        print(f"{DEPENDENCY_SOURCE} is absent: no DTG and TXL (trans) rows", file=sys.stderr)
+    for name in names:
         output = subprocess.run(
             [sys.executable, __file__, "--child", name, "--steps", str(args.steps), "--batch-size", str(args.batch_size),
              "--length", str(args.length)], capture_output=True, text=True, env=dict(os.environ), check=True,
@@ -143,7 +178,8 @@ def main():
     print(f"tokens/s counts all {args.batch_size * args.length} positions of a batch; 'real' says how many are not padding "
           "(TXL (terminals) reads the words only, so most of its positions are padding, which its attention skips)")
     print(f"{'model':<18} {'params':>10} {'real':>6} {'s/step':>8} {'tokens/s':>9} {'vs GPT-2':>9} {'peak MB':>8} {'vs GPT-2':>9}")
-    labels = {"gpt2": "GPT-2", "tg": "TG", "choe_charniak": "TXL (CC)", "terminals": "TXL (terminals)"}
+    labels = {"gpt2": "GPT-2", "tg": "TG", "choe_charniak": "TXL (CC)", "terminals": "TXL (terminals)", "dtg": "DTG",
+              "txl_trans": "TXL (trans)"}
     for name, result in results.items():
         print(f"{labels[name]:<18} {result['parameters']:>10,} {result['real_tokens']:>6} {result['seconds_per_step']:>8.3f} "
               f"{result['tokens_per_second']:>9.0f} {result['tokens_per_second'] / base['tokens_per_second']:>8.2f}x "

@@ -7,10 +7,14 @@ checkpoint serves the same classes to `trust_remote_code=True`.
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-from .modeling.configuration_slm import DependencyTransformerGrammarConfig, TransformerGrammarConfig, TransformerXLConfig
+from .modeling.configuration_slm import (
+    DependencyTransformerGrammarConfig, DependencyTransformerXLConfig, TransformerGrammarConfig, TransformerXLConfig,
+)
 from .modeling.modeling_slm import (
     DependencyTransformerGrammarForCausalLM,
     DependencyTransformerGrammarModel,
+    DependencyTransformerXLForCausalLM,
+    DependencyTransformerXLModel,
     TransformerGrammarForCausalLM,
     TransformerGrammarModel,
     TransformerXLForCausalLM,
@@ -26,6 +30,7 @@ FAMILIES = (
     (TransformerXLConfig, TransformerXLModel, TransformerXLForCausalLM, CONSTITUENCY_TOKENIZERS),
     (DependencyTransformerGrammarConfig, DependencyTransformerGrammarModel, DependencyTransformerGrammarForCausalLM,
      (DependencyTokenizer,)),
+    (DependencyTransformerXLConfig, DependencyTransformerXLModel, DependencyTransformerXLForCausalLM, (DependencyTokenizer,)),
 )
 
 

@@ -451,8 +451,56 @@ class DependencyGrammar(LegalityChecks):
     def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None,
               with_relative_positions=True):
         """Model inputs for a batch, the fields of grammars.Grammar.batch plus `head_token_index` [B, T'] (the
-        position whose token embedding is added to an arc's, -1 for none). Built from the incremental rules,
-        sequence by sequence."""
+        position whose token embedding is added to an arc's, -1 for none).
+
+        Vectorized over the whole batch (`_TransitionStacks`); equal, field by field, to `_batch_from_steps`,
+        which replays `step` (the definition) and which tests compare it with. A sequence that breaks the rules
+        is replayed with `positions` to raise the step's own error."""
+        if not len(sequences):
+            raise ValueError(f"{self.name} grammar: expected at least one sequence, got an empty batch")
+        if type(self).step is not DependencyGrammar.step:  # other rules: the vectorized form knows only DTG's
+            return self._batch_from_steps(sequences, validate, require_complete, pad_to_multiple_of, max_length,
+                                          with_relative_positions)
+        expanded = self._checked_stacks(sequences, validate, require_complete).expand()
+        lengths = expanded["lengths"]
+        if max_length is not None and lengths.max() > max_length:
+            index = int(lengths.argmax())
+            raise ValueError(f"sequence {index} expands to {lengths[index]} positions under the {self.name} grammar; "
+                             f"the maximum is {max_length}")
+        width = int(lengths.max())
+        if pad_to_multiple_of:
+            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+        return _dense_batch(self, expanded, width, with_relative_positions)
+
+    def _checked_stacks(self, sequences, validate, require_complete):
+        """The `_TransitionStacks` of a batch whose every sequence follows the rules (ValueError from the step
+        rules, naming the first illegal action of the first sequence that breaks them)."""
+        sequences = [np.asarray(ids, dtype=np.int64) for ids in sequences]
+        for index, ids in enumerate(sequences):
+            if ids.ndim != 1:
+                raise ValueError(f"{self.name} grammar: sequence {index}: expected a 1-D list of action ids, got "
+                                 f"shape {ids.shape}")
+        stacks = _TransitionStacks(self, sequences)
+        ok = np.ones(len(sequences), dtype=bool)
+        if validate:
+            ok &= stacks.first_illegal() < 0
+        if require_complete:  # what `positions` asks: a `</s>` was read
+            ok &= stacks.has_eos()
+        if not ok.all():
+            index = int(np.flatnonzero(~ok)[0])
+            self.positions([int(i) for i in sequences[index]], validate, require_complete)
+            raise AssertionError(f"sequence {index}: the vectorized and the step rules disagree")  # pragma: no cover
+        return stacks
+
+    def _first_illegal_actions(self, sequences):
+        """Per sequence, the index of its first action that `legal_actions` refuses (-1: none), vectorized
+        (tests hold it equal to replaying `legal_actions`)."""
+        return _TransitionStacks(self, [np.asarray(ids, dtype=np.int64) for ids in sequences]).first_illegal()
+
+    def _batch_from_steps(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None,
+                          max_length=None, with_relative_positions=True):
+        """`batch` built from the incremental rules, sequence by sequence: the reference that the vectorized
+        `batch` is tested against."""
         if not len(sequences):
             raise ValueError(f"{self.name} grammar: expected at least one sequence, got an empty batch")
         expanded = [self.positions([int(i) for i in ids], validate, require_complete) for ids in sequences]
@@ -504,6 +552,395 @@ class DependencyGrammar(LegalityChecks):
         return GrammarSequence(**{name: value[0] for name, value in batch.items() if name in fields})
 
 
+class _TransitionStacks:
+    """What `step` keeps in `_DependencyState`, for every action of a batch at once: numpy over the sequences
+    concatenated, with no loop over actions (`DependencyGrammar.batch`).
+
+    The stack as numbers. An item keeps the height it is pushed at, except the buffer item of arc-eager and
+    arc-swift: it is always the top (a POP or an RA[k] below it moves it down) until a new word or its own RA
+    fixes it where it is; until then it is "buffered". Every other change removes the fixed items from some
+    height up (`floor`) and pushes at most one item per height, so the item at height h before action n is the
+    last one pushed at h before n: one sorted search (as tg_stack_lifetimes does for TG). Numbers after a
+    sequence's first illegal action mean nothing; only legal prefixes are expanded.
+    """
+
+    def __init__(self, grammar, sequences):
+        self.grammar = grammar
+        layout, count = grammar.layout, len(sequences)
+        self.standard = grammar.system == "arc_standard"
+        self.reference = grammar.variant == "reference"
+        self.lengths = np.array([len(ids) for ids in sequences], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)
+        ids = np.concatenate(sequences).astype(np.int64)
+        total = self.total = len(ids)
+        self.sequence = np.repeat(np.arange(count), self.lengths)
+        self.sequence_start = starts[self.sequence]
+        self.local = np.arange(total) - self.sequence_start
+        self.first = self.local == 0
+        self.in_vocabulary = (ids >= 0) & (ids < grammar.vocab_size)
+        safe = np.where(self.in_vocabulary, ids, 0)
+        kinds = np.where(self.in_vocabulary, grammar._kinds[safe], ActionKind.PAD)
+        self.ids, self.kinds = ids, kinds
+        self.is_start = (kinds == ActionKind.ROOT) | (kinds == ActionKind.BOS)
+        self.is_piece = kinds == ActionKind.TERMINAL
+        self.is_continuation = self.is_piece & grammar._continues[safe]
+        self.is_word = self.is_piece & ~self.is_continuation
+        self.is_left, self.is_right = kinds == ActionKind.LEFT_ARC, kinds == ActionKind.RIGHT_ARC
+        self.is_arc = self.is_left | self.is_right
+        self.is_pop, self.is_eos = kinds == ActionKind.POP, kinds == ActionKind.EOS
+        self.is_pop_root = self.is_pop & self.reference
+        k = self.k = np.where(self.is_left, ids - layout.left_arc_start + 1,
+                              np.where(self.is_right, ids - layout.right_arc_start + 1, 0))
+        # Items each action adds: the start and a word one; an arc replaces the k + 1 items it joins by one
+        # (the RA of arc-eager / arc-swift keeps its dependent besides); a POP removes one.
+        delta = (self.is_start.astype(np.int64) + self.is_word - self.is_pop - np.where(self.is_left, k, 0)
+                 - np.where(self.is_right, 1 if self.standard else k - 1, 0))
+        self.size_after = self.cumsum(delta)
+        self.size_before = size = self.size_after - delta
+        if self.standard:
+            self.buffered = np.zeros(total, dtype=bool)
+        else:  # a word fills the buffer, an LA leaves its composed head there, an RA empties it
+            change = self.last_index(self.is_word | self.is_arc)
+            after = (change >= 0) & (self.is_word | self.is_left)[np.maximum(change, 0)]
+            self.buffered = self.previous(after, False)  # before each action, like every state below
+        self.fixed = size - self.buffered
+        self.slot = size - 1 - k
+        self.floor = np.where(self.is_arc, self.slot, self.fixed - 1)
+        self.removed = np.where(self.is_arc | self.is_pop, np.maximum(self.fixed - self.floor, 0), 0)
+
+        self.repeats = 1 + self.is_arc.astype(np.int64)  # an arc: its COMPOSE, then its STACK copy
+        self.position_last = np.cumsum(self.repeats) - 1
+        self.position_first = self.position_last - self.is_arc
+        self.position_counts = np.bincount(self.sequence, weights=self.repeats, minlength=count).astype(np.int64)
+        self.position_starts = np.concatenate([[0], np.cumsum(self.position_counts)[:-1]]).astype(np.int64)
+        self.last_local = self.position_last - self.position_starts[self.sequence]
+        # An item is named by its first position (flat over the batch): the start, a word's first piece, a COMPOSE.
+        if not self.standard:
+            pushed = self.previous(self.last_index(self.is_word | self.is_left), -1)
+            self.buffered_item = np.where(pushed >= 0, self.position_first[np.maximum(pushed, 0)], -1)
+        self._index_pushes()
+
+    # ---- per-sequence scans, flat -----------------------------------------------------------------------
+    def cumsum(self, values):
+        """Inclusive cumulative sum restarting at every sequence."""
+        running = np.cumsum(values)
+        return running - (running - values)[self.sequence_start]
+
+    def previous(self, values, fill):
+        """Each action's value at the action before it in its sequence (`fill` for a first action)."""
+        shifted = np.empty_like(values)
+        shifted[1:] = values[:-1]
+        shifted[self.first] = fill
+        return shifted
+
+    def last_index(self, flags):
+        """The flat index of the last action at or before each action, in its sequence, with `flags`; -1: none."""
+        index = np.maximum.accumulate(np.where(flags, np.arange(self.total), -1))
+        return np.where(index >= self.sequence_start, index, -1)
+
+    # ---- which item is where --------------------------------------------------------------------------
+    def _index_pushes(self):
+        """Every push of an item at a fixed height, sorted by (sequence, height, action), with what the
+        legality rules read of it: whether it has its head and whether it is an RA's composed item (it then
+        has a right dependent)."""
+        n, size, slot, first = np.arange(self.total), self.size_before, self.slot, self.position_first
+        # (which actions, height, item, plain: not an RA's composed item, has_head, RA's composed item,
+        # fixes: a buffered item's height fixed from here on)
+        events = [(self.is_start, 0, first, True, False, False, False)]
+        if self.standard:  # a composed item holds the legal arc's head: no head, a right dependent after RA
+            events += [(self.is_word, self.size_after - 1, first, True, False, False, False),
+                       (self.is_arc, slot, first, True, False, self.is_right, False)]
+        else:
+            events += [
+                (self.is_right, slot, first, False, False, True, False),  # in its head's place: the head's has_head
+                (self.is_word & self.buffered, size - 1, self.buffered_item, True, False, False, True),  # shifted
+                (self.is_right & self.buffered, slot + 1, self.buffered_item, True, True, False, True),  # headed
+            ]
+        columns = [[] for _ in range(7)]
+        for mask, *values in events:
+            where = n[mask]
+            columns[0].append(where)
+            for column, value in zip(columns[1:], values):
+                column.append(value[where] if isinstance(value, np.ndarray) else np.full(len(where), value))
+        action, height, item, base, has_head, right, fixes = (np.concatenate(column) for column in columns)
+        self.push_action, self.push_height, self.push_item, self.push_fixes = action, height, item, fixes
+        self._span = int(max(self.size_after.max(initial=0), size.max(initial=0))) + 2
+        # A sentinel first (key -1, no group) so that every search lands on an entry.
+        keys = np.concatenate([[-1], self._group(action, height) * (self.total + 1) + action])
+        order = np.argsort(keys, kind="stable")
+        self.push_keys = keys[order]
+        self.push_sorted_item = np.concatenate([[-1], item])[order]
+        self.push_right = np.concatenate([[False], right])[order]
+        # An RA's composed item takes its head's has_head: the last plain push at the same height says it.
+        plain = np.maximum.accumulate(np.where(np.concatenate([[True], base])[order], np.arange(len(order)), 0))
+        self.push_has_head = np.concatenate([[False], has_head])[order][plain]
+
+    def _group(self, action, height):
+        return self.sequence[action] * self._span + np.clip(height, -1, self._span - 2) + 1
+
+    def lookup(self, action, height):
+        """Index into the sorted pushes of the item at `height` before `action` (0, the sentinel: none)."""
+        group = self._group(action, height)
+        index = np.searchsorted(self.push_keys, group * (self.total + 1) + action) - 1
+        return np.where(self.push_keys[index] // (self.total + 1) == group, index, 0)
+
+    @staticmethod
+    def spans(low, high):
+        """Every value of the ranges low .. high - 1 (empty where high <= low), as (the range's index, value)."""
+        counts = np.maximum(high - low, 0)
+        owner = np.repeat(np.arange(len(low)), counts)
+        return owner, low[owner] + np.arange(len(owner)) - (np.cumsum(counts) - counts)[owner]
+
+    def all_have_heads(self, actions, low, high):
+        """For each of `actions`, whether every item at heights low .. high - 1 has its head."""
+        owner, height = self.spans(low, high)
+        headless = ~self.push_has_head[self.lookup(actions[owner], height)]
+        return np.bincount(owner, weights=headless, minlength=len(actions)) == 0
+
+    # ---- legality: legal_actions, per action ----------------------------------------------------------
+    def legal(self):
+        """Per action: whether `legal_actions` of the state before it allows it (meaningful up to a sequence's
+        first illegal action). Tests hold it equal to `legal_actions` on valid and invalid sequences."""
+        kinds, size, slot, k = self.kinds, self.size_before, self.slot, self.k
+        before = self.previous(kinds, -1)
+        root_arc = self.is_right & (slot == 0)  # an RA whose head is the root (the item at height 0)
+        taken = self.previous(self.cumsum(root_arc | self.is_pop_root), 0) > 0
+        if self.standard:
+            closes = root_arc | self.is_pop_root
+        elif self.grammar.system == "arc_eager":
+            closes = self.is_pop & (self.fixed == 1)  # the root popped
+        else:
+            closes = np.zeros(self.total, dtype=bool)
+        closed = self.previous(self.cumsum(closes), 0) > 0
+        finished = self.previous(self.cumsum(self.is_eos), 0) > 0
+        legal = self.is_piece & (before != ActionKind.POP) & (~self.is_continuation | (before == ActionKind.TERMINAL))
+        if self.standard:
+            lefts = np.flatnonzero(self.is_left)
+            top_right = self.push_right[self.lookup(lefts, size[lefts] - 1)]  # canonical: left dependents first
+            legal[lefts] |= (size[lefts] >= 3) & ~top_right
+            legal |= self.is_right & (size >= (3 if self.reference else 2))
+            legal |= self.is_pop_root & (size == 2)
+        else:
+            arcs = np.flatnonzero(self.is_arc)
+            reach = self.buffered[arcs] & (k[arcs] <= size[arcs] - 1)
+            reach &= self.all_have_heads(arcs, slot[arcs] + 1, size[arcs] - 1)  # the items between
+            headed = self.all_have_heads(arcs, slot[arcs], slot[arcs] + 1)
+            legal[arcs] |= self.is_left[arcs] & reach & (slot[arcs] != 0) & ~headed
+            legal[arcs] |= self.is_right[arcs] & reach & ~((slot[arcs] == 0) & taken[arcs])
+            if self.grammar.system == "arc_eager":
+                pops = np.flatnonzero(self.is_pop)
+                top = self.fixed[pops] - 1
+                legal[pops] |= (top >= 0) & (self.all_have_heads(pops, top, top + 1)
+                                             | ((top == 0) & taken[pops] & (size[pops] == 1)))
+            else:
+                ends = np.flatnonzero(self.is_eos)
+                words = self.previous(self.cumsum(self.is_word), 0)[ends]
+                legal[ends] |= ~self.buffered[ends] & (words > 0) & self.all_have_heads(ends, np.ones_like(ends),
+                                                                                         size[ends])
+        legal = np.where(closed, self.is_eos, legal) & ~finished
+        start = ActionKind.BOS if self.reference else ActionKind.ROOT
+        return np.where(self.first, kinds == start, legal) & self.in_vocabulary
+
+    def first_illegal(self):
+        """Per sequence: the index of its first illegal action, -1 for none."""
+        illegal = np.flatnonzero(~self.legal())
+        first = np.full(len(self.lengths), -1, dtype=np.int64)
+        sequences, where = np.unique(self.sequence[illegal], return_index=True)
+        first[sequences] = self.local[illegal[where]]
+        return first
+
+    def has_eos(self):
+        return np.bincount(self.sequence, weights=self.is_eos, minlength=len(self.lengths)) > 0
+
+    # ---- expansion ----------------------------------------------------------------------------------------
+    def expand(self):
+        """Per position, flat over the batch, what `_dense_batch` lays out: ids, kinds, coordinates, head tokens;
+        for STACK rows each position's life on the stack in local positions (pushed at itself, gone from
+        `removal` on, at height `height` from row `fix` on and at the top before) and each row's top `top`; for
+        COMPOSE and pop_root rows (`explicit`) the cells they attend, listed (`cells`: sequence, row, column,
+        relative position)."""
+        total, repeats, first, last = self.total, self.repeats, self.position_first, self.position_last
+        size, slot, count = self.size_before, self.slot, int(self.position_counts.sum())
+        sequence = np.repeat(self.sequence, repeats)
+        column = np.arange(count) - self.position_starts[sequence]
+        seq_length = self.position_counts[sequence]
+        local_first = first - self.position_starts[self.sequence]
+
+        table = np.full(len(ActionKind), PositionKind.EOS, dtype=np.int8)  # step ends on any other kind
+        table[[ActionKind.ROOT, ActionKind.BOS, ActionKind.TERMINAL, ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC]] = [
+            PositionKind.ROOT, PositionKind.BOS, PositionKind.TERMINAL, PositionKind.LEFT_ARC_COMPOSE,
+            PositionKind.RIGHT_ARC_COMPOSE]
+        table[ActionKind.POP] = PositionKind.POP_ROOT if self.reference else PositionKind.POP
+        first_kind = table[self.kinds]
+        first_kind[self.is_continuation] = PositionKind.SUBWORD
+        kinds = np.repeat(first_kind, repeats)
+        kinds[last[self.is_left]] = PositionKind.LEFT_ARC_STACK
+        kinds[last[self.is_right]] = PositionKind.RIGHT_ARC_STACK
+        compose = np.zeros(count, dtype=bool)
+        compose[first[self.is_arc]] = True
+
+        # Items: which action removes each, and from when it sits at which height.
+        removed_by = np.full(count, -1, dtype=np.int64)
+        owner, height = self.spans(self.floor, self.floor + self.removed)
+        found = self.push_sorted_item[self.lookup(owner, height)]
+        removed_by[found[found >= 0]] = owner[found >= 0]
+        fixed_at = np.full(count, -1, dtype=np.int64)  # -1: from its push; `total`: never (buffered till the end)
+        item_height = np.zeros(count, dtype=np.int64)
+        if not self.standard:
+            left = np.flatnonzero(self.is_left & self.buffered & (self.buffered_item >= 0))
+            removed_by[self.buffered_item[left]] = left  # LA's head, the buffer item
+            fixed_at[first[self.is_word | self.is_left]] = total
+        real = self.push_item >= 0
+        item_height[self.push_item[real]] = self.push_height[real]
+        fixes = real & self.push_fixes
+        fixed_at[self.push_item[fixes]] = self.push_action[fixes]
+
+        pushed = np.zeros(count, dtype=bool)
+        pushed[first[self.is_start | self.is_piece]] = True
+        pushed |= compose
+        item = np.arange(count)
+        words = self.last_index(self.is_word)[self.is_piece]
+        pieces = first[self.is_piece]
+        item[pieces] = np.where(words >= 0, first[np.maximum(words, 0)], pieces)
+        remover = removed_by[item]
+        removal = np.where(remover >= 0, self.last_local[np.maximum(remover, 0)], seq_length)
+        removal = np.where(pushed, removal, 0)  # never attended by a STACK row
+        fixed = fixed_at[item]
+        fix = np.where(fixed < 0, 0, np.where(fixed >= total, seq_length, local_first[np.minimum(fixed, total - 1)]))
+        continues = np.zeros(total, dtype=bool)
+        continues[:-1] = self.is_continuation[1:] & ~self.first[1:]
+        item_last = np.arange(count)  # an item's last position: a word's last piece
+        ends = first[self.is_piece & ~continues]
+        item_last[item[ends]] = ends
+
+        # Rows: the top they see (COMPOSE and pop_root: before the action; the others after it).
+        top = np.repeat(self.size_after - 1, repeats)
+        before = self.is_arc | self.is_pop_root
+        top[first[before]] = size[before] - 1
+        sign = self.grammar._sign
+        coordinates = sign * top
+        coordinates[first[self.is_arc]] = sign * slot[self.is_arc]
+        coordinates[first[self.is_pop_root]] = 0
+        itself = (pushed & ~compose) | (kinds == PositionKind.POP) | (kinds == PositionKind.POP_ROOT)
+        itself |= kinds == PositionKind.EOS
+        if self.reference:
+            itself |= np.repeat(self.is_arc, repeats)
+
+        # COMPOSE and pop_root rows attend the items from the lowest they join (pop_root: the root) to the top,
+        # the head at 0 and the others at -1: the paper's each item's last position, the reference's every one.
+        explicit = np.flatnonzero(before)
+        explicit_rows = np.zeros(count, dtype=bool)
+        explicit_rows[first[explicit]] = True
+        owner, height = self.spans(np.where(self.is_arc[explicit], slot[explicit], 0), size[explicit])
+        action = explicit[owner]
+        joined = self.push_sorted_item[self.lookup(action, height)]
+        if not self.standard:
+            joined = np.where(self.buffered[action] & (height == size[action] - 1), self.buffered_item[action], joined)
+        head = np.where(self.is_left[action], size[action] - 1, np.where(self.is_right[action], slot[action], 0))
+        value = np.where(height == head, 0, -1)[joined >= 0]
+        action, joined = action[joined >= 0], joined[joined >= 0]
+        if self.reference:
+            owner, joined = self.spans(joined, item_last[joined] + 1)  # a word's pieces are consecutive
+            action, value = action[owner], value[owner]
+        else:
+            joined = item_last[joined]
+        cells_sequence = self.sequence[action]
+        cells = (cells_sequence, local_first[action], joined - self.position_starts[cells_sequence], value)
+
+        # Head tokens: a composed item's is its head item's, back to a word's last piece or the root.
+        arcs = np.flatnonzero(self.is_arc)
+        head_item = self.push_sorted_item[self.lookup(arcs, np.where(self.is_left[arcs], size[arcs] - 1, slot[arcs]))]
+        if not self.standard:
+            head_item = np.where(self.is_left[arcs], self.buffered_item[arcs], head_item)
+        parent = np.arange(count)
+        parent[first[arcs]] = np.where(head_item >= 0, head_item, first[arcs])  # always an earlier item: no cycle
+        while True:
+            grandparent = parent[parent]
+            if np.array_equal(grandparent, parent):
+                break
+            parent = grandparent
+        token = item_last[parent] - self.position_starts[sequence]
+        head_token = np.full(count, -1, dtype=np.int64)
+        head_token[first[arcs]] = head_token[last[arcs]] = token[first[arcs]]
+        roots = np.flatnonzero(self.is_pop_root)  # the root's own head token
+        root_item = self.push_sorted_item[self.lookup(roots, np.zeros_like(roots))]
+        head_token[first[roots]] = np.where(root_item >= 0, token[np.maximum(root_item, 0)], -1)
+
+        return {"sequence": sequence, "column": column, "input_ids": np.repeat(self.ids, repeats), "kinds": kinds,
+                "coordinates": coordinates, "head_token": head_token, "expansion": np.repeat(self.local, repeats),
+                "predicts": ~compose & (kinds != PositionKind.EOS), "removal": removal, "fix": fix,
+                "height": item_height[item], "top": top, "explicit": explicit_rows, "cells": cells, "itself": itself,
+                "lengths": self.position_counts, "action_lengths": self.lengths,
+                "prediction": (self.sequence, self.local, self.last_local)}
+
+
+def _dense_batch(grammar, expanded, width, with_relative_positions):
+    """The [B, T'] and [B, T', T'] arrays of `DependencyGrammar.batch` from `_TransitionStacks.expand`.
+
+    A STACK row i attends the positions on the stack, j <= i < removal[j], at relative position
+    sign * (top[i] - h) with h the height of j's item, which is top[i] itself while that item is buffered
+    (i < fix[j]). COMPOSE and pop_root rows are then overwritten with their listed cells.
+    """
+    lengths, batch = expanded["lengths"], len(expanded["lengths"])
+    rows, columns = expanded["sequence"], expanded["column"]
+    # The [B, T', T'] passes cost the most: the narrowest integers that hold a position, and a height.
+    small = next(t for t in (np.uint8, np.int16, np.int32) if width < np.iinfo(t).max)
+    deepest = max(int(expanded["top"].max(initial=0)), int(expanded["height"].max(initial=0)))
+    heights_type = np.int8 if deepest < np.iinfo(np.int8).max else np.int32
+
+    def padded(values, fill, dtype=None):
+        array = np.full((batch, width), fill, dtype=dtype or values.dtype)
+        array[rows, columns] = values
+        return array
+
+    input_ids = padded(expanded["input_ids"], grammar.layout.pad_token_id, np.int64)
+    real = padded(np.ones(len(rows), dtype=bool), False)
+    predicts = padded(expanded["predicts"], False)
+    labels = np.full((batch, width), IGNORE_INDEX, dtype=np.int64)
+    labels[:, :-1] = np.where(predicts[:, :-1] & real[:, 1:], input_ids[:, 1:], IGNORE_INDEX)
+    coordinates = padded(expanded["coordinates"], 0, np.int64)
+    action_sequence, action_local, output = expanded["prediction"]
+    prediction = np.zeros((batch, int(expanded["action_lengths"].max())), dtype=np.int64)
+    prediction[action_sequence, action_local] = output
+
+    line = np.arange(width, dtype=small)
+    # j <= i < removal[j] as one unsigned comparison: i - j (negative wraps past any life) < removal[j] - j
+    unsigned = np.uint16 if small == np.uint8 else np.uint32
+    since = (line[:, None].astype(np.int64) - line[None, :]).astype(unsigned)
+    life = np.maximum(expanded["removal"] - columns, 0).astype(unsigned)
+    mask = since[None] < padded(life, 0)[:, None, :]
+    if with_relative_positions:
+        height = padded(expanded["height"], 0, heights_type)
+        top = padded(expanded["top"], 0, heights_type)
+        if grammar._sign > 0:
+            relative = top[:, :, None] - height[:, None, :]
+        else:
+            relative = height[:, None, :] - top[:, :, None]
+        if grammar.system == "arc_standard":  # nothing is ever buffered
+            cells = mask
+        else:
+            cells = mask & (line[None, :, None] >= padded(expanded["fix"], 0, small)[:, None, :])
+        relative *= cells.view(np.int8) if relative.dtype == np.int8 else cells  # no mixed-type loop
+    explicit = expanded["explicit"]
+    b, i = rows[explicit], columns[explicit]
+    cell_b, cell_i, cell_j, cell_value = expanded["cells"]
+    mask[b, i] = False
+    mask[cell_b, cell_i, cell_j] = True
+    diagonal = np.arange(width)
+    mask[:, diagonal, diagonal] = padded(expanded["itself"], True)  # padding rows attend only themselves
+    result = {"input_ids": input_ids, "position_kinds": padded(expanded["kinds"], PositionKind.PAD, np.int8),
+              "attention_mask": mask, "labels": labels, "depth": grammar._sign * coordinates,
+              "position_coordinates": coordinates, "head_token_index": padded(expanded["head_token"], -1, np.int64),
+              "expansion_index": padded(expanded["expansion"], 0, np.int64), "prediction_index": prediction,
+              "lengths": lengths, "action_lengths": expanded["action_lengths"]}
+    if with_relative_positions:
+        relative[b, i] = 0
+        relative[cell_b, cell_i, cell_j] = cell_value
+        relative[:, diagonal, diagonal] = 0
+        result["relative_positions"] = relative.astype(np.int64)
+    return result
+
+
 class ArcStandardGrammar(DependencyGrammar):
     """DTG (paper 002, Algorithm 1)."""
 
@@ -529,3 +966,89 @@ class ArcSwiftGrammar(DependencyGrammar):
 
 
 DEPENDENCY_GRAMMARS = {grammar.name: grammar for grammar in (ArcStandardGrammar, ArcEagerGrammar, ArcSwiftGrammar)}
+
+
+class TransitionTXLGrammar(ArcStandardGrammar):
+    """TXL (trans) (paper 002, section 4): DTG's arc-standard sequences read by a plain Transformer-XL. One
+    position per action (arcs are not duplicated and add no head embedding), each attending every earlier
+    one, with linear relative positions i - j. Legality is DTG's (`legal_actions`, inherited), so beam search
+    explores the same trees."""
+
+    name = "txl_trans"
+    causal = True
+    duplicates_closing = False
+    duplicated_actions = "nothing"
+    explicit_relative_positions = False
+    adds_head_tokens = False
+    relative_position_range = (0, None)
+    relative_position_meaning = "sequence distances i - j"
+
+    def step(self, state, action_id, check=True):
+        position = state.num_actions
+        # DTG's step keeps the stack that legality reads; of its positions only the last one's kind (an arc's
+        # STACK copy) and whether it predicts carry over to the single causal position.
+        last = super().step(state, action_id, check)[-1]
+        attended = np.arange(position + 1, dtype=np.int64)
+        return [NewPosition(last.input_id, last.kind, attended, position - attended, last.predicts, position)]
+
+    def minimum_positions(self, pieces, words):
+        return 1 + pieces + words + 1  # `<root>`, the pieces, one arc per word, `</s>`
+
+    def validate_batch(self, sequences, require_complete=True):
+        self._checked_stacks(sequences, True, require_complete)
+
+    def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None,
+              with_relative_positions=True):
+        """Model inputs for a batch (the fields of grammars.Grammar.batch): a causal mask, coordinates 0, 1, ...
+        per row, each position predicting the next action (`</s>` nothing); legality checked as DTG's batch does
+        (`step` stays the definition: tests compare the two)."""
+        if not len(sequences):
+            raise ValueError(f"{self.name} grammar: expected at least one sequence, got an empty batch")
+        self._checked_stacks(sequences, validate, require_complete)
+        lengths = np.array([len(ids) for ids in sequences], dtype=np.int64)
+        if max_length is not None and lengths.max() > max_length:
+            index = int(lengths.argmax())
+            raise ValueError(f"sequence {index} has {lengths[index]} positions under the {self.name} grammar; "
+                             f"the maximum is {max_length}")
+        width = max(int(lengths.max()), 1)
+        if pad_to_multiple_of:
+            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+        count = len(sequences)
+        columns = np.arange(width, dtype=np.int64)
+        real = columns[None, :] < lengths[:, None]
+        input_ids = np.full((count, width), self.layout.pad_token_id, dtype=np.int64)
+        input_ids[real] = np.concatenate([np.asarray(ids, dtype=np.int64) for ids in sequences]) if real.any() else []
+        kinds = self._position_kinds(input_ids)
+        kinds[~real] = PositionKind.PAD
+        following = np.concatenate([input_ids[:, 1:], np.full((count, 1), IGNORE_INDEX)], axis=1)
+        predicts = np.concatenate([real[:, 1:], np.zeros((count, 1), dtype=bool)], axis=1) & (kinds != PositionKind.EOS)
+        labels = np.where(predicts, following, IGNORE_INDEX)
+        causal = columns[None, :] <= columns[:, None]
+        mask = (causal[None] & real[:, None, :] & real[:, :, None]) | np.eye(width, dtype=bool)[None]  # padding: itself
+        index = np.minimum(columns[None, :], np.maximum(lengths - 1, 0)[:, None])
+        result = {"input_ids": input_ids, "position_kinds": kinds, "attention_mask": mask, "labels": labels,
+                  "depth": np.zeros((count, width), dtype=np.int64),
+                  "position_coordinates": np.where(real, columns[None, :], 0),
+                  "expansion_index": index, "prediction_index": index[:, : max(int(lengths.max()), 1)].copy(),
+                  "lengths": lengths, "action_lengths": lengths.copy()}
+        if with_relative_positions:
+            result["relative_positions"] = np.where(mask, columns[:, None] - columns[None, :], 0)
+        return result
+
+    def _position_kinds(self, ids):
+        """The PositionKind of each action's one position: an arc's is its STACK copy's (the copy that predicts)."""
+        if not hasattr(self, "_kind_of_id"):
+            by_action = {ActionKind.ROOT: PositionKind.ROOT, ActionKind.BOS: PositionKind.BOS,
+                         ActionKind.TERMINAL: PositionKind.TERMINAL, ActionKind.LEFT_ARC: PositionKind.LEFT_ARC_STACK,
+                         ActionKind.RIGHT_ARC: PositionKind.RIGHT_ARC_STACK, ActionKind.EOS: PositionKind.EOS,
+                         ActionKind.PAD: PositionKind.PAD,
+                         ActionKind.POP: PositionKind.POP_ROOT if self.variant == "reference" else PositionKind.POP}
+            kind_of_id = np.array([by_action[ActionKind(int(k))] for k in self._kinds], dtype=np.int8)
+            kind_of_id[self._continues & (self._kinds == ActionKind.TERMINAL)] = PositionKind.SUBWORD
+            self._kind_of_id = kind_of_id
+        # ids outside the vocabulary read as words (as `step` reads them; validation refuses them)
+        return np.where(ids < len(self._kind_of_id), self._kind_of_id[np.minimum(ids, len(self._kind_of_id) - 1)],
+                        PositionKind.TERMINAL).astype(np.int8)
+
+
+DEPENDENCY_GRAMMARS["txl_trans"] = TransitionTXLGrammar

@@ -63,7 +63,8 @@ class BeamSearchOptions:
         unlabeled, unary-free trees, exclude 5.4% / 0.05% of GUM's and 10.4% / 0.03% of the PTB sample's
         (named settings: CONSTRAINT_SETTINGS). Some cap matters: without one, cheap runs of opening
         nonterminals crowd the action beam.
-    max_structural_per_word: the most nonterminal actions between two words (None: no limit).
+    max_structural_per_word: the most structural actions between two words: nonterminals, or a dependency
+        grammar's arcs and POPs (paper 002's per-word cap on arcs; None: no limit).
     marginal: "after_pruning" (rnng-pytorch) or "before_pruning" (the DTG reference) for log p(x_<=t).
     num_trees: how many best trees to return per sentence.
     use_cache: keep a KV cache (True) or re-encode every prefix each round (False).

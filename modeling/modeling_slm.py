@@ -29,7 +29,8 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 
 from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
 from .configuration_slm import (
-    DependencyTransformerGrammarConfig, SyntacticTransformerConfig, TransformerGrammarConfig, TransformerXLConfig,
+    DependencyTransformerGrammarConfig, DependencyTransformerXLConfig, SyntacticTransformerConfig, TransformerGrammarConfig,
+    TransformerXLConfig,
 )
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
 from .grammars import ActionLayout, PositionKind, grammar_for_config
@@ -386,6 +387,19 @@ class DependencyTransformerGrammarForCausalLM(SyntacticTransformerForCausalLM):
     base_model_class = DependencyTransformerGrammarModel
 
 
+class DependencyTransformerXLModel(SyntacticTransformerModel):
+    """TXL (trans), paper 002's baseline (grammar "txl_trans"): causal attention over DTG's transitions."""
+
+    config_class = DependencyTransformerXLConfig
+
+
+class DependencyTransformerXLForCausalLM(SyntacticTransformerForCausalLM):
+    """TXL (trans) language model: see SyntacticTransformerForCausalLM."""
+
+    config_class = DependencyTransformerXLConfig
+    base_model_class = DependencyTransformerXLModel
+
+
 class TransformerXLModel(SyntacticTransformerModel):
     """Transformer-XL baseline backbone (TXL (CC) / TXL (terminals)): see SyntacticTransformerModel."""
 
@@ -403,7 +417,8 @@ class TransformerXLForCausalLM(SyntacticTransformerForCausalLM):
 # config.auto_map names all the Auto classes (see SyntacticTransformerConfig), so that
 # AutoModel / AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True) work without hf_slm.
 for _model, _causal_lm in ((TransformerGrammarModel, TransformerGrammarForCausalLM), (TransformerXLModel, TransformerXLForCausalLM),
-                          (DependencyTransformerGrammarModel, DependencyTransformerGrammarForCausalLM)):
+                          (DependencyTransformerGrammarModel, DependencyTransformerGrammarForCausalLM),
+                          (DependencyTransformerXLModel, DependencyTransformerXLForCausalLM)):
     _model._auto_class = "AutoModel"
     _causal_lm._auto_class = "AutoModelForCausalLM"
 
@@ -411,6 +426,7 @@ CAUSAL_LM_CLASSES = {
     TransformerGrammarConfig.model_type: TransformerGrammarForCausalLM,
     TransformerXLConfig.model_type: TransformerXLForCausalLM,
     DependencyTransformerGrammarConfig.model_type: DependencyTransformerGrammarForCausalLM,
+    DependencyTransformerXLConfig.model_type: DependencyTransformerXLForCausalLM,
 }
 
 

@@ -11,6 +11,7 @@ tokenization/transitions.py).
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hf_slm.modeling.dependency_grammars import DEPENDENCY_GRAMMARS, DependencyLayout
 from hf_slm.modeling.grammars import IGNORE_INDEX, POSITION_KIND_NAMES, PositionKind
@@ -263,6 +264,126 @@ def test_the_reference_variant_is_arc_standard_only():
         DEPENDENCY_GRAMMARS["dtg_eager"](layout("arc_eager"), variant="reference")
 
 
+# ---- the vectorized batch: equal to the steps ------------------------------------------------------------
+
+SYSTEMS_AND_VARIANTS = [("arc_standard", "paper"), ("arc_standard", "reference"), ("arc_eager", "paper"),
+                        ("arc_swift", "paper")]
+FIRST_PIECES = [word for word in WORDS if word not in CONTINUATIONS]
+
+
+def tree_ids(rules, tree, rng):
+    """The action ids of a tree's oracle sequence, each word 1-3 random pieces (the reference variant: `<s>`
+    first, and the arc onto the root is pop_root, as DependencyTokenizer writes it)."""
+    transitions = TRANSITION_SYSTEMS[rules.system].transitions(tree)
+    tokens = [t.spelled(with_k=rules.system == "arc_swift") for t in transitions]
+    if rules.variant == "reference":
+        tokens[-1] = "pop_root"
+    words = iter([" ".join([str(rng.choice(FIRST_PIECES))] + list(rng.choice(CONTINUATIONS, rng.integers(0, 3))))
+                  for _ in tree.words])
+    spelled = [next(words) if t.action == GEN else token for t, token in zip(transitions, tokens)]
+    start = "<s>" if rules.variant == "reference" else "<root>"
+    return encode(rules, " ".join([start] + spelled + ["</s>"]))
+
+
+def mutated(ids, rng, vocab_size):
+    """`ids` with one to three random edits (most such sequences break the rules)."""
+    ids = list(ids)
+    for _ in range(rng.integers(1, 4)):
+        where, edit = int(rng.integers(0, len(ids))), rng.integers(0, 4)
+        if edit == 0:
+            ids[where] = int(rng.integers(-1, vocab_size + 1))
+        elif edit == 1:
+            ids.insert(where, int(rng.integers(0, vocab_size)))
+        elif edit == 2 and len(ids) > 1:
+            del ids[where]
+        else:
+            other = int(rng.integers(0, len(ids)))
+            ids[where], ids[other] = ids[other], ids[where]
+    return ids
+
+
+def outcome(build, sequences, **options):
+    try:
+        return build(sequences, **options)
+    except ValueError as error:
+        return str(error)
+
+
+def assert_same_batch(rules, sequences, **options):
+    """`batch` equals `_batch_from_steps`: every field, dtype and shape, or the same error."""
+    expected, found = outcome(rules._batch_from_steps, sequences, **options), outcome(rules.batch, sequences, **options)
+    if isinstance(expected, str) or isinstance(found, str):
+        assert found == expected, (rules.system, rules.variant, sequences, options)
+        return
+    assert found.keys() == expected.keys()
+    for name, value in expected.items():
+        assert found[name].dtype == value.dtype and found[name].shape == value.shape, name
+        assert np.array_equal(found[name], value), (name, rules.system, rules.variant, sequences, options)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(projective_trees(max_words=9), min_size=1, max_size=5), st.integers(0, 2**32 - 1))
+def test_the_vectorized_batch_equals_the_steps(trees, seed):
+    rng = np.random.default_rng(seed)
+    for system, variant in SYSTEMS_AND_VARIANTS:
+        rules = grammar(system, variant)
+        sequences = [tree_ids(rules, tree, rng) for tree in trees]
+        options = {"pad_to_multiple_of": rng.choice([None, 8]), "with_relative_positions": bool(rng.random() < 0.8)}
+        assert_same_batch(rules, sequences, **options)
+        longest = int(rules.batch(sequences)["lengths"].max())
+        assert_same_batch(rules, sequences, max_length=longest - int(rng.integers(0, 2)))  # fits, or is named
+        prefixes = [ids[: rng.integers(0 if rng.random() < 0.1 else 1, len(ids) + 1)] for ids in sequences]
+        assert_same_batch(rules, prefixes, require_complete=False, **options)
+        broken = [mutated(ids, rng, rules.vocab_size) if rng.random() < 0.5 else ids for ids in sequences]
+        assert_same_batch(rules, broken)  # the step's error, naming the action, for the first bad sequence
+        assert_same_batch(rules, broken, require_complete=False)
+
+
+@pytest.mark.parametrize("system, variant", SYSTEMS_AND_VARIANTS)
+def test_the_vectorized_batch_equals_the_steps_on_a_long_deep_sentence(system, variant):
+    # 130 words, each the head of the next: a stack 130 items deep (heights past int8) and T' past 255.
+    chain = DependencyTree(["w"] * 130, list(range(130)))
+    rules = grammar(system, variant)
+    rng = np.random.default_rng(0)
+    sequences = [tree_ids(rules, chain, rng), tree_ids(rules, DependencyTree(["w"] * 3, [2, 0, 2]), rng)]
+    assert_same_batch(rules, sequences)
+    assert_same_batch(rules, [ids[:200] for ids in sequences], require_complete=False)
+
+
+def first_refused(rules, ids):
+    """The index of the first action of `ids` that `legal_actions` refuses, -1 for none (the definition)."""
+    state = rules.start()
+    for index, action_id in enumerate(ids):
+        legal = rules.legal_actions(state)
+        if not (0 <= action_id < len(legal) and legal[action_id]):
+            return index
+        rules.step(state, action_id, check=False)
+    return -1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(projective_trees(max_words=9), st.integers(0, 2**32 - 1))
+def test_the_vectorized_legality_equals_legal_actions(tree, seed):
+    # After every prefix of a valid sequence, every id (and two outside the vocabulary): exactly the ids that
+    # legal_actions allows pass; then random invalid sequences, refused at the same action.
+    rng = np.random.default_rng(seed)
+    for system, variant in SYSTEMS_AND_VARIANTS:
+        rules = grammar(system, variant)
+        ids = tree_ids(rules, tree, rng)
+        candidates, expected, state = [], [], rules.start()
+        for cut in range(len(ids) + 1):
+            legal = rules.legal_actions(state)
+            for action_id in range(-1, rules.vocab_size + 1):
+                candidates.append(ids[:cut] + [action_id])
+                expected.append(-1 if 0 <= action_id < rules.vocab_size and legal[action_id] else cut)
+            if cut < len(ids):
+                rules.step(state, ids[cut])
+        broken = [mutated(ids, rng, rules.vocab_size) for _ in range(20)]
+        candidates += broken
+        expected += [first_refused(rules, sequence) for sequence in broken]
+        assert rules._first_illegal_actions(candidates).tolist() == expected, (system, variant)
+
+
 # ---- hf-slm masks ---------------------------------------------------------------------------------------
 
 
@@ -308,3 +429,54 @@ def test_the_cli_knows_every_dependency_grammar():
     from hf_slm.cli import DEPENDENCY_GRAMMAR_NAMES
 
     assert DEPENDENCY_GRAMMAR_NAMES == tuple(DEPENDENCY_GRAMMARS)
+
+
+# ---- TXL (trans): DTG's transitions under a causal mask --------------------------------------------------
+
+
+def test_txl_trans_reads_figure_2s_transitions_once_each_causally():
+    rules = DEPENDENCY_GRAMMARS["txl_trans"](layout("arc_standard"))
+    ids = encode(rules, "<root> There is LA a difference LA RA RA </s>")
+    batch = rules.batch([ids, ids[:4]], require_complete=False)
+    count = len(ids)  # no arc is duplicated
+    assert batch["lengths"].tolist() == [count, 4] and batch["input_ids"][0].tolist() == ids
+    assert "head_token_index" not in batch  # an arc reads its own embedding only
+    lower = np.tril(np.ones((count, count), dtype=bool))
+    assert (batch["attention_mask"][0] == lower).all()
+    assert (batch["relative_positions"][0] == np.where(lower, np.subtract.outer(range(count), range(count)), 0)).all()
+    assert batch["labels"][0].tolist() == ids[1:] + [IGNORE_INDEX]  # `</s>` predicts nothing
+    assert batch["labels"][1].tolist() == ids[1:4] + [IGNORE_INDEX] * (count - 3)  # a prefix's end predicts nothing
+    padding = batch["attention_mask"][1, 4:]
+    assert (padding == np.eye(count, dtype=bool)[4:]).all()  # padding rows attend only themselves
+    names = [POSITION_KIND_NAMES[k] for k in batch["position_kinds"][0]]
+    assert names == ["root", "terminal", "terminal", "left_arc_stack", "terminal", "terminal", "left_arc_stack",
+                     "right_arc_stack", "right_arc_stack", "eos"]
+    with pytest.raises(ValueError, match="not allowed here"):
+        rules.batch([encode(rules, "<root> There LA </s>")])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(projective_trees(max_words=9))
+def test_txl_trans_allows_exactly_what_dtg_allows(tree):
+    words = DependencyTree(["There"] * len(tree), tree.heads)
+    dtg, txl = grammar("arc_standard"), DEPENDENCY_GRAMMARS["txl_trans"](layout("arc_standard"))
+    ids = [ROOT] + [encode(dtg, "There")[0] if t.action == GEN else next(i for i, c in _candidates(dtg) if c == t)
+                    for t in TRANSITION_SYSTEMS["arc_standard"].transitions(words)] + [EOS]
+    dtg_state, txl_state = dtg.start(), txl.start()
+    for position, action_id in enumerate(ids):
+        assert (dtg.legal_actions(dtg_state) == txl.legal_actions(txl_state)).all()
+        dtg.step(dtg_state, action_id)
+        (new,) = txl.step(txl_state, action_id)
+        assert new.attended.tolist() == list(range(position + 1)) and new.coordinate == position
+    assert txl.is_complete(txl_state)
+    # The vectorized batch equals the one replayed from `step` (the definition), prefixes included; its
+    # expansion is the identity (one position per action).
+    sequences = [ids, ids[: len(ids) // 2]]
+    batch = txl.batch(sequences, require_complete=False, pad_to_multiple_of=8)
+    steps = txl._batch_from_steps(sequences, require_complete=False, pad_to_multiple_of=8)
+    for name in ("input_ids", "position_kinds", "attention_mask", "relative_positions", "labels",
+                 "position_coordinates", "lengths", "action_lengths"):
+        assert np.array_equal(batch[name], steps[name]), name
+    for row, sequence in enumerate(sequences):
+        assert batch["expansion_index"][row, : len(sequence)].tolist() == list(range(len(sequence)))
+        assert batch["prediction_index"][row, : len(sequence)].tolist() == list(range(len(sequence)))

@@ -18,7 +18,8 @@ from hf_slm.modeling.modeling_slm import causal_lm_for_config
 from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 
 TREES = ["There/2 is/0 a/4 difference/2", "The/2 cat/3 sleeps/0 ./3", "a/0 b/1 c/1", "Dogs/2 bark/0 loudly/2"]
-SYSTEMS = {"dtg": "arc_standard", "dtg_eager": "arc_eager", "dtg_swift": "arc_swift"}
+# TXL (trans) reads DTG's arc-standard sequences: every test of the contract and the search covers it too.
+SYSTEMS = {"dtg": "arc_standard", "dtg_eager": "arc_eager", "dtg_swift": "arc_swift", "txl_trans": "arc_standard"}
 
 
 def tiny(grammar, layers=2, **fields):
@@ -119,8 +120,10 @@ def test_explicit_relative_positions_equal_the_coordinate_path():
     assert torch.allclose(a, b, atol=1e-5)
 
 
-def test_a_saved_dtg_loads_through_the_auto_classes_without_hf_slm(tmp_path):
-    model, tokenizer = tiny("dtg_eager")
+@pytest.mark.parametrize("grammar, class_name", [("dtg_eager", "DependencyTransformerGrammarForCausalLM"),
+                                                  ("txl_trans", "DependencyTransformerXLForCausalLM")])
+def test_a_saved_dependency_model_loads_through_the_auto_classes_without_hf_slm(tmp_path, grammar, class_name):
+    model, tokenizer = tiny(grammar)
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     batch = tokenizer(TREES, padding=True, return_tensors="pt")
@@ -140,7 +143,7 @@ print(json.dumps({{"loss": loss, "class": type(model).__name__, "grammar": model
                             env={"HF_HOME": str(tmp_path / ".hf"), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
-    assert found["class"] == "DependencyTransformerGrammarForCausalLM" and found["grammar"] == "dtg_eager"
+    assert found["class"] == class_name and found["grammar"] == grammar
     assert found["loss"] == pytest.approx(expected, abs=1e-5)
 
 
@@ -161,7 +164,8 @@ def test_the_collators_fast_path_gives_the_contracts_loss_and_gradients(grammar)
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout)
     features = [{"input_ids": ids} for ids in tokenizer(TREES)["input_ids"]]
     collated = collator(features)
-    assert {"position_relative_positions", "head_token_index"} <= set(collated)
+    dependency_inputs = {"position_relative_positions", "head_token_index"} & set(collated)
+    assert dependency_inputs == (set() if grammar == "txl_trans" else {"position_relative_positions", "head_token_index"})
     contract = tokenizer(TREES, padding=True, return_tensors="pt")
     losses, gradients = [], []
     for inputs in (collated, {**contract, "labels": contract["input_ids"]}):

@@ -38,6 +38,10 @@ def test_trees_round_trip_and_structure_tokens_follow_the_oracle(tokenizer):
         assert tokenizer.decode(ids) == text
     tokens = tokenizer.convert_ids_to_tokens(tokenizer(TREES[0])["input_ids"])
     assert " ".join(t for t in tokens if t.startswith("<")) == STRUCTURE[system]
+    # load_conllu's examples (mappings with words and heads) encode as their trees, alone or in a batch
+    examples = [{"words": tree.words, "heads": tree.heads, "upos": None} for tree in map(DependencyTree.from_inline, TREES)]
+    assert tokenizer(examples)["input_ids"] == tokenizer(TREES)["input_ids"]
+    assert tokenizer(examples[1])["input_ids"] == tokenizer(TREES[1])["input_ids"]
     words = tokenizer("There is a difference")["input_ids"]  # plain words: a prompt, no structure, no </s>
     assert words[0] == tokenizer.start_id and tokenizer.decode(words) == "There is a difference"
 

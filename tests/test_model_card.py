@@ -478,8 +478,9 @@ def test_bad_results_and_records_are_clear_errors(bare, evaluated, tmp_path):
         build_model_card(checkpoint)
 
 
-@pytest.mark.parametrize("grammar, system", [("dtg", "arc-standard"), ("dtg_swift", "arc-swift")])
-def test_dtg_card_says_what_the_model_is_and_its_examples_run(grammar, system, tmp_path, monkeypatch):
+@pytest.mark.parametrize("grammar, system", [("dtg", "arc-standard"), ("dtg_swift", "arc-swift"),
+                                             ("txl_trans", "arc-standard")])
+def test_dependency_card_says_what_the_model_is_and_its_examples_run(grammar, system, tmp_path, monkeypatch):
     from test_dependency_model import tiny
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
@@ -487,8 +488,12 @@ def test_dtg_card_says_what_the_model_is_and_its_examples_run(grammar, system, t
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
     text = build_model_card(tmp_path / "model", repo_id="org/tiny", revision=SHA).text
-    assert f"generative transition system ({system} here)" in text
-    assert "(arcs count twice)" in text and "closing nonterminals" not in text
+    if grammar == "txl_trans":
+        assert f"transitions of the generative {system} system" in text and "no syntactic attention" in text
+        assert "count twice" not in text  # one position per transition
+    else:
+        assert f"generative transition system ({system} here)" in text
+        assert "(arcs count twice)" in text and "closing nonterminals" not in text
     assert "hf-slm eval parse" not in text  # no bracketing F1 for dependency trees
     for phrase in ("A **Transformer Grammar** (TG", "Choe and Charniak (2016)", "trained on words alone"):
         assert phrase not in text  # no constituency family's own text

@@ -340,3 +340,50 @@ def test_check_checkpoint_names_what_is_missing(published, tmp_path):
     (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
     with pytest.raises(ValueError, match="names missing shards: model-00001-of-00002.safetensors"):
         check_checkpoint(sharded)
+
+
+# ---- 5. every dependency family publishes as a TG does ----------------------------------------------------
+DEPENDENCY_CHILD = ISOLATION_PREAMBLE + r'''
+import json, sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+repo, pinned, trees = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+model = AutoModelForCausalLM.from_pretrained(repo, revision=pinned, trust_remote_code=True).eval()
+tokenizer = AutoTokenizer.from_pretrained(repo, revision=pinned, trust_remote_code=True)
+batch = tokenizer(trees, padding=True, return_tensors="pt")
+with torch.no_grad():
+    loss = float(model(**batch, labels=batch["input_ids"]).loss)
+print(json.dumps({"loss": loss, "classes": [type(model).__module__, type(tokenizer).__module__]}))
+'''
+
+
+@pytest.mark.parametrize("grammar", ["dtg_swift", "txl_trans"])
+def test_a_dependency_checkpoint_is_pushed_and_loads_pinned_without_hf_slm(hub, api, tmp_path, capsys, grammar):
+    from test_dependency_model import TREES as DEPENDENCY_TREES
+    from test_dependency_model import tiny
+
+    model, tokenizer = tiny(grammar)
+    directory = tmp_path / "run"
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    kept, _ = check_checkpoint(directory)
+    assert {"dependency_grammars.py", "tokenization_dependency.py", "transitions.py"} <= set(kept)
+
+    repo = f"org/{grammar}-tiny"
+    assert main(["push", str(directory), "--repo", repo]) == 0
+    sha = capsys.readouterr().out.split("commit ", 1)[1].split()[0]
+    batch = tokenizer(DEPENDENCY_TREES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = float(model(**batch, labels=batch["input_ids"]).loss)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE"))}
+    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "fresh_hf_home"), HF_HUB_DISABLE_TELEMETRY="1",
+               PYTHONPATH="", PYTHONNOUSERSITE="1")
+    (tmp_path / "child.py").write_text(textwrap.dedent(DEPENDENCY_CHILD))
+    result = subprocess.run([sys.executable, str(tmp_path / "child.py"), repo, sha, json.dumps(DEPENDENCY_TREES)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert all(module.startswith("transformers_modules") for module in found["classes"]), found["classes"]
+    assert found["loss"] == pytest.approx(expected, abs=1e-5)
+    card = open(hf_hub_download(repo, "README.md"), encoding="utf-8").read()
+    assert f'REVISION = "{sha}"' in card

@@ -12,7 +12,8 @@ Vocabulary, in contiguous ranges (the fields of modeling/dependency_grammars.Dep
 
 A tree encodes as `<root>` (the reference variant: `<s>`), the oracle's transitions of its transition system
 (tokenization/transitions.py; each GEN as the word's pieces), and `</s>`. Inputs: a `DependencyTree`, a tree
-written inline (`There/2 is/0 a/4 difference/2`: every whitespace-separated item is WORD/HEAD), or plain words
+written inline (`There/2 is/0 a/4 difference/2`: every whitespace-separated item is WORD/HEAD), a mapping with
+`words` and `heads` (an example of hf_slm.data.load_conllu), or plain words
 (`is_split_into_words=True`, or a string that is not an inline tree): the start token and the pieces, a prompt
 or a sentence to score. Decoding gives the inline tree back when the ids are a whole sequence.
 
@@ -126,8 +127,8 @@ class DependencyTokenizer(SyntacticTokenizer):
 
     def _encode_one(self, item, is_split_into_words, add_special_tokens):
         where = "tokenizer input"
-        if isinstance(item, DependencyTree) or (isinstance(item, str) and not is_split_into_words
-                                                and is_inline_tree(item)):
+        if isinstance(item, (DependencyTree, dict)) or (isinstance(item, str) and not is_split_into_words
+                                                        and is_inline_tree(item)):
             transitions = self.system.transitions(_as_tree(item, where), where=where)
             ids, starts = self._transition_ids(transitions, where)
             ends = [EOS_ID]
@@ -140,7 +141,7 @@ class DependencyTokenizer(SyntacticTokenizer):
 
     @staticmethod
     def _is_batch(text, is_split_into_words):
-        if isinstance(text, DependencyTree):
+        if isinstance(text, (DependencyTree, dict)):
             return False
         return SyntacticTokenizer._is_batch(text, is_split_into_words)
 
