@@ -1,13 +1,16 @@
-"""Training TG / TXL (CC) / TXL (terminals) with transformers.Trainer.
+"""Training TG / TXL (CC) / TXL (terminals) / DTG with transformers.Trainer.
 
 The loop is Trainer's; what this module adds is the glue: a tokenizer trained on the training trees (or a
 given one), the model config from a preset and the tokenizer's id layout, datasets of action ids, the
 data collator, Adam with the paper's schedule (linear warm-up from the initial to the maximum learning
-rate, then cosine decay to the final one; paper 000, Appendix B) and gradient clipping at norm 3.
+rate, then cosine decay to the final one; paper 000, Appendix B), an optional learning-rate multiplier for
+the token embedding (paper 002, section 4: 2.0 for DTG) and gradient clipping at norm 3.
 
 Training data is either tree files, tokenized here, or one folder made by `hf-slm data prepare`
 (hf_slm.data.prepare): its `train` split's input_ids, its `validation` (or `dev`) split for evaluation, and
-the tokenizer saved with it.
+the tokenizer saved with it. Dependency grammars (dtg, dtg_eager, dtg_swift) train on prepared folders only
+(`hf-slm data prepare --loader conllu --grammar dtg`), whose DependencyTokenizer gives the model its id layout
+and variant.
 
 The output folder is locked while training writes it (hf_slm.run_journal.output_lock). A folder that already
 holds a trained model (config.json and weights), or the checkpoints of an interrupted run, is refused unless
@@ -34,8 +37,9 @@ from transformers.trainer_utils import get_last_checkpoint
 from .checks import LINEARIZATION_OF_GRAMMAR, check_tokenizer_matches
 from .collator import SyntacticDataCollator
 from .data.prepare import PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer
+from .data.prepare_dependency import is_dependency_tokenizer, transition_grammars
 from .modeling.configuration_slm import PRESETS, preset_config
-from .modeling.grammars import ActionLayout, get_grammar
+from .modeling.grammars import grammar_class
 from .modeling.modeling_slm import causal_lm_for_config
 from .run_journal import output_lock
 from .tokenization.tokenization_slm import SyntacticTokenizer
@@ -49,15 +53,46 @@ def warmup_cosine_schedule(step, warmup_steps, total_steps, initial, peak, final
     return final + (peak - final) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def make_optimizer(model, learning_rate, warmup_steps, total_steps, initial_learning_rate, final_learning_rate):
-    """Adam (betas 0.9, 0.999, no weight decay) and a LambdaLR following `warmup_cosine_schedule`."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, betas=(0.9, 0.999))
+def make_optimizer(model, learning_rate, warmup_steps, total_steps, initial_learning_rate, final_learning_rate,
+                   embedding_learning_rate_multiplier=1.0):
+    """Adam (betas 0.9, 0.999, no weight decay) and a LambdaLR following `warmup_cosine_schedule`.
 
-    def factor(step):
+    With `embedding_learning_rate_multiplier` m != 1, the token embedding is a parameter group of its own whose
+    learning rate is m times the schedule's at every step (paper 002, section 4: m = 2.0 "to accelerate the
+    training of token embeddings"); every other parameter follows the schedule. With m = 1 there is one group,
+    as before, so that checkpoints of earlier runs resume into the same optimizer state.
+    """
+    if embedding_learning_rate_multiplier <= 0:
+        raise ValueError(f"embedding_learning_rate_multiplier {embedding_learning_rate_multiplier!r}: expected a "
+                         "positive factor (1.0: no separate embedding learning rate)")
+    if embedding_learning_rate_multiplier == 1.0:
+        groups = model.parameters()
+    else:
+        # The output layer is tied to the token embedding (one tensor, lm_head.weight is
+        # embed_tokens.weight), so the multiplier speeds up the output projection as well: there is no
+        # separate output matrix to keep at the base rate. The output bias and everything else keep it.
+        embedding = model.get_input_embeddings().weight
+        others = [parameter for parameter in model.parameters() if parameter is not embedding]
+        groups = [{"params": others},
+                  {"params": [embedding], "lr": learning_rate * embedding_learning_rate_multiplier}]
+    optimizer = torch.optim.Adam(groups, lr=learning_rate, betas=(0.9, 0.999))
+
+    def factor(step):  # LambdaLR multiplies each group's own base rate by it: the multiplier holds throughout
         lr = warmup_cosine_schedule(step, warmup_steps, total_steps, initial_learning_rate, learning_rate, final_learning_rate)
         return lr / learning_rate
 
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def doubled_id_ranges(grammar, layout):
+    """The [start, stop) id ranges of the actions that `grammar` expands into two positions (TG's closing
+    nonterminals, DTG's arcs), [] when it expands none; `layout` is a tokenizer's `action_layout`."""
+    if not grammar_class(grammar).duplicates_closing:
+        return []
+    if "root_token_id" in layout:  # a dependency layout: LA[k] and RA[k]
+        return [(layout["left_arc_start"], layout["left_arc_stop"]),
+                (layout["right_arc_start"], layout["right_arc_stop"])]
+    return [(layout["close_nt_start"], layout["close_nt_stop"])]
 
 
 def tree_dataset(tokenizer, trees, grammar, max_length, source="trees"):
@@ -66,9 +101,9 @@ def tree_dataset(tokenizer, trees, grammar, max_length, source="trees"):
     A tree whose expanded length exceeds `max_length` is an error naming it (nothing is dropped).
     """
     encoded = tokenizer(trees)["input_ids"]
-    rules = get_grammar(grammar, ActionLayout(**tokenizer.action_layout))
+    doubled = doubled_id_ranges(grammar, tokenizer.action_layout)
     for index, ids in enumerate(encoded):
-        expanded = len(ids) + (sum(1 for i in ids if tokenizer.action_layout["close_nt_start"] <= i < tokenizer.action_layout["close_nt_stop"]) if rules.duplicates_closing else 0)
+        expanded = len(ids) + sum(1 for i in ids for start, stop in doubled if start <= i < stop)
         if expanded > max_length:
             raise ValueError(
                 f"{source}: tree {index} expands to {expanded} positions under the {grammar} grammar, more than "
@@ -104,6 +139,8 @@ def tokenizer_difference(first, second):
         return f"{type(first).__name__} vs {type(second).__name__}"
     if first.linearization != second.linearization:
         return f"linearization {first.linearization!r} vs {second.linearization!r}"
+    if getattr(first, "variant", None) != getattr(second, "variant", None):  # DTG: same vocabulary, other start id
+        return f"variant {first.variant!r} vs {second.variant!r}"
     first_vocab, second_vocab = first.get_vocab(), second.get_vocab()
     if first_vocab != second_vocab:
         first_tokens = sorted(first_vocab, key=first_vocab.get)
@@ -131,10 +168,12 @@ def load_prepared_dataset(directory):
             f"prepared dataset {str(directory)!r} holds one Dataset; expected a DatasetDict with a train split"
         )
     loader = record.get("loader")
-    if loader is not None and loader not in TREE_LOADERS:
+    # conllu data holds trees when it was prepared for a dependency grammar (its transition sequences).
+    if loader is not None and loader not in TREE_LOADERS and not record.get("dependency"):
         raise ValueError(
             f"prepared dataset {str(directory)!r} was made by the {loader!r} loader, which has no trees; syntactic "
-            f"models train on the {' or '.join(TREE_LOADERS)} loaders' input_ids"
+            f"models train on the {' or '.join(TREE_LOADERS)} loaders' input_ids, or on conllu data prepared with "
+            "--grammar (dtg, dtg_eager, dtg_swift)"
         )
     for split, data in dataset.items():
         if "input_ids" not in data.column_names:
@@ -170,21 +209,22 @@ def _eval_split(dataset):
     return None
 
 
-def ids_dataset(data, tokenizer, grammar, max_length, source, document_level=False):
+def ids_dataset(data, tokenizer, grammar, max_length, source):
     """A one-column (input_ids) Dataset of prepared ids, after checking every expanded length.
 
     The lengths are computed in numpy over the Arrow column (no Python list per id), so that a BLLIP-size
     split is checked in seconds. A sequence longer than `max_length` is an error naming it.
     """
-    layout = tokenizer.action_layout
-    duplicates = get_grammar(grammar, ActionLayout(**layout), document_level).duplicates_closing
+    doubled = doubled_id_ranges(grammar, tokenizer.action_layout)
     start = 0
     for chunk in data.data.column("input_ids").chunks:
         lengths = np.diff(chunk.offsets.to_numpy())
         expanded = lengths.astype(np.int64)
-        if duplicates and len(chunk):
+        if doubled and len(chunk):
             values = chunk.flatten().to_numpy()
-            closing = (values >= layout["close_nt_start"]) & (values < layout["close_nt_stop"])
+            closing = np.zeros(len(values), dtype=bool)
+            for low, high in doubled:
+                closing |= (values >= low) & (values < high)
             totals = np.concatenate([[0], np.cumsum(closing)])
             ends = np.cumsum(lengths)
             expanded = expanded + totals[ends] - totals[ends - lengths]
@@ -244,9 +284,12 @@ def prepared_inputs(directory, setup, grammar, log=print):
         raise ValueError(f"prepared dataset {str(directory)!r} has no train split; its splits are {list(dataset)}")
     tokenizer = prepared_tokenizer(directory, setup.tokenizer)
     if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
+        readers = [name for name, linearization in LINEARIZATION_OF_GRAMMAR.items()
+                   if linearization == tokenizer.linearization]
+        hint = f" (read by {' or '.join(readers)}: e.g. --set grammar={readers[0]})" if readers else ""
         raise ValueError(
-            f"the tokenizer of {str(directory)!r} linearizes {tokenizer.linearization!r}; the {grammar} grammar needs "
-            f"{LINEARIZATION_OF_GRAMMAR[grammar]!r}"
+            f"the tokenizer of {str(directory)!r} linearizes {tokenizer.linearization!r}{hint}; the {grammar} grammar "
+            f"needs {LINEARIZATION_OF_GRAMMAR[grammar]!r}"
         )
     log(f"prepared dataset {directory}: {len(dataset['train']):,} training examples")
     inputs = PreparedInputs(directory=Path(directory), record=record, tokenizer=tokenizer, train=dataset["train"])
@@ -262,6 +305,12 @@ def prepared_inputs(directory, setup, grammar, log=print):
         if split is None:
             raise ValueError(f"prepared evaluation data {str(eval_dir)!r} has no {' or '.join(EVAL_SPLIT_NAMES)} split")
         inputs.eval, inputs.eval_source = eval_data[split], f"{eval_dir}:{split}"
+    elif setup.eval and is_dependency_tokenizer(tokenizer):
+        raise ValueError(
+            f"--eval {', '.join(map(str, setup.eval))}: dependency models evaluate on prepared data; pass a folder "
+            f"made by `hf-slm data prepare --loader conllu --tokenizer {Path(directory) / TOKENIZER_FOLDER}` (its "
+            "validation split), or leave --eval out to use the validation split of --train"
+        )
     elif setup.eval:
         # Raw tree files get the tokenizer's normalization, the one the prepared trees had.
         inputs.eval_trees = read_trees(setup.eval, **tokenizer.normalization)
@@ -288,6 +337,7 @@ class TrainingSetup:
     batch_size: int | None = None
     learning_rate: float | None = None
     warmup_steps: int | None = None
+    embedding_learning_rate_multiplier: float | None = None  # None: the preset's (1.0 unless it says otherwise)
     eval_steps: int = 200
     save_steps: int = 200
     logging_steps: int = 20
@@ -363,9 +413,14 @@ def _train(setup, log):
     if setup.preset not in PRESETS:
         raise ValueError(f"unknown preset {setup.preset!r}; expected one of {sorted(PRESETS)}")
     preset = PRESETS[setup.preset]
-    grammar = preset["model"]["grammar"]
-    schedule = dict(preset["training"])
-    for name in ("max_steps", "batch_size", "learning_rate", "warmup_steps"):
+    # `--set grammar=dtg_swift` trains another grammar with the preset's sizes (the data, the collator and the
+    # checks follow it, not only the config).
+    grammar = setup.model_overrides.get("grammar", preset["model"]["grammar"])
+    if not isinstance(grammar, str):
+        raise ValueError(f"--set grammar={grammar!r}: expected a grammar name")
+    grammar_class(grammar)  # an unknown name: the error lists them
+    schedule = {"embedding_learning_rate_multiplier": 1.0, **preset["training"]}
+    for name in ("max_steps", "batch_size", "learning_rate", "warmup_steps", "embedding_learning_rate_multiplier"):
         if getattr(setup, name) is not None:
             schedule[name] = getattr(setup, name)
     for path in list(setup.train) + list(setup.eval):
@@ -376,6 +431,12 @@ def _train(setup, log):
     resumed, resumed_from = resumed_tokenizer(output, setup.tokenizer) if setup.resume else (None, None)
 
     prepared = prepared_dataset_dir(setup.train)
+    if prepared is None and grammar in transition_grammars():
+        raise ValueError(
+            f"--train {', '.join(map(str, setup.train))}: the {grammar} grammar trains on dependency trees prepared "
+            f"by `hf-slm data prepare --loader conllu --grammar {grammar} ...`; pass that folder (tree files hold "
+            "bracketed trees)"
+        )
     if prepared is not None:
         inputs = prepared_inputs(prepared, setup, grammar, log)
         tokenizer, eval_trees = inputs.tokenizer, inputs.eval_trees
@@ -417,6 +478,12 @@ def _train(setup, log):
             raise ValueError(f"prepared dataset {str(prepared)!r} holds documents; it needs document_level=true")
         overrides["document_level"] = True
     overrides.update(tokenizer.action_layout)
+    if is_dependency_tokenizer(tokenizer):
+        # The variant gives the same vocabulary other sequences (`<s>` as the root): the model reads the tokenizer's.
+        if overrides.setdefault("dependency_variant", tokenizer.variant) != tokenizer.variant:
+            raise ValueError(f"--set dependency_variant={overrides['dependency_variant']}: the tokenizer encodes the "
+                             f"{tokenizer.variant!r} variant; prepare the data with --variant "
+                             f"{overrides['dependency_variant']} instead")
     overrides["vocab_size"] = len(tokenizer)
     overrides["vocabulary_fingerprint"] = tokenizer.vocabulary_fingerprint
     config = preset_config(setup.preset, **overrides)
@@ -428,19 +495,21 @@ def _train(setup, log):
     document_level = bool(getattr(config, "document_level", False))
     if prepared is not None:
         train_dataset = ids_dataset(inputs.train, tokenizer, grammar, config.max_sequence_length,
-                                    f"{prepared} split 'train'", document_level)
-        eval_dataset = (ids_dataset(inputs.eval, tokenizer, grammar, config.max_sequence_length, inputs.eval_source,
-                                    document_level) if inputs.eval is not None else None)
+                                    f"{prepared} split 'train'")
+        eval_dataset = (ids_dataset(inputs.eval, tokenizer, grammar, config.max_sequence_length, inputs.eval_source)
+                        if inputs.eval is not None else None)
     else:
         train_dataset = tree_dataset(tokenizer, train_trees, grammar, config.max_sequence_length, "training trees")
         eval_dataset = None
     if eval_trees:
         eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, config.max_sequence_length, "evaluation trees")
+    grammar_options = {"variant": config.dependency_variant} if is_dependency_tokenizer(tokenizer) else {}
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout, max_length=config.max_sequence_length,
-                                     document_level=document_level)
+                                     document_level=document_level, **grammar_options)
     optimizer, scheduler = make_optimizer(
         model, schedule["learning_rate"], schedule["warmup_steps"], schedule["max_steps"],
         schedule["initial_learning_rate"], schedule["final_learning_rate"],
+        schedule["embedding_learning_rate_multiplier"],
     )
     args = TrainingArguments(
         output_dir=str(output),
@@ -505,6 +574,7 @@ def write_training_record(output, setup, grammar, schedule, trainer, train_examp
         "warmup_steps": schedule["warmup_steps"],
         "initial_learning_rate": schedule["initial_learning_rate"],
         "final_learning_rate": schedule["final_learning_rate"],
+        "embedding_learning_rate_multiplier": schedule.get("embedding_learning_rate_multiplier", 1.0),
         "seed": setup.seed,
         "final_train_loss": train_losses[-1] if train_losses else None,
         "final_eval_loss": eval_losses[-1] if eval_losses else None,

@@ -40,3 +40,31 @@ def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", lineariz
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory, model, tokenizer
+
+
+# A small UD-style treebank for the dependency data path (words, 1-based heads; 0 = the root). The second
+# training sentence is non-projective: "on" (5) hangs from "hearing" (2), and that arc crosses the root's arc to
+# "scheduled" (4); lifting reattaches "on" to "scheduled", its head's head.
+DEPENDENCY_TREEBANK = {
+    "train": [(["Sam", "likes", "tea"], [2, 0, 2]),
+              (["A", "hearing", "is", "scheduled", "on", "the", "issue", "today"], [2, 4, 4, 0, 2, 7, 5, 4]),
+              (["The", "cat", "sleeps", "on", "the", "mat"], [2, 3, 0, 6, 6, 3]),
+              (["Kim", "likes", "the", "cat", "today"], [2, 0, 4, 2, 2])],
+    "dev": [(["Sam", "sleeps"], [2, 0])],
+    "test": [(["the", "cat", "likes", "tea"], [2, 3, 0, 3])],
+}
+NON_PROJECTIVE_INDEX, LIFTED_HEADS = 1, [2, 4, 4, 0, 4, 7, 5, 4]
+
+
+def write_conllu_treebank(directory, treebank=DEPENDENCY_TREEBANK):
+    """Write `treebank` as en_mini-ud-{split}.conllu files (10 tab-separated fields per word) in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for split, sentences in treebank.items():
+        blocks = []
+        for number, (words, heads) in enumerate(sentences, start=1):
+            lines = [f"# sent_id = {split}-{number}", f"# text = {' '.join(words)}"]
+            lines += [f"{position}\t{word}\t{word.lower()}\tX\t_\t_\t{head}\t{'root' if head == 0 else 'dep'}\t_\t_"
+                      for position, (word, head) in enumerate(zip(words, heads), start=1)]
+            blocks.append("\n".join(lines) + "\n")
+        (directory / f"en_mini-ud-{split}.conllu").write_text("\n".join(blocks) + "\n", encoding="utf-8")
+    return directory

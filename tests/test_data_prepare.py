@@ -1,6 +1,7 @@
 """`hf-slm data prepare` (hf_slm.data.prepare): tokenized, saved datasets that `hf-slm train` reads."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,139 @@ def test_prepare_nltk_ptb_sample_by_sections(tmp_path, capsys):
     assert counts == {"train": 1921, "validation": 1993} and sum(counts.values()) == 3914  # PROVENANCE.md
     prepared = load_from_disk(str(tmp_path / "prepared"))
     assert prepared["validation"][0]["file"].startswith("wsj_01")
+
+
+# ---- dependency data (CoNLL-U) for Dependency Transformer Grammars --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dependency_treebank(tmp_path_factory):
+    from conftest import write_conllu_treebank
+
+    return write_conllu_treebank(tmp_path_factory.mktemp("treebank"))
+
+
+def dependency_prepare(treebank, output, *options, cache=None):
+    return ["data", "prepare", "--loader", "conllu", "--path", str(treebank), "--output", str(output),
+            "--cache-dir", str(cache or output.parent / "cache"), *options]
+
+
+@pytest.mark.parametrize("grammar, system", [("dtg", "arc_standard"), ("dtg_eager", "arc_eager"),
+                                             ("dtg_swift", "arc_swift")])
+def test_prepare_conllu_for_a_dependency_grammar(dependency_treebank, tmp_path, capsys, grammar, system):
+    from conftest import DEPENDENCY_TREEBANK, LIFTED_HEADS, NON_PROJECTIVE_INDEX
+
+    from hf_slm.tokenization.dependency_trees import DependencyTree
+    from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
+    from hf_slm.tokenization.transitions import LEFT_ARC, RIGHT_ARC, transition_system
+
+    output = tmp_path / "prepared"
+    assert main(dependency_prepare(dependency_treebank, output, "--grammar", grammar, "--non-projective", "lift",
+                                   "--vocab-size", "40")) == 0, capsys.readouterr().err
+    assert f"training a DependencyTokenizer for {system} transitions" in capsys.readouterr().out
+    prepared = load_from_disk(str(output))
+    tokenizer = AutoTokenizer.from_pretrained(str(output / "tokenizer"))
+    assert isinstance(tokenizer, DependencyTokenizer) and tokenizer.transition_system == system
+    assert {split: len(prepared[split]) for split in prepared} == {"train": 4, "validation": 1, "test": 1}
+    lifted = prepared["train"][NON_PROJECTIVE_INDEX]
+    assert lifted["heads"] == LIFTED_HEADS and lifted["lifted_arcs"] == 1
+    for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
+        for example, (words, _) in zip(prepared[split], DEPENDENCY_TREEBANK[name]):
+            tree = DependencyTree(example["words"], example["heads"])
+            assert example["words"] == words
+            # The ids are the tree's transition sequence: <root> ... </s>, decoding to the same tree.
+            assert example["input_ids"] == tokenizer(tree)["input_ids"]
+            assert example["input_ids"][0] == tokenizer.action_layout["root_token_id"]
+            assert example["input_ids"][-1] == tokenizer.eos_token_id
+            assert tokenizer.decode(example["input_ids"]) == tree.to_inline()
+    # arc-swift: max_k is the largest k the (lifted) training trees need; the other systems have one LA and one RA.
+    needed = max(t.value for words, heads in zip(prepared["train"]["words"], prepared["train"]["heads"])
+                 for t in transition_system("arc_swift").transitions(DependencyTree(words, heads))
+                 if t.action in (LEFT_ARC, RIGHT_ARC))
+    assert tokenizer.max_k == (needed if system == "arc_swift" else 1) and needed == 3  # the lifted tree needs RA[3]
+    record = json.loads((output / "prepare.json").read_text())
+    assert record["dependency"] == {"grammar": grammar, "transition_system": system, "max_k": tokenizer.max_k,
+                                    "variant": "paper"}
+    assert record["options"] == {"non_projective": "lift"}
+    assert record["tokenizer"]["source"] == "trained on the train split"
+    assert record["splits"]["train"]["ids"]["input_ids"] == sum(map(len, prepared["train"]["input_ids"]))
+
+
+def test_prepare_dependency_policies_reuse_and_errors(dependency_treebank, tmp_path, capsys):
+    def run(output, *options):
+        code = main(dependency_prepare(dependency_treebank, tmp_path / output, *options,
+                                       cache=tmp_path / "cache"))
+        return code, capsys.readouterr().err
+
+    # Transition systems build projective trees: by default a non-projective one is an error naming it.
+    code, error = run("default", "--grammar", "dtg")
+    assert code == 2 and "sentence 1 (train-2) is not projective" in error and "'on'" in error
+    with pytest.warns(UserWarning, match="left out 1 non-projective sentence"):
+        assert run("skip", "--grammar", "dtg", "--non-projective", "skip", "--vocab-size", "40")[0] == 0
+    skipped = load_from_disk(str(tmp_path / "skip"))
+    assert len(skipped["train"]) == 3 and "hearing" not in skipped["train"]["words"][1]
+    # A saved DependencyTokenizer is reused as it is, and implies its grammar.
+    tokenizer_dir = tmp_path / "skip" / "tokenizer"
+    assert run("reused", "--tokenizer", str(tokenizer_dir), "--non-projective", "skip")[0] == 0
+    reused = load_from_disk(str(tmp_path / "reused"))
+    assert reused["test"]["input_ids"] == skipped["test"]["input_ids"]
+    record = json.loads((tmp_path / "reused" / "prepare.json").read_text())
+    assert record["tokenizer"]["source"] == str(tokenizer_dir) and record["dependency"]["grammar"] == "dtg"
+
+    for options, message in [
+        (["--grammar", "dtg", "--non-projective", "keep"], "reads projective trees only"),
+        (["--grammar", "dtg_eager", "--tokenizer", str(tokenizer_dir)], "encodes arc_standard transitions; the "
+                                                                        "dtg_eager grammar reads arc_eager"),
+        (["--grammar", "dtg", "--tokenizer", str(tokenizer_dir), "--vocab-size", "50"], "--vocab-size applies when"),
+        (["--grammar", "dtg", "--max-k", "2"], "max_k 2: expected 1, or for arc_swift"),
+        (["--grammar", "dtg_eager", "--variant", "reference"], "reference variant exists for arc_standard only"),
+        (["--grammar", "tg"], "tg reads bracketed trees"),
+        (["--grammar", "rnng"], "unknown grammar 'rnng'"),
+        ([], "--loader conllu without --tokenizer: pass --grammar"),
+    ]:
+        code, error = run("refused", *options)
+        assert code == 2 and message in error, (options, error)
+    assert not (tmp_path / "refused").exists()  # refused before anything was written
+    assert main(["data", "prepare", "--loader", "ptb", "--path", str(FIXTURES / "wsj"), "--grammar", "dtg",
+                 "--output", str(tmp_path / "ptb")]) == 2
+    assert "use --loader conllu, not ptb" in capsys.readouterr().err
+    # A swift tokenizer whose max_k the test split exceeds: the error names the sentence.
+    swift = tmp_path / "swift_tokenizer"
+    hf_slm.DependencyTokenizer.train(["a/0 b/1"], vocab_size=20, transition_system="arc_swift").save_pretrained(swift)
+    code, error = run("swift", "--tokenizer", str(swift), "--non-projective", "lift")
+    assert code == 2 and "needs k <= 1" in error and "en_mini-ud-" in error
+
+
+def test_an_interrupted_dependency_prepare_resumes_with_the_tokenizer_it_trained(dependency_treebank, tmp_path,
+                                                                                 capsys, monkeypatch):
+    from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
+
+    command = dependency_prepare(dependency_treebank, tmp_path / "prepared", "--grammar", "dtg_swift",
+                                 "--non-projective", "lift", "--vocab-size", "40")
+    assert main(command) == 0
+    finished = load_from_disk(str(tmp_path / "prepared"))
+    # As if interrupted after the train split: the journal holds its header, the tokenizer and train.
+    output = tmp_path / "prepared"
+    journal = (output / "prepare.journal.jsonl").read_text().splitlines()
+    assert [json.loads(line).get("key") for line in journal] == [None, "tokenizer", "train", "validation", "test"]
+    (output / "prepare.journal.jsonl").write_text("\n".join(journal[:3]) + "\n")
+    for name in ("validation", "test"):
+        shutil.rmtree(output / name)
+    for name in ("prepare.json", "dataset_dict.json"):
+        (output / name).unlink()
+    capsys.readouterr()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the tokenizer was trained again")
+
+    monkeypatch.setattr(DependencyTokenizer, "train", no_training)
+    assert main(command) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "reusing the tokenizer an earlier run of this prepare trained" in printed
+    assert "1 of 3 splits already finished" in printed
+    resumed = load_from_disk(str(output))
+    for split in finished:
+        assert resumed[split]["input_ids"] == finished[split]["input_ids"]
+    # Other tokenizer settings are another run: refused, not mixed into the saved splits.
+    assert main(command[:-1] + ["50"]) == 2
+    assert "tokenizer.vocab_size: 40 in the journal, 50 now" in capsys.readouterr().err

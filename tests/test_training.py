@@ -182,3 +182,179 @@ def test_training_on_prepared_documents(tmp_path):
     record = json.loads((tmp_path / "run" / "training_setup.json").read_text())
     assert not list((tmp_path / "run").glob("*.bin")), "the final model folder holds no pickles"
     assert record["prepared_dataset"]["document_level"] is True
+
+
+# ---- the token embedding's learning rate, DTG presets and training DTG on prepared CoNLL-U ---------------------
+
+
+def _tiny_model(grammar="tg"):
+    from hf_slm.action_vocab import ActionVocabulary
+    from hf_slm.modeling.configuration_slm import config_for_grammar
+    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+
+    vocab = ActionVocabulary.from_action_sequences([["(S", "a", "b", "S)"]])
+    config = config_for_grammar(grammar, vocab_size=len(vocab.tokens), hidden_size=16, num_hidden_layers=1,
+                                num_attention_heads=2, intermediate_size=32, **vocab.layout.to_dict())
+    return causal_lm_for_config(config)
+
+
+def test_the_token_embedding_gets_its_own_learning_rate_and_the_schedule_scales_both():
+    from hf_slm.training import make_optimizer
+
+    model = _tiny_model()
+    embedding = model.get_input_embeddings().weight
+    assert model.get_output_embeddings().weight is embedding  # tied: the output layer shares the multiplier
+    schedule = dict(warmup_steps=10, total_steps=110, initial=1e-7, peak=1e-3, final=3e-7)
+    optimizer, scheduler = make_optimizer(model, 1e-3, 10, 110, 1e-7, 3e-7, embedding_learning_rate_multiplier=2.0)
+    others, embeddings = optimizer.param_groups
+    assert len(embeddings["params"]) == 1 and embeddings["params"][0] is embedding
+    assert not any(parameter is embedding for parameter in others["params"])
+    assert len(others["params"]) + 1 == len(list(model.parameters()))  # every parameter, once
+    for step in range(61):
+        if step in (0, 5, 10, 60):
+            expected = warmup_cosine_schedule(step, **schedule)
+            assert others["lr"] == pytest.approx(expected) and embeddings["lr"] == pytest.approx(2 * expected), step
+        optimizer.step()
+        scheduler.step()
+    # Multiplier 1: one group, as TG always had (its checkpoints' optimizer states resume unchanged).
+    optimizer, scheduler = make_optimizer(model, 1e-3, 10, 110, 1e-7, 3e-7)
+    assert len(optimizer.param_groups) == 1 and optimizer.param_groups[0]["lr"] == pytest.approx(1e-7)
+    with pytest.raises(ValueError, match="expected a positive factor"):
+        make_optimizer(model, 1e-3, 10, 110, 1e-7, 3e-7, embedding_learning_rate_multiplier=0)
+
+
+def test_dependency_presets_follow_paper_002():
+    import torch
+
+    from hf_slm.modeling.configuration_slm import PRESETS, preset_config
+    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+
+    def parameters(name):
+        with torch.device("meta"):
+            return sum(p.numel() for p in causal_lm_for_config(preset_config(name)).parameters())
+
+    # "16-layer models with 252M parameters" (section 4): TG's BLLIP setting, whose count the reference gives.
+    assert parameters("dtg-bllip") == parameters("txl-trans-bllip") == parameters("tg-bllip") == 251_887_616
+    assert parameters("dtg-ptb") == parameters("tg-ptb")
+    assert parameters("dtg-tiny") < 2_000_000
+    for name, preset in PRESETS.items():
+        multiplier = preset["training"].get("embedding_learning_rate_multiplier", 1.0)
+        dependency = name.startswith(("dtg-", "txl-trans-"))
+        assert multiplier == (2.0 if dependency else 1.0), name
+        if dependency:  # a twin differs from its DTG preset in the grammar only
+            twin = PRESETS[name.replace("txl-trans-", "dtg-")]
+            assert preset["training"] == twin["training"]
+            assert {**preset["model"], "grammar": "dtg"} == twin["model"]
+    assert preset_config("dtg-tiny").attention_dropout == 0.0  # the CPU-fast attention kernel
+
+
+@pytest.fixture(scope="module")
+def conllu_treebank(tmp_path_factory):
+    from conftest import write_conllu_treebank
+
+    return write_conllu_treebank(tmp_path_factory.mktemp("treebank"))
+
+
+def _prepared_conllu(treebank, directory, grammar):
+    from hf_slm.data.prepare import prepare_dataset
+
+    prepare_dataset("conllu", treebank, None, directory, grammar=grammar, vocab_size=40, non_projective="lift",
+                    cache_dir=str(directory.parent / "cache"), log=_quiet)
+    return directory
+
+
+TINY_SET = [item for key, value in dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                        num_attention_heads=2).items() for item in ("--set", f"{key}={value}")]
+
+
+def test_a_tiny_dtg_trains_on_prepared_conllu_through_the_cli_and_loads_with_the_auto_classes(conllu_treebank, tmp_path,
+                                                                                              capsys):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import hf_slm
+    from hf_slm.cli import main
+
+    prepared = _prepared_conllu(conllu_treebank, tmp_path / "prepared", "dtg")
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "dtg-tiny", "--train", str(prepared), "--output", str(run), "--max-steps", "3",
+                 "--batch-size", "2", "--warmup-steps", "1", *TINY_SET]) == 0, capsys.readouterr().err
+    record = json.loads((run / "training_setup.json").read_text())
+    assert record["grammar"] == "dtg" and record["steps_done"] == 3 and record["train_examples"] == 4
+    assert record["eval_examples"] == 1 and record["prepared_dataset"]["loader"] == "conllu"
+    assert record["embedding_learning_rate_multiplier"] == 2.0
+    # The optimizer Trainer ran: the token embedding's group at twice the others' learning rate.
+    groups = torch.load(run / "checkpoint-3" / "optimizer.pt", weights_only=True)["param_groups"]
+    assert len(groups) == 2 and groups[1]["lr"] == pytest.approx(2 * groups[0]["lr"]) and groups[0]["lr"] > 0
+
+    model = AutoModelForCausalLM.from_pretrained(run).eval()
+    tokenizer = AutoTokenizer.from_pretrained(run)
+    assert type(model).__name__ == "DependencyTransformerGrammarForCausalLM" and model.config.grammar == "dtg"
+    assert type(tokenizer).__name__ == "DependencyTokenizer" and tokenizer.transition_system == "arc_standard"
+    assert model.config.root_token_id == tokenizer.action_layout["root_token_id"]
+    tree = "Sam/2 likes/0 the/4 cat/2"
+    ids = torch.tensor([tokenizer(tree)["input_ids"]])
+    with torch.no_grad():
+        loss = model(input_ids=ids, labels=ids).loss
+    assert torch.isfinite(loss) and 0 < float(loss) < 2 * math.log(len(tokenizer))
+    scored = hf_slm.score(model, tokenizer, ["Sam likes the cat"], beam_size=10, word_beam_size=3, progress=False)[0]
+    assert scored["words"] == ["Sam", "likes", "the", "cat"] and len(scored["surprisals"]) == 4
+    assert -math.inf < scored["log_prob"] < 0
+    assert [item.rpartition("/")[0] for item in scored["tree"].split()] == scored["words"]
+
+
+def test_dtg_eager_swift_and_txl_trans_train_with_a_preset(conllu_treebank, tmp_path):
+    swift = _prepared_conllu(conllu_treebank, tmp_path / "swift", "dtg_swift")
+    overrides = dict(TINY, grammar="dtg_swift")
+    trainer, tokenizer = train(prepared_setup([swift], tmp_path / "swift_run", preset="dtg-tiny",
+                                              model_overrides=overrides), log=_quiet)
+    config = json.loads((tmp_path / "swift_run" / "config.json").read_text())
+    assert config["grammar"] == "dtg_swift"
+    assert config["left_arc_stop"] - config["left_arc_start"] == tokenizer.max_k == 3
+    assert json.loads((tmp_path / "swift_run" / "training_setup.json").read_text())["grammar"] == "dtg_swift"
+    assert trainer.state.global_step == 2
+    # TXL (trans) reads DTG's arc-standard sequences: the same prepared data.
+    standard = _prepared_conllu(conllu_treebank, tmp_path / "standard", "dtg")
+    train(prepared_setup([standard], tmp_path / "txl_run", preset="txl-trans-tiny"), log=_quiet)
+    assert json.loads((tmp_path / "txl_run" / "config.json").read_text())["model_type"] == "dependency_transformer_xl"
+
+
+def test_dependency_training_errors(conllu_treebank, prepared_wsj, tmp_path):
+    eager = _prepared_conllu(conllu_treebank, tmp_path / "eager", "dtg_eager")
+
+    def eager_setup(**fields):
+        return prepared_setup([eager], tmp_path / "x", preset="dtg-tiny",
+                              model_overrides=dict(TINY, grammar="dtg_eager", **fields))
+
+    with pytest.raises(ValueError, match=r"linearizes 'arc_eager' \(read by dtg_eager: e.g. --set grammar=dtg_eager\); "
+                                         "the dtg grammar needs 'arc_standard'"):
+        train(prepared_setup([eager], tmp_path / "x", preset="dtg-tiny"), log=_quiet)
+    with pytest.raises(ValueError, match="the dtg grammar trains on dependency trees prepared by"):
+        train(prepared_setup([DATA_FIXTURES / "ptb_lines" / "train.txt"], tmp_path / "x", preset="dtg-tiny"),
+              log=_quiet)
+    with pytest.raises(ValueError, match="dependency models evaluate on prepared data"):
+        setup = eager_setup()
+        setup.eval = [DATA_FIXTURES / "ptb_lines" / "dev.txt"]
+        train(setup, log=_quiet)
+    with pytest.raises(ValueError, match="the tokenizer encodes the 'paper' variant"):
+        train(eager_setup(dependency_variant="reference"), log=_quiet)
+    with pytest.raises(ValueError, match="unknown grammar 'dtg_hybrid'"):
+        train(prepared_setup([eager], tmp_path / "x", preset="dtg-tiny", model_overrides=dict(grammar="dtg_hybrid")),
+              log=_quiet)
+    with pytest.raises(ValueError, match="linearizes 'top_down'.*the dtg grammar needs 'arc_standard'"):
+        train(prepared_setup([prepared_wsj], tmp_path / "x", preset="dtg-tiny"), log=_quiet)
+    # Lengths are checked before training with each arc counted twice (its COMPOSE and STACK copies).
+    from datasets import load_from_disk
+
+    from hf_slm.modeling.dependency_grammars import DependencyLayout
+    from hf_slm.modeling.grammars import get_grammar
+    from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
+
+    layout = DependencyTokenizer.from_pretrained(eager / "tokenizer").action_layout
+    rules = get_grammar("dtg_eager", DependencyLayout(**layout))
+    lengths = [len(rules.positions(ids)) for ids in load_from_disk(str(eager))["train"]["input_ids"]]
+    longest = max(lengths)
+    with pytest.raises(ValueError, match=rf"example {lengths.index(longest)} .* expands to {longest} positions under "
+                                         rf"the dtg_eager grammar, more than .* max_sequence_length {longest - 1}"):
+        train(eager_setup(max_sequence_length=longest - 1), log=_quiet)
+    assert not (tmp_path / "x").exists()

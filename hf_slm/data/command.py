@@ -3,11 +3,16 @@
     hf-slm data prepare --loader ptb --path treebank/combined --splits train=00,validation=01 \
         --tokenizer my-tokenizer --output prepared/ptb
     hf-slm train --preset tg-ptb --train prepared/ptb --output runs/tg
+    hf-slm data prepare --loader conllu --grammar dtg --path ud_english_ewt --non-projective lift \
+        --vocab-size 2000 --output prepared/ewt-dtg
+    hf-slm train --preset dtg-tiny --train prepared/ewt-dtg --output runs/dtg
 
 `--splits` is `split=item[+item...]` joined by commas, or a JSON object. For ptb the items are WSJ sections
 (`02-21`), file numbers (`0001-0159`) or file names and globs (see hf_slm/data/ptb.py); for the other
 loaders they are files, relative to --path when --path is a folder, e.g. `--splits train=a.txt,test=b.txt`.
 `--boundaries` (bllip, document level) is a file, a folder, or `split=file` pairs in the same spelling.
+`--grammar` (conllu) encodes each dependency tree as the grammar's transition sequence, with a DependencyTokenizer
+trained on the train split unless `--tokenizer` names one (hf_slm/data/prepare_dependency.py).
 This module (and hf_slm.data) imports the data machinery only when the command runs, to keep `hf-slm` quick to start.
 """
 
@@ -78,8 +83,11 @@ def command_data_prepare(args):
         options["split_file"] = args.split_file
     if args.cache_dir:
         options["cache_dir"] = args.cache_dir
+    if args.non_projective:
+        options["non_projective"] = args.non_projective
     prepare_dataset(args.loader, path, args.tokenizer, args.output, num_proc=args.num_proc,
-                    document_level=args.document_level, overwrite=args.overwrite, **options)
+                    document_level=args.document_level, overwrite=args.overwrite, grammar=args.grammar,
+                    vocab_size=args.vocab_size, max_k=args.max_k, variant=args.variant, **options)
     return 0
 
 
@@ -96,7 +104,8 @@ def add_data_command(commands):
     )
     prepare.add_argument("--loader", required=True, help=f"the dataset format: {LOADER_NAMES}")
     prepare.add_argument("--path", required=True, help="the data: a folder or a file (see --splits for others)")
-    prepare.add_argument("--tokenizer", required=True, help="a saved hf_slm tokenizer directory")
+    prepare.add_argument("--tokenizer", help="a saved hf_slm tokenizer directory (required but with --grammar, which "
+                         "trains a DependencyTokenizer on the train split when it is left out)")
     prepare.add_argument("--output", required=True,
                          help="the folder to write (new or empty); each split is saved and journaled "
                               "(prepare.journal.jsonl) as it is done, so the same command after an interruption "
@@ -110,6 +119,24 @@ def add_data_command(commands):
                          help="bllip document boundaries: a file, a folder, or split=file pairs")
     prepare.add_argument("--split-file", help="xsum: the split JSON of the original release")
     prepare.add_argument("--cache-dir", help="datasets' cache folder for the loaded data")
+    # Dependency data (conllu) for Dependency Transformer Grammars; choices are checked when the command runs, so
+    # that building the parser imports no grammar code.
+    prepare.add_argument("--grammar", metavar="GRAMMAR",
+                         help="conllu: encode each tree as the transition sequence a dependency grammar reads (dtg: "
+                              "arc-standard, dtg_eager, dtg_swift); default: the --tokenizer's, if a "
+                              "DependencyTokenizer")
+    prepare.add_argument("--non-projective", choices=["keep", "error", "skip", "lift"],
+                         help="conllu: what to do with a non-projective tree (default: keep, and error with --grammar, "
+                              "whose transition systems build projective trees only)")
+    prepare.add_argument("--vocab-size", type=int,
+                         help="--grammar without --tokenizer: word pieces of the tokenizer trained (default 32768)")
+    prepare.add_argument("--max-k", type=int,
+                         help="--grammar dtg_swift without --tokenizer: the largest LA[k] / RA[k] (default: the "
+                              "largest the training trees need; a larger k in another split is an error naming the "
+                              "sentence)")
+    prepare.add_argument("--variant", choices=["paper", "reference"],
+                         help="--grammar dtg without --tokenizer: 'reference' encodes as the authors' released code "
+                              "(<s> as the root, pop_root)")
     prepare.add_argument("--overwrite", action="store_true",
                          help="write into a non-empty --output, starting over (also when an interrupted prepare "
                               "there was of other data, tokenizer or options)")

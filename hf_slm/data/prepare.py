@@ -8,7 +8,9 @@ counts). What is tokenized:
 - bllip (document level): `input_ids`, `tokenizer.encode_document(trees)`, one sequence per document;
 - xsum: `document_ids` and `summary_ids`, the ids of the whitespace-separated words of the document and the
   summary (`<s>` + word pieces, no trees; an empty text is `<s>` alone);
-- conllu: `input_ids`, the ids of the words (`<s>` + word pieces).
+- conllu: `input_ids`, the ids of the words (`<s>` + word pieces); for a dependency grammar (`grammar="dtg"`,
+  ..., or a DependencyTokenizer), the transition sequence of each tree, with a DependencyTokenizer trained on
+  the train split when none is given (prepare_dependency.py).
 
 Trees are normalized once, by the loader, with the tokenizer's own normalization options (stored in its
 config, and applied to every bracketed string it encodes later), so the saved ids are those the tokenizer
@@ -28,9 +30,11 @@ import pyarrow.compute as pc
 from datasets import DatasetDict, load_from_disk
 
 from ..run_journal import LOCK_NAME, RunJournal, data_fingerprint, output_lock
+from ..tokenization.tokenization_dependency import DependencyTokenizer
 from ..tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
 from ..tokenization.trees import parse_tree
 from . import load, loader_options
+from .prepare_dependency import dependency_preparation
 from .ptb import NORMALIZE_OPTIONS
 
 TREE_LOADERS = ("ptb", "bllip")
@@ -51,7 +55,7 @@ def load_syntactic_tokenizer(directory):
         state = "does not exist" if not directory.exists() else "has no tokenizer_config.json"
         raise ValueError(f"tokenizer directory {str(directory)!r} {state}; expected a saved hf_slm tokenizer")
     name = json.loads(config_path.read_text(encoding="utf-8")).get("tokenizer_class")
-    classes = {cls.__name__: cls for cls in (SyntacticTokenizer, SyntacticWordTokenizer)}
+    classes = {cls.__name__: cls for cls in (SyntacticTokenizer, SyntacticWordTokenizer, DependencyTokenizer)}
     if name not in classes:
         raise ValueError(
             f"tokenizer {str(directory)!r} is a {name}; expected an hf_slm {' or '.join(classes)}"
@@ -121,7 +125,22 @@ def encode_words(batch, tokenizer):
     return {"input_ids": _encode_word_lists(tokenizer, batch["words"], batch, "words")}
 
 
-def _encoder(loader, document_level):
+def encode_dependency_trees(batch, tokenizer):
+    """input_ids of each sentence's dependency tree (CoNLL-U): its transition sequence."""
+    from ..tokenization.dependency_trees import DependencyTree
+
+    ids = []
+    for position, (words, heads) in enumerate(zip(batch["words"], batch["heads"])):
+        try:
+            ids.append(tokenizer(DependencyTree(words, heads))["input_ids"])
+        except ValueError as error:
+            raise _locate(error, batch, position, "tree", unit="sentence") from error
+    return {"input_ids": ids}
+
+
+def _encoder(loader, document_level, dependency=None):
+    if dependency is not None:
+        return encode_dependency_trees, ["input_ids"]
     if loader in TREE_LOADERS:
         return (encode_documents if document_level else encode_trees), ["input_ids"]
     if loader == "xsum":
@@ -183,13 +202,13 @@ def format_summary(record):
 
 
 def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document_level=False, overwrite=False,
-                    log=print, **options):
+                    log=print, grammar=None, vocab_size=None, max_k=None, variant=None, **options):
     """Load `path` with `loader`, tokenize it and save it to `output` (see the module docstring).
 
     Args:
         loader: a name of hf_slm.data.LOADERS ("ptb", "bllip", "xsum", "conllu").
         path: the loader's path (a folder, a file or a mapping {split: files}).
-        tokenizer_dir: a saved hf_slm tokenizer.
+        tokenizer_dir: a saved hf_slm tokenizer; None (dependency grammars only): train one on the train split.
         output: the folder to write; it must be new or empty unless `overwrite`, or hold the journal of an
             interrupted prepare of the same data, tokenizer and options, which is resumed: each split is saved
             (`<output>/<split>/`) and journaled (`prepare.journal.jsonl`) as soon as it is tokenized, and a rerun
@@ -198,7 +217,11 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
         document_level: one example per document (bllip).
         overwrite: replace the contents of a non-empty `output` (an interrupted prepare is started over).
         log: where the summary goes (print by default).
-        options: the loader's options (splits, boundaries, split_file, cache_dir, tree normalization).
+        grammar, vocab_size, max_k, variant: conllu data for a dependency grammar ("dtg", "dtg_eager",
+            "dtg_swift"): the transition sequences of the trees, and the DependencyTokenizer trained when
+            `tokenizer_dir` is None (prepare_dependency.py; non_projective defaults to "error").
+        options: the loader's options (splits, boundaries, split_file, cache_dir, tree normalization,
+            non_projective).
     Returns the saved DatasetDict.
     """
     output = Path(output)
@@ -209,27 +232,33 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
         raise ValueError(f"output {str(output)!r} is not empty; choose another folder or overwrite it")
     if num_proc is not None and (not isinstance(num_proc, int) or num_proc < 1):
         raise ValueError(f"num_proc {num_proc!r}: expected a positive number of processes")
-    tokenizer = load_syntactic_tokenizer(tokenizer_dir)
+    tokenizer = load_syntactic_tokenizer(tokenizer_dir) if tokenizer_dir is not None else None
+    dependency = dependency_preparation(loader, tokenizer, tokenizer_dir, grammar, vocab_size, max_k, variant)
+    if dependency is not None:
+        options = dependency.loader_options(options)
     arguments = _loader_arguments(loader, tokenizer, document_level, options)
     with output_lock(output, log=log):
         dataset = load(loader, path, **arguments)
         # What the saved splits depend on; the data by its files' names, sizes and times (BLLIP is gigabytes).
         header = {"run": "prepare", "loader": loader, "document_level": bool(document_level),
-                  "data": data_fingerprint(_jsonable(path), contents=False), "tokenizer": data_fingerprint(tokenizer_dir),
+                  "data": data_fingerprint(_jsonable(path), contents=False),
+                  "tokenizer": data_fingerprint(tokenizer_dir) if tokenizer is not None else dependency.journal_entry(),
                   "options": _jsonable({k: v for k, v in arguments.items() if k != "cache_dir"})}
         journal = RunJournal(output / PREPARE_JOURNAL, header, overwrite=overwrite, log=log)
         try:
+            if tokenizer is None:
+                tokenizer = dependency.trained_tokenizer(dataset, output, journal, log)
             return _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer,
-                                      arguments, dataset, journal)
+                                      arguments, dataset, journal, dependency)
         finally:
             journal.close()
 
 
 def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer, arguments,
-                       dataset, journal):
+                       dataset, journal, dependency=None):
     """The work of `prepare_dataset` once `output` is locked: each split tokenized, saved and journaled (or
     loaded, when an earlier run finished it), then the tokenizer and the record."""
-    encode, id_columns = _encoder(loader, document_level)
+    encode, id_columns = _encoder(loader, document_level, dependency)
     journal.say_resumed(list(dataset), "split")
     encoded = {}
     for split, data in dataset.items():
@@ -256,11 +285,12 @@ def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_l
         "options": _jsonable(recorded_options),
         "document_level": bool(document_level),
         "tokenizer": {
-            "source": str(tokenizer_dir),
+            "source": str(tokenizer_dir) if tokenizer_dir is not None else "trained on the train split",
             "class": type(tokenizer).__name__,
             "vocab_size": len(tokenizer),
             "linearization": tokenizer.linearization,
         },
+        "dependency": dependency.record(tokenizer) if dependency is not None else None,
         "id_columns": id_columns,
         "splits": {
             split: {"examples": len(data), "ids": {column: id_count(data, column) for column in id_columns}}
