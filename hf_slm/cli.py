@@ -74,7 +74,8 @@ def command_train(args):
     setup = TrainingSetup(
         preset=args.preset, train=args.train, eval=args.eval or [], output=args.output, tokenizer=args.tokenizer,
         vocab_size=args.vocab_size, model_overrides=overrides, max_steps=args.max_steps, batch_size=args.batch_size,
-        learning_rate=args.learning_rate, warmup_steps=args.warmup_steps, eval_steps=args.eval_steps,
+        learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
+        embedding_learning_rate_multiplier=args.embedding_lr_multiplier, eval_steps=args.eval_steps,
         save_steps=args.save_steps, seed=args.seed, resume=args.resume, overwrite=args.overwrite,
         normalize_options=_tree_options(args),
     )
@@ -290,6 +291,21 @@ def command_eval_blimp(args):
     return 0
 
 
+def command_eval_uas(args):
+    from .evaluation.attachment import evaluate_uas
+
+    model, tokenizer, directory = _eval_setup(args)
+    with _left_out_said_once():
+        metrics = evaluate_uas(model, tokenizer, args.data, proposals=args.proposals,
+                               include_punctuation=args.include_punctuation, limit=args.limit,
+                               batch_size=args.batch_size, output_dir=directory, overwrite=args.overwrite,
+                               **_sentence_options(args), **_beam_options(args))
+    _say_left_out("eval uas", metrics.get("left_out", []), metrics["sentences"] + metrics["sentences_left_out"])
+    _report(metrics, ("uas", "correct", "scored_tokens", "sentences", "punctuation", "first_proposal", "oracle",
+                      "parses", "units"))
+    return 0
+
+
 EVAL_OUTPUTS = (
     "Results are named by the data: KIND-DATA.json (e.g. ppl-test.json for --data test.txt; -limitN added with "
     "--limit), so a run on other data never replaces a result a model card quotes. Finished items go to "
@@ -326,7 +342,7 @@ def _add_stop_option(parser):
 
 # The names of modeling.dependency_grammars.DEPENDENCY_GRAMMARS, written out so that building the parser imports no
 # numpy-heavy hub code (a test holds them equal).
-DEPENDENCY_GRAMMAR_NAMES = ("dtg", "dtg_eager", "dtg_swift")
+DEPENDENCY_GRAMMAR_NAMES = ("dtg", "dtg_eager", "dtg_swift", "txl_trans")
 
 # The names of modeling.generation_slm.CONSTRAINT_SETTINGS, written out so that building the parser imports
 # no torch (a test holds them equal).
@@ -365,7 +381,8 @@ def build_parser():
     masks.add_argument("--format", default="auto", choices=["auto", "actions", "ptb"],
                        help="how to read the tree (default: the rule above)")
     masks.add_argument("--grammar", default="tg", choices=["tg", "choe_charniak", "terminals", *DEPENDENCY_GRAMMAR_NAMES],
-                       help="a dependency grammar (dtg: arc-standard, dtg_eager, dtg_swift; paper 002) reads an inline "
+                       help="a dependency grammar (dtg: arc-standard, dtg_eager, dtg_swift; txl_trans: dtg's transitions under a causal "
+                            "mask; paper 002) reads an inline "
                             "dependency tree: each word followed by / and its head (0 = the root), e.g. "
                             "'There/2 is/0 a/4 difference/2'")
     masks.add_argument("--variant", default="paper", choices=["paper", "reference"],
@@ -392,10 +409,11 @@ def build_parser():
     presets = commands.add_parser("presets", help="list the model presets")
     presets.set_defaults(function=command_presets)
 
-    train = commands.add_parser("train", help="train a TG / TXL (CC) / TXL (terminals) model with transformers.Trainer")
+    train = commands.add_parser("train", help="train a TG / TXL (CC) / TXL (terminals) / DTG model with transformers.Trainer")
     train.add_argument("--preset", required=True, help="see `hf-slm presets`")
     train.add_argument("--train", nargs="+", required=True,
-                       help="tree files (PTB brackets), or one folder made by `hf-slm data prepare` (its train split)")
+                       help="tree files (PTB brackets), or one folder made by `hf-slm data prepare` (its train split; "
+                            "the only input of dependency grammars: --loader conllu --grammar dtg)")
     train.add_argument("--eval", nargs="+",
                        help="tree files for evaluation loss (default with a prepared --train: its validation split)")
     train.add_argument("--output", required=True, help="output directory (checkpoints, final model and tokenizer)")
@@ -406,6 +424,9 @@ def build_parser():
     train.add_argument("--batch-size", type=int)
     train.add_argument("--learning-rate", type=float, help="peak learning rate")
     train.add_argument("--warmup-steps", type=int)
+    train.add_argument("--embedding-lr-multiplier", type=float, metavar="FACTOR",
+                       help="the token embedding's (and the tied output layer's) learning rate is FACTOR times the "
+                            "schedule's (default: the preset's; 2.0 for dtg-*, paper 002 section 4; 1.0 otherwise)")
     train.add_argument("--eval-steps", type=int, default=500)
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--seed", type=int, default=0)
@@ -449,7 +470,7 @@ def build_parser():
     _add_beam_options(generate, sizes=False)
     generate.set_defaults(function=command_generate)
 
-    evaluate = commands.add_parser("eval", help="evaluate a checkpoint: ppl, sg, blimp, rerank, parse")
+    evaluate = commands.add_parser("eval", help="evaluate a checkpoint: ppl, sg, blimp, rerank, parse, uas")
     evaluations = evaluate.add_subparsers(dest="evaluation", required=True)
     rerank_command = _add_eval_command(evaluations, "rerank", "bracketing F1 of the highest joint-probability proposal",
                                        command_eval_rerank, beam=False)
@@ -472,6 +493,15 @@ def build_parser():
     sg.add_argument("--suites", required=True, help="a folder of SyntaxGym suite JSON files (or one file)")
     sg.add_argument("--rule", default="first", choices=["first", "all", "mean"],
                     help="suites with several predictions: the first decides (default), all must hold, or their mean")
+    uas = _add_eval_command(evaluations, "uas", "unlabeled attachment score of a dependency model's parses: the beam's "
+                            "best tree, or the highest log p(x, y) proposal with --proposals", command_eval_uas)
+    uas.add_argument("--data", required=True, help="gold dependency trees: a CoNLL-U file (HEAD column filled)")
+    uas.add_argument("--proposals", help="proposal trees per gold sentence, in gold order: a CoNLL-U file of several "
+                     "analyses per sentence (grouped by # sent_id) or inline trees (one per line, blank-line separated "
+                     "blocks); the beam options are then unused (see hf_slm/evaluation/attachment.py)")
+    uas.add_argument("--include-punctuation", action="store_true",
+                     help="score punctuation too (default: not scored: gold UPOS PUNCT, or without UPOS words made only "
+                          "of Unicode punctuation characters)")
     add_card_command(commands)
     add_data_command(commands)
     add_publishing_commands(commands)

@@ -54,9 +54,11 @@ FAMILIES = {
     "dtg": ModelFamily("DTG", "dependency-transformer-grammar", "dtg.md", True),
     "dtg_eager": ModelFamily("DTG-eager", "dependency-transformer-grammar", "dtg.md", True),
     "dtg_swift": ModelFamily("DTG-swift", "dependency-transformer-grammar", "dtg.md", True),
+    "txl_trans": ModelFamily("TXL (trans)", "txl-trans", "txl_trans.md", True),
 }
 # The transition system of each dependency grammar, as a card names it.
-TRANSITION_SYSTEM_NAMES = {"dtg": "arc-standard", "dtg_eager": "arc-eager", "dtg_swift": "arc-swift"}
+TRANSITION_SYSTEM_NAMES = {"dtg": "arc-standard", "dtg_eager": "arc-eager", "dtg_swift": "arc-swift",
+                           "txl_trans": "arc-standard"}
 
 
 # ---- reading the checkpoint folder ----------------------------------------------------------------------
@@ -369,8 +371,33 @@ def _bracketing(record, path):
     return ReportedEvaluation([row], result, "bracketing_f1")
 
 
+def _attachment(record, path):
+    """UAS of a dependency model (hf_slm.evaluation.attachment): beam parses or reranked proposals."""
+    metrics = _metric_values(record, path, ("uas", "sentences", "scored_tokens", "punctuation"))
+    if metrics["uas"] is None:
+        raise ValueError(f"{path}: the UAS is null (no word was scored); expected a number")
+    options = record["options"] or {}
+    data = record["data"] if isinstance(record["data"], dict) else {}
+    gold = _name_of(data.get("gold", "gold trees"))
+    if record["evaluation"] == "uas-rerank":
+        label, how = "UAS, reranking proposals", f"{data.get('proposal_trees', NOT_RECORDED)} proposal trees"
+    else:
+        label, how = "UAS, beam-search parses", _beam_text(options.get("beam"))
+    punctuation = metrics["punctuation"] if isinstance(metrics["punctuation"], dict) else {}
+    scored = "punctuation included" if punctuation.get("rule") == "none" else (
+        f"punctuation excluded ({punctuation.get('rule', NOT_RECORDED)} rule)")
+    row = EvaluationRow(label, f"{metrics['uas']:.2f}",
+                        f"{gold} ({metrics['sentences']} sentences, {metrics['scored_tokens']} scored words)",
+                        f"{how}; {scored}", _date(record))
+    result = EvalResult(task_type="dependency-parsing", task_name="Dependency parsing", dataset_type=gold,
+                        dataset_name=gold, metric_type="uas", metric_value=metrics["uas"],
+                        metric_name=f"UAS ({scored})")
+    return ReportedEvaluation([row], result, "uas")
+
+
 # save_results names -> what reads them, in the order the card lists them.
-EVALUATIONS = {"ppl": _perplexity, "sg": _syntaxgym, "blimp": _blimp, "rerank": _bracketing, "parse": _bracketing}
+EVALUATIONS = {"ppl": _perplexity, "sg": _syntaxgym, "blimp": _blimp, "rerank": _bracketing, "parse": _bracketing,
+               "uas": _attachment, "uas-rerank": _attachment}
 
 
 def report_evaluations(records, grammar, checkpoint_dir):
@@ -486,12 +513,20 @@ def training_details(record):
         ("steps", f"{get('steps_done')} of {get('max_steps')}"),
         ("batch size", f"{get('batch_size')} sequences"),
         ("learning rate", f"linear warm-up from {get('initial_learning_rate')} to {get('learning_rate')} over "
-                          f"{get('warmup_steps')} steps, then cosine decay to {get('final_learning_rate')}"),
+                          f"{get('warmup_steps')} steps, then cosine decay to {get('final_learning_rate')}"
+                          + _embedding_multiplier(record.get("embedding_learning_rate_multiplier"))),
         ("seed", get("seed")),
         ("final training loss", _loss(record.get("final_train_loss"))),
         ("final validation loss", _loss(record.get("final_eval_loss"))),
         ("finished", get("date")),
     ]
+
+
+def _embedding_multiplier(multiplier):
+    """The learning-rate row's note on a separate token-embedding rate (none when 1.0 or not recorded)."""
+    if not isinstance(multiplier, (int, float)) or multiplier == 1:
+        return ""
+    return f"; the token embedding (tied with the output layer) at {multiplier} times that rate"
 
 
 # ---- the card -------------------------------------------------------------------------------------------
