@@ -26,10 +26,11 @@ class SyntacticDataCollator:
                              depth; causal grammars: the position)
         position_kinds       [B, T'] long, PositionKind (COMPOSE copies, padding...)
         prediction_index     [B, T] long, the position whose output predicts action t + 1
-    and, for a dependency grammar (DTG), whose COMPOSE rows have relative positions that are no coordinate
-    differences and whose arcs add their head word's embedding:
-        position_relative_positions [B, T', T'] long, R wherever attended
+    and, for a dependency grammar (DTG), whose arcs add their head word's embedding and whose COMPOSE rows have
+    relative positions that are no coordinate differences:
         head_token_index     [B, T'] long, the position whose token embedding an arc position adds, -1 none
+        position_relative_positions [B, T', T'] long, R wherever attended; left out where the model derives R
+                             from coordinates and kinds (arc-standard DTG: grammar.relative_affine_by_kind)
 
     Works as `data_collator` of transformers.Trainer. Features may be dicts with "input_ids" (other keys,
     such as a tokenizer's attention_mask, are ignored) or plain lists of ids.
@@ -67,7 +68,9 @@ class SyntacticDataCollator:
         # anywhere else is left for the grammar to reject).
         pad = self.grammar.layout.pad_token_id
         sequences = [_strip_trailing(np.asarray(s, dtype=np.int64), pad) for s in sequences]
-        explicit = self.grammar.explicit_relative_positions
+        # Explicit R only where the model cannot derive it from coordinates and kinds (DTG-eager, -swift, the
+        # reference variant): it is the largest array of the batch.
+        explicit = self.grammar.explicit_relative_positions and self.grammar.relative_affine_by_kind is None
         batch = self.grammar.batch(
             sequences,
             validate=self.validate,

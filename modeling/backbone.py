@@ -26,7 +26,8 @@ Fast paths (all exact; tests hold them equal to the reference, gradients include
 
   where B_i[R] = (q_i + v) . W_R r(R) is a small [T, K] table per head: the relative term is the product of
   an extra query block (B_i gathered at c_i - d for each coordinate value d) with an extra key block (the
-  one-hot of c_j), riding in the q k^T product.
+  one-hot of c_j), riding in the q k^T product. The same holds when R_ij = s_i (c_i - c_j) + o_i with a scale
+  and offset per query (`relative_affine`: DTG arc-standard's COMPOSE rows): B_i is gathered at that R.
 On CPU both run in chunked_attention.py (see why there); elsewhere the factorized form is one fused SDPA call
 with a boolean mask. A few queries over a long cache (decoding), or coordinates spanning too many values,
 use the gathered bias. `config.relative_attention = "reference"` computes everything explicitly (einsum,
@@ -60,9 +61,20 @@ class HeadStructure:
     call, on first use, and shared by every layer (some of it costs a device sync).
     """
 
-    def __init__(self, mask, coordinates_q, coordinates_k, num_values, relative=None):
+    def __init__(self, mask, coordinates_q, coordinates_k, num_values, relative=None, affine=None):
         self.mask, self.coordinates_q, self.coordinates_k, self.num_values = mask, coordinates_q, coordinates_k, num_values
-        self.relative = relative
+        self.relative, self.affine = relative, affine
+
+    def relative_to(self, key_coordinates):
+        """R [B, T, K] of every query to keys at `key_coordinates` ([B, K], or [K] for the same in every row):
+        c_i - c_j, or, with `affine` = (scale, offset) [B, T], scale_i (c_i - c_j) + offset_i."""
+        if key_coordinates.dim() == 1:
+            key_coordinates = key_coordinates[None]
+        relative = self.coordinates_q[:, :, None] - key_coordinates[:, None, :]
+        if self.affine is not None:
+            scale, offset = self.affine
+            relative = scale[:, :, None] * relative + offset[:, :, None]
+        return relative
 
     @cached_property
     def additive(self):
@@ -75,6 +87,8 @@ class HeadStructure:
         """Whether every attended pair has R = (query slot) - (key slot) and no attended key lies two or more
         slots after its query: then the relative term is one product per distance and a relative shift
         (causal grammars, unrestricted heads; left or right padding). One check per forward call."""
+        if self.affine is not None:
+            return False  # some rows' R are no distances (DTG's COMPOSE rows)
         length, keys = self.mask.shape[1:]
         query_slot = torch.arange(keys - length, keys, device=self.mask.device)
         key_slot = torch.arange(keys, device=self.mask.device)
@@ -105,6 +119,10 @@ class PositionStructure:
         relative_positions: [B, T, S] long, explicit R on restricted heads for grammars whose R is not always
             c_i - c_j (DTG: an RA's COMPOSE row gives 0 to the head below and -1 to the dependent above), or
             None. With it, attention takes the gathered-bias path.
+        relative_affine: (scale, offset), each [B, T] long, for grammars whose R on restricted heads is
+            scale_i (c_i - c_j) + offset_i (DTG arc-standard: 1, 0 on STACK rows; an LA's COMPOSE row 1, -1;
+            an RA's -1, 0), or None. Unlike explicit values it keeps the fast paths. Coordinates are then
+            shifted to start at 0 (only their differences count).
     """
 
     mask: torch.Tensor
@@ -115,8 +133,11 @@ class PositionStructure:
     implementation: str = "auto"
     relative_positions: torch.Tensor | None = None
     head_slots: torch.Tensor | None = None  # [B, T]: a slot whose token embedding a position adds (DTG), -1 none
+    relative_affine: tuple | None = None
 
     def __post_init__(self):
+        if self.relative_affine is not None and self.coordinates.numel():
+            self.coordinates = self.coordinates - self.coordinates.min()  # the one-hot key block needs c >= 0
         # One device sync per forward call (not per layer): how many coordinate values the fast path spans.
         if self.relative_positions is not None:  # the span of the explicit values instead
             self.num_coordinate_values = int(self.relative_positions.abs().max()) + 1 if self.relative_positions.numel() else 1
@@ -129,7 +150,7 @@ class PositionStructure:
         """The grammar's heads: its mask and coordinates (or explicit relative positions)."""
         length = self.mask.shape[1]
         return HeadStructure(self.mask, self.coordinates[:, -length:], self.coordinates, self.num_coordinate_values,
-                             self.relative_positions)
+                             self.relative_positions, self.relative_affine)
 
     @cached_property
     def unrestricted(self):
@@ -204,16 +225,14 @@ class RelativeAttention(nn.Module):
         # Only relative positions that can occur: |R| < the number of coordinate values (T for a causal model),
         # not the whole configured range (max_sequence_length rows for the causal grammars).
         max_position = min_position + encodings.shape[0] - 1
-        low, high = max(min_position, 1 - heads.num_values), min(max_position, heads.num_values - 1)
+        lowest = -heads.num_values if heads.affine is not None else 1 - heads.num_values  # an offset of -1
+        low, high = max(min_position, lowest), min(max_position, heads.num_values - 1)
         high = max(low, high)
         encodings = F.dropout(encodings[low - min_position : high - min_position + 1], self.dropout, self.training)
         min_position, max_position = low, high
 
         def relative_index(values_k):  # [B, T, S'] indices into the table; built only on the paths that need it
-            if heads.relative is not None:
-                relative = heads.relative
-            else:
-                relative = heads.coordinates_q[:, :, None] - values_k[:, None, :]
+            relative = heads.relative if heads.relative is not None else heads.relative_to(values_k)
             return (relative.clamp(min_position, max_position) - min_position).long()
 
         def table():  # B_i[R] = (q_i + v) . W_R r(R), scaled: [B, h, T, K]
@@ -275,8 +294,7 @@ class RelativeAttention(nn.Module):
         """Extra query block [B, h, T, D] (B_i at clip(c_i - d) for every coordinate value d) and extra key block
         [B, 1, S, D] (one-hot of c_j): their product is the relative term."""
         values_range = torch.arange(heads.num_values, device=table.device)
-        rel = heads.coordinates_q[:, :, None] - values_range[None, None, :]
-        rel_index = (rel.clamp(min_position, max_position) - min_position).long()
+        rel_index = (heads.relative_to(values_range).clamp(min_position, max_position) - min_position).long()
         extra_q = torch.gather(table, 3, rel_index[:, None].expand(-1, self.num_heads, -1, -1))
         extra_k = F.one_hot(heads.coordinates_k.long(), heads.num_values).to(table.dtype)[:, None]
         return extra_q, extra_k

@@ -202,6 +202,19 @@ class DependencyGrammar(LegalityChecks):
         self._masks = {}
 
 
+    @property
+    def relative_affine_by_kind(self):
+        """Arc-standard, paper variant: items never move, so a position's coordinate (-height) stays its item's
+        and STACK rows get R = c_i - c_j; a COMPOSE row sits at the lower item's height h and attends the two
+        top items' last pieces (heights h and h + 1), so R = (c_i - c_j) - 1 on an LA's (head above: 0,
+        dependent: -1) and -(c_i - c_j) on an RA's (head: 0, dependent above: -1). The model then keeps its
+        fast attention paths (backbone.PositionStructure.relative_affine); tests hold this equal to the explicit
+        values. Other systems move items (a POP, an arc-swift RA[k]) and the reference variant attends more:
+        None, explicit values."""
+        if self.system != "arc_standard" or self.variant != "paper" or not self.explicit_relative_positions:
+            return None
+        return {PositionKind.LEFT_ARC_COMPOSE: (1, -1), PositionKind.RIGHT_ARC_COMPOSE: (-1, 0)}
+
     # Default clipping range: stack distances up to 63 items either way, which covers both variants (the paper's
     # R <= 0, the reference's R >= -1); the sinusoids are fixed, so the range costs no parameters.
     relative_position_range = (-63, 62)

@@ -257,6 +257,9 @@ class Grammar(LegalityChecks):
     duplicates_closing = False
     duplicated_actions = "closing nonterminals"  # what duplicates_closing duplicates, in words (model cards)
     explicit_relative_positions = False  # relative positions are c_i - c_j of per-position coordinates
+    # Where R is not always c_i - c_j but scale (c_i - c_j) + offset per query kind: {PositionKind: (scale,
+    # offset)}, the other kinds (1, 0); None: no such form (see DependencyGrammar.relative_affine_by_kind).
+    relative_affine_by_kind = None
     adds_head_tokens = False  # no position adds another position's token embedding
     uses_eos = False
     # Default clipping range of relative positions (None for the maximum: max_sequence_length - 1).

@@ -110,7 +110,23 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
     # ---- from actions to positions ------------------------------------------------------------------
     def _structure(self, mask, coordinates, positions, kinds, relative_positions=None):
         return PositionStructure(mask, coordinates, positions, kinds, self.config.min_relative_position,
-                                 self.config.relative_attention, relative_positions)
+                                 self.config.relative_attention, relative_positions,
+                                 relative_affine=self._relative_affine(kinds))
+
+    def _relative_affine(self, kinds):
+        """(scale, offset) [B, T'] of each position, for grammars whose R is scale (c_i - c_j) + offset per
+        position kind (grammar.relative_affine_by_kind); else None."""
+        by_kind = self.grammar.relative_affine_by_kind
+        if by_kind is None or kinds is None:
+            return None
+        table = torch.tensor([[1, 0]] * (max(PositionKind) + 1), device=kinds.device)
+        for kind, values in by_kind.items():
+            table[kind] = torch.tensor(values)
+        scale_offset = table[kinds.long()]
+        return scale_offset[..., 0], scale_offset[..., 1]
+
+    def _needs_explicit_relative_positions(self):
+        return self.grammar.explicit_relative_positions and self.grammar.relative_affine_by_kind is None
 
     def positions_of_actions(self, input_ids, attention_mask=None, past_length=0, precomputed=None):
         """(position ids [B, T'], PositionStructure, prediction_index [B, T]) for action ids [B, T]."""
@@ -125,7 +141,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             if past_length:
                 raise ValueError("the collator's precomputed structure covers whole sequences; it cannot follow a cache")
             kinds = precomputed["position_kinds"]
-            explicit = self.grammar.explicit_relative_positions
+            explicit = self._needs_explicit_relative_positions()
             if explicit and precomputed.get("position_relative_positions") is None:
                 raise ValueError(f"a {self.config.grammar} model needs position_relative_positions with the precomputed "
                                  "structure (SyntacticDataCollator gives them for a dependency grammar)")
@@ -149,8 +165,9 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         for index, where in enumerate(real):
             if len(where) == 0:
                 raise ValueError(f"input_ids row {index} is all padding")
-        # A grammar whose relative positions are not all c_i - c_j (DTG) gives them explicitly.
-        explicit = self.grammar.explicit_relative_positions
+        # A grammar whose relative positions are neither c_i - c_j nor affine in it (DTG-eager, -swift) gives them
+        # explicitly.
+        explicit = self._needs_explicit_relative_positions()
         grammar_batch = self.grammar.batch([ids[b, where] for b, where in enumerate(real)], require_complete=False,
                                            with_relative_positions=explicit)
         prediction_index = np.zeros((batch, length), dtype=np.int64)

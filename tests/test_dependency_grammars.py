@@ -480,3 +480,23 @@ def test_txl_trans_allows_exactly_what_dtg_allows(tree):
     for row, sequence in enumerate(sequences):
         assert batch["expansion_index"][row, : len(sequence)].tolist() == list(range(len(sequence)))
         assert batch["prediction_index"][row, : len(sequence)].tolist() == list(range(len(sequence)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(projective_trees(max_words=12), st.integers(0, 2**32 - 1))
+def test_arc_standard_relative_positions_are_affine_in_the_coordinates(tree, seed):
+    """What the model derives from coordinates and kinds (relative_affine_by_kind) equals the explicit R on
+    every attended cell, pieces and prefixes included; the other systems and the reference variant say None."""
+    rules = grammar("arc_standard")
+    ids = tree_ids(rules, tree, np.random.default_rng(seed))
+    batch = rules.batch([ids, ids[: len(ids) // 2]], require_complete=False)
+    scale = np.ones(batch["position_kinds"].shape, dtype=np.int64)
+    offset = np.zeros_like(scale)
+    for kind, (kind_scale, kind_offset) in rules.relative_affine_by_kind.items():
+        scale[batch["position_kinds"] == kind], offset[batch["position_kinds"] == kind] = kind_scale, kind_offset
+    c = batch["position_coordinates"]
+    derived = scale[:, :, None] * (c[:, :, None] - c[:, None, :]) + offset[:, :, None]
+    mask = batch["attention_mask"]
+    assert (derived[mask] == batch["relative_positions"][mask]).all()
+    assert grammar("arc_eager").relative_affine_by_kind is None and grammar("arc_swift").relative_affine_by_kind is None
+    assert grammar("arc_standard", "reference").relative_affine_by_kind is None

@@ -164,8 +164,10 @@ def test_the_collators_fast_path_gives_the_contracts_loss_and_gradients(grammar)
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout)
     features = [{"input_ids": ids} for ids in tokenizer(TREES)["input_ids"]]
     collated = collator(features)
-    dependency_inputs = {"position_relative_positions", "head_token_index"} & set(collated)
-    assert dependency_inputs == (set() if grammar == "txl_trans" else {"position_relative_positions", "head_token_index"})
+    # Explicit R only where the model cannot derive it from coordinates and kinds (not arc-standard DTG)
+    expected = {"txl_trans": set(), "dtg": {"head_token_index"}}.get(grammar, {"position_relative_positions",
+                                                                            "head_token_index"})
+    assert {"position_relative_positions", "head_token_index"} & set(collated) == expected
     contract = tokenizer(TREES, padding=True, return_tensors="pt")
     losses, gradients = [], []
     for inputs in (collated, {**contract, "labels": contract["input_ids"]}):
@@ -198,8 +200,7 @@ def test_trainer_trains_a_dtg_on_the_collators_batches(tmp_path):
                              learning_rate=1e-2, logging_steps=100, save_strategy="no", report_to=[], disable_tqdm=True,
                              use_cpu=True)
     Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator).train()
-    assert len(seen) == 80 and all({"position_relative_positions", "head_token_index", "position_mask"} <= keys
-                                   for keys in seen)
+    assert len(seen) == 80 and all({"head_token_index", "position_mask"} <= keys for keys in seen)
     model.eval()
     with torch.no_grad():
         after = float(model(**collator(features)).loss)
@@ -304,3 +305,27 @@ def test_the_cli_scores_and_evaluates_a_saved_dtg(tmp_path, capsys):
     capsys.readouterr()
     assert json.loads((results / "sg-syntaxgym-limit1.json").read_text())["metrics"]["counts"]["items"] > 0
     assert 0 <= json.loads((results / "blimp-blimp-limit1.json").read_text())["metrics"]["accuracy"] <= 1
+
+
+@pytest.mark.parametrize("implementation", ["auto", "reference"])
+def test_arc_standard_relative_positions_from_coordinates_equal_the_explicit_ones(implementation, monkeypatch):
+    """DTG arc-standard derives R from coordinates and position kinds (the fast attention paths); the explicit
+    values of the grammar give the same logits and gradients."""
+    from hf_slm.modeling.dependency_grammars import ArcStandardGrammar
+
+    model, tokenizer = tiny("dtg", relative_attention=implementation)
+    batch = tokenizer(TREES, padding=True, return_tensors="pt")
+
+    def loss_and_gradients():
+        model.zero_grad()
+        output = model(**batch, labels=batch["input_ids"])
+        output.loss.backward()
+        return output.logits.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    affine_logits, affine_gradients = loss_and_gradients()
+    assert model.model.grammar.relative_affine_by_kind is not None
+    monkeypatch.setattr(ArcStandardGrammar, "relative_affine_by_kind", None)
+    explicit_logits, explicit_gradients = loss_and_gradients()
+    assert torch.allclose(affine_logits, explicit_logits, atol=1e-5)
+    for name, gradient in affine_gradients.items():
+        assert torch.allclose(gradient, explicit_gradients[name], atol=1e-5), name
