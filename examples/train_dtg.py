@@ -1,7 +1,7 @@
 """Train a small DTG and its TXL (trans) twin on UD English EWT, then compare them (paper 002, section 4).
 
     python examples/train_dtg.py [--data ../shared/data/ud_english_ewt] [--output runs/dtg-ewt]
-                                 [--max-steps 600] [--train-sentences 4000] [--dev-sentences 100]
+                                 [--max-steps 2000] [--train-sentences 20000] [--dev-sentences 100]
 
 Both models read the same arc-standard transition sequences with the same tokenizer, preset shape
 (`dtg-tiny` / `txl-trans-tiny`: 4 layers, d 128) and training steps; they differ only in what paper 002
@@ -50,14 +50,14 @@ def main():
     parser.add_argument("--data", default=str(SHARED / "ud_english_ewt"), help="a folder of *-ud-{train,dev}.conllu")
     parser.add_argument("--suites", default=str(SHARED / "syntaxgym" / "test_suites" / "json"))
     parser.add_argument("--output", default="runs/dtg-ewt")
-    parser.add_argument("--max-steps", type=int, default=600)
-    parser.add_argument("--train-sentences", type=int, default=4000)
+    parser.add_argument("--max-steps", type=int, default=2000)
+    parser.add_argument("--train-sentences", type=int, default=20000, help="at most this many (EWT has 12,544)")
     parser.add_argument("--dev-sentences", type=int, default=100)
     parser.add_argument("--max-words", type=int, default=20, help="the longest dev sentence evaluated")
     parser.add_argument("--vocab-size", type=int, default=2000)
     parser.add_argument("--beam-size", type=int, default=50)
     parser.add_argument("--word-beam-size", type=int, default=5)
-    parser.add_argument("--items", type=int, default=10, help="SyntaxGym items per suite")
+    parser.add_argument("--items", type=int, default=20, help="SyntaxGym items per suite")
     args = parser.parse_args()
     if not Path(args.data).exists():
         raise SystemExit(f"{args.data} does not exist; pass --data with a folder of UD CoNLL-U files "
@@ -120,13 +120,15 @@ def main():
                 (Path(chosen) / f"{name}.json").symlink_to(Path(args.suites) / f"{name}.json")
             gym = run_syntaxgym(model, loaded_tokenizer, chosen, output_dir=results, limit=args.items, overwrite=True,
                                 **beam)
-        rows.append((label, model.num_parameters(), result.training_loss, trained, perplexity, uas, gym))
+        final_loss = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry][-1]
+        rows.append((label, model.num_parameters(), float(final_loss), trained, perplexity, uas, gym))
         print(json.dumps({"model": label, "perplexity": perplexity, "uas": uas, "syntaxgym": gym}, default=str)[:2000])
 
     print(f"\nUD English EWT: {len(trees)} training trees, {args.max_steps} steps of 16; {len(gold)} dev sentences of "
           f"at most {args.max_words} words; beam {args.beam_size} / word beam {args.word_beam_size}; SyntaxGym: "
           f"{', '.join(SUITES)}, {args.items} items each")
-    print("| model | parameters | train loss (nats/action) | minutes | dev PPL (upper bound) | dev UAS (%) | SG (%) |")
+    print("| model | parameters | train loss, last 50 steps (nats/action) | training minutes | dev PPL (upper bound) "
+          "| dev UAS (%) | SG (%) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for label, parameters, loss, seconds, perplexity, uas, gym in rows:
         print(f"| {label} | {parameters:,} | {loss:.3f} | {seconds / 60:.1f} | {perplexity['perplexity']:.1f} | "

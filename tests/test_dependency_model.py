@@ -137,13 +137,26 @@ tokenizer = AutoTokenizer.from_pretrained({str(tmp_path)!r}, trust_remote_code=T
 batch = tokenizer({TREES!r}, padding=True, return_tensors="pt")
 with torch.no_grad():
     loss = float(model(**batch, labels=batch["input_ids"]).loss)
-print(json.dumps({{"loss": loss, "class": type(model).__name__, "grammar": model.config.grammar}}))
+# Parse (the beam's best tree of given words) and generate (trees continuing a prompt), as the card shows.
+words = ["a", "b", "c"]
+pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
+parsed = model.word_synchronous_beam_search([pieces], beam_size=50, word_beam_size=10,
+                                            word_start_mask=tokenizer.word_start_mask)[0]
+prompt = tokenizer(["a", "b"], is_split_into_words=True, return_tensors="pt")["input_ids"]
+generated = model.generate(prompt, num_beams=3, max_new_tokens=2, tokenizer=tokenizer)
+print(json.dumps({{"loss": loss, "class": type(model).__name__, "grammar": model.config.grammar,
+                  "parse": tokenizer.decode(parsed.trees[0][0]), "parse_log_prob": parsed.trees[0][1],
+                  "generated": tokenizer.decode(generated[0])}}))
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             env={"HF_HOME": str(tmp_path / ".hf"), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found["class"] == class_name and found["grammar"] == grammar
+    import hf_slm  # the same search with hf-slm installed finds the same tree
+    best = hf_slm.score(model, tokenizer, [["a", "b", "c"]], beam_size=50, word_beam_size=10, progress=False)[0]
+    assert found["parse"] == best["tree"] and found["parse_log_prob"] == pytest.approx(best["trees"][0]["log_prob"], abs=1e-4)
+    assert [item.rpartition("/")[0] for item in found["generated"].split()][:2] == ["a", "b"]  # the prompt first
     assert found["loss"] == pytest.approx(expected, abs=1e-5)
 
 
