@@ -48,7 +48,6 @@ def reset_peak_rss():
 def build_batches(batch_size, length):
     """The same trees, as inputs of each model: dict name -> (input dict, labels present)."""
     import numpy as np
-    import torch
 
     from hf_slm import SyntacticDataCollator, SyntacticTokenizer, read_trees
 

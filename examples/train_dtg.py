@@ -22,7 +22,6 @@ parameters on BLLIP-LG with parser-produced trees).
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 
@@ -81,6 +80,13 @@ def main():
     tokenizer = DependencyTokenizer.train(trees, vocab_size=args.vocab_size, transition_system="arc_standard")
     ids = tokenizer(trees)["input_ids"]
 
+    chosen_suites = output / "syntaxgym_suites"  # the suites evaluated, linked (results are named by this folder)
+    chosen_suites.mkdir(exist_ok=True)
+    for name in SUITES:
+        link = chosen_suites / f"{name}.json"
+        if not link.exists():
+            link.symlink_to(Path(args.suites).resolve() / f"{name}.json")
+
     rows = []
     for grammar, (label, preset) in MODELS.items():
         directory = output / grammar
@@ -102,7 +108,7 @@ def main():
         )
         trainer = Trainer(model=model, args=training_args, train_dataset=Dataset.from_dict({"input_ids": ids}),
                           data_collator=collator, optimizers=(optimizer, scheduler), processing_class=tokenizer)
-        result = trainer.train()
+        trainer.train()
         trainer.save_model(str(directory))
         tokenizer.save_pretrained(directory)
         trained = time.perf_counter() - started
@@ -115,11 +121,8 @@ def main():
         perplexity = word_perplexity(model, loaded_tokenizer, str(dev_text), beam_options=beam, output_dir=results,
                                      overwrite=True)
         uas = parse_uas(model, loaded_tokenizer, gold, output_dir=results, overwrite=True, **beam)
-        with tempfile.TemporaryDirectory() as chosen:
-            for name in SUITES:
-                (Path(chosen) / f"{name}.json").symlink_to(Path(args.suites) / f"{name}.json")
-            gym = run_syntaxgym(model, loaded_tokenizer, chosen, output_dir=results, limit=args.items, overwrite=True,
-                                **beam)
+        gym = run_syntaxgym(model, loaded_tokenizer, chosen_suites, output_dir=results, limit=args.items,
+                            overwrite=True, **beam)
         final_loss = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry][-1]
         rows.append((label, model.num_parameters(), float(final_loss), trained, perplexity, uas, gym))
         print(json.dumps({"model": label, "perplexity": perplexity, "uas": uas, "syntaxgym": gym}, default=str)[:2000])
