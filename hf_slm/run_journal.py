@@ -267,6 +267,41 @@ class RunJournal:
             self._handle.close()
 
 
+def journaled(journal, keys, compute):
+    """The values of `keys` (one each): read from `journal` when every key is finished there, else `compute()`d
+    and recorded. Values come back as JSON gives them (numpy arrays and tuples as lists), computed or resumed
+    alike, so that a resumed run gives the numbers of an uninterrupted one. `journal` None: computed only."""
+    keys = list(keys)
+    if journal is not None and all(key in journal.finished for key in keys):
+        return [journal.finished[key] for key in keys]
+    computed = list(compute())
+    if len(computed) != len(keys):
+        raise ValueError(f"computed {len(computed)} values for {len(keys)} keys")
+    if journal is not None:
+        computed = [json.loads(json.dumps(value, default=_plain)) for value in computed]
+        journal.record(zip(keys, computed))
+    return computed
+
+
+def proposal_chunks(blocks, evaluate, chunk_size, total, progress=False, desc="reranking", unit="sentence"):
+    """Call `evaluate(chunk)` on consecutive `blocks` (index, proposals, locations), a chunk closing once it holds
+    `chunk_size` proposals, with a progress bar over `total` blocks. Returns how many blocks there were."""
+    chunk, in_chunk, count = [], 0, 0
+    with tqdm(total=total, desc=desc, unit=unit, disable=not progress) as bar:
+        for block in blocks:
+            chunk.append(block)
+            in_chunk += len(block[1])
+            count += 1
+            if in_chunk >= chunk_size:
+                evaluate(chunk)
+                bar.update(len(chunk))
+                chunk, in_chunk = [], 0
+        if chunk:
+            evaluate(chunk)
+            bar.update(len(chunk))
+    return count
+
+
 def map_in_chunks(compute, items, chunk_size, journal=None, keys=None, progress=False, desc=None, unit="item"):
     """[compute(chunk) values for every item], computed `chunk_size` items at a time, in order.
 
@@ -283,20 +318,11 @@ def map_in_chunks(compute, items, chunk_size, journal=None, keys=None, progress=
     with tqdm(total=len(items), desc=desc, unit=unit, disable=not progress) as bar:
         for start in range(0, len(items), chunk_size):
             chunk_keys = keys[start : start + chunk_size]
-            if journal is not None and all(key in journal.finished for key in chunk_keys):
-                values.extend(journal.finished[key] for key in chunk_keys)
-            else:
-                computed = list(compute(items[start : start + chunk_size]))
-                if len(computed) != len(chunk_keys):
-                    raise ValueError(f"computed {len(computed)} values for {len(chunk_keys)} {unit}s")
-                if journal is not None:
-                    # As a resumed run will read them back: JSON numbers and lists.
-                    computed = [json.loads(json.dumps(value, default=_plain)) for value in computed]
-                    journal.record(zip(chunk_keys, computed))
-                values.extend(computed)
+            chunk = items[start : start + chunk_size]
+            values.extend(journaled(journal, chunk_keys, lambda: compute(chunk)))
             bar.update(len(chunk_keys))
     return values
 
 
-__all__ = ["LOCK_NAME", "RunJournal", "data_fingerprint", "map_in_chunks", "model_fingerprint", "output_lock",
-           "text_fingerprint"]
+__all__ = ["LOCK_NAME", "RunJournal", "data_fingerprint", "journaled", "map_in_chunks", "model_fingerprint",
+           "output_lock", "proposal_chunks", "text_fingerprint"]

@@ -471,19 +471,19 @@ class DependencyGrammar(LegalityChecks):
         is replayed with `positions` to raise the step's own error."""
         if not len(sequences):
             raise ValueError(f"{self.name} grammar: expected at least one sequence, got an empty batch")
-        if type(self).step is not DependencyGrammar.step:  # other rules: the vectorized form knows only DTG's
-            return self._batch_from_steps(sequences, validate, require_complete, pad_to_multiple_of, max_length,
-                                          with_relative_positions)
         expanded = self._checked_stacks(sequences, validate, require_complete).expand()
         lengths = expanded["lengths"]
+        width = self._padded_width(lengths, max_length, pad_to_multiple_of)
+        return _dense_batch(self, expanded, width, with_relative_positions)
+
+    def _padded_width(self, lengths, max_length, pad_to_multiple_of):
+        """The batch's width: its longest sequence's positions (ValueError past `max_length`), rounded up."""
         if max_length is not None and lengths.max() > max_length:
             index = int(lengths.argmax())
             raise ValueError(f"sequence {index} expands to {lengths[index]} positions under the {self.name} grammar; "
                              f"the maximum is {max_length}")
         width = int(lengths.max())
-        if pad_to_multiple_of:
-            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
-        return _dense_batch(self, expanded, width, with_relative_positions)
+        return -(-width // pad_to_multiple_of) * pad_to_multiple_of if pad_to_multiple_of else width
 
     def _checked_stacks(self, sequences, validate, require_complete):
         """The `_TransitionStacks` of a batch whose every sequence follows the rules (ValueError from the step
@@ -518,13 +518,7 @@ class DependencyGrammar(LegalityChecks):
             raise ValueError(f"{self.name} grammar: expected at least one sequence, got an empty batch")
         expanded = [self.positions([int(i) for i in ids], validate, require_complete) for ids in sequences]
         lengths = np.array([len(p) for p in expanded], dtype=np.int64)
-        if max_length is not None and lengths.max() > max_length:
-            index = int(lengths.argmax())
-            raise ValueError(f"sequence {index} expands to {lengths[index]} positions under the {self.name} grammar; "
-                             f"the maximum is {max_length}")
-        width = int(lengths.max())
-        if pad_to_multiple_of:
-            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+        width = self._padded_width(lengths, max_length, pad_to_multiple_of)
         batch = len(expanded)
         input_ids = np.full((batch, width), self.layout.pad_token_id, dtype=np.int64)
         kinds = np.full((batch, width), PositionKind.PAD, dtype=np.int8)
@@ -1019,13 +1013,7 @@ class TransitionTXLGrammar(ArcStandardGrammar):
             raise ValueError(f"{self.name} grammar: expected at least one sequence, got an empty batch")
         self._checked_stacks(sequences, validate, require_complete)
         lengths = np.array([len(ids) for ids in sequences], dtype=np.int64)
-        if max_length is not None and lengths.max() > max_length:
-            index = int(lengths.argmax())
-            raise ValueError(f"sequence {index} has {lengths[index]} positions under the {self.name} grammar; "
-                             f"the maximum is {max_length}")
-        width = max(int(lengths.max()), 1)
-        if pad_to_multiple_of:
-            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+        width = max(self._padded_width(lengths, max_length, pad_to_multiple_of), 1)
         count = len(sequences)
         columns = np.arange(width, dtype=np.int64)
         real = columns[None, :] < lengths[:, None]

@@ -1,5 +1,6 @@
 """Helpers shared by the tests: a tiny saved checkpoint, and an interpreter where hf_slm cannot be imported."""
 
+import pytest
 import torch
 
 import hf_slm
@@ -68,3 +69,13 @@ def write_conllu_treebank(directory, treebank=DEPENDENCY_TREEBANK):
             blocks.append("\n".join(lines) + "\n")
         (directory / f"en_mini-ud-{split}.conllu").write_text("\n".join(blocks) + "\n", encoding="utf-8")
     return directory
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """torch on one thread while a module runs: models 16 wide gain nothing from intra-op threads, and on a busy
+    2-core machine torch's two threads waiting on a core another process holds made such tests 10x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 import hf_slm
 from hf_slm.evaluation.syntaxgym import (
@@ -335,15 +334,6 @@ TREES = [
     "(ROOT (S (NP (PRP I)) (VP (VBP like) (NP (PRP it))) (. .)))",
 ]
 BEAM = {"beam_size": 10, "word_beam_size": 2}
-
-
-@pytest.fixture
-def one_thread():
-    """A 16-wide model runs fastest on one thread, and far faster than on two when the CPUs are busy."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

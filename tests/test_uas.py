@@ -43,16 +43,7 @@ def conllu(sentences, with_upos=True):
     return "\n".join(blocks) + "\n"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Models of width 16 gain nothing from intra-op threads, and on a busy 2-core machine torch's two threads
-    made this file 10x slower (OpenMP waits on a core another process holds)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.one_thread
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,6 @@ import unicodedata
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ..beam import _sequence_positions, check_sentences, position_limit
 from ..beam import score as beam_score
@@ -60,7 +59,7 @@ from ..checks import check_tokenizer_matches
 from ..data.conllu_loader import read_conllu_file
 from ..modeling.generation_slm import BeamSearchOptions
 from ..modeling.grammars import grammar_for_config
-from ..run_journal import data_fingerprint, map_in_chunks, text_fingerprint
+from ..run_journal import data_fingerprint, journaled, map_in_chunks, proposal_chunks, text_fingerprint
 from ..scoring import joint_log_probs
 from ..text_files import open_text
 from ..tokenization.dependency_trees import DependencyTree
@@ -530,18 +529,6 @@ def parse_uas(model, tokenizer, gold, limit=None, batch_size=8, include_punctuat
 # Reranking proposal trees
 
 
-def _journaled(run, keys, compute):
-    """The values of a chunk of sentences: read from the run's journal when every sentence of the chunk is in
-    it, else computed and journaled."""
-    journal = run.journal if run is not None else None
-    if journal is not None and all(key in journal.finished for key in keys):
-        return [journal.finished[key] for key in keys]
-    values = compute()
-    if journal is not None:
-        journal.record(zip(keys, values))
-    return values
-
-
 def _score_block_chunk(model, tokenizer, chunk, batch_size):
     """Per sentence of a chunk, per proposal, log p(x, y) or why it cannot be scored; proposals with the same
     heads are scored once."""
@@ -613,32 +600,24 @@ def rerank_uas(model, tokenizer, gold, proposals, batch_size=32, limit=None, max
         blocks, values = [], []
 
         def evaluate(chunk):
-            scored = _journaled(run, [str(index) for index, _, _ in chunk],
+            scored = journaled(run.journal if run is not None else None, [str(index) for index, _, _ in chunk],
                                 lambda: _score_block_chunk(model, tokenizer, chunk, batch_size))
             blocks.extend(trees for _, trees, _ in chunk)
             values.extend(scored)
 
-        chunk, in_chunk, count = [], 0, 0
-        with tqdm(total=len(sentences), desc="reranking", unit="sentence", disable=not progress) as bar:
+        def checked_blocks():
             for index, (trees, locations, sent_id) in enumerate(proposal_blocks(proposals)):
                 if index >= len(sentences):
                     if limit is not None:
-                        break
+                        return
                     raise ValueError(f"more proposal blocks than the {len(sentences)} gold sentences; expected one "
                                      f"block per gold sentence (the extra block starts at {locations[0]})")
                 _check_block(index, sentences[index], trees, locations, sent_id)
                 if max_proposals is not None:
                     trees, locations = trees[:max_proposals], locations[:max_proposals]
-                chunk.append((index, trees, locations))
-                in_chunk += len(trees)
-                count += 1
-                if in_chunk >= chunk_size:
-                    evaluate(chunk)
-                    bar.update(len(chunk))
-                    chunk, in_chunk = [], 0
-            if chunk:
-                evaluate(chunk)
-                bar.update(len(chunk))
+                yield index, trees, locations
+
+        count = proposal_chunks(checked_blocks(), evaluate, chunk_size, len(sentences), progress)
         if count < len(sentences):
             hint = ("; analyses without sent_id comments are grouped by their words, so two consecutive gold "
                     "sentences with the same words need sent_ids" if isinstance(proposals, (str, Path)) else "")

@@ -38,11 +38,10 @@ import json
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ..beam import parse as beam_parse
 from ..checks import check_tokenizer_matches
-from ..run_journal import data_fingerprint, map_in_chunks, text_fingerprint
+from ..run_journal import data_fingerprint, journaled, map_in_chunks, proposal_chunks, text_fingerprint
 from ..scoring import joint_log_probs
 from ..text_files import open_text
 from ..tokenization.tree_type import Tree
@@ -165,13 +164,8 @@ def _save(run, name, metrics, model, data, options, trees):
 def _journaled(run, keys, score):
     """The proposals' log-probabilities of a chunk of sentences (one array per key): read from the run's
     journal when every sentence of the chunk is in it, else `score()`d and journaled."""
-    journal = run.journal if run is not None else None
-    if journal is not None and all(key in journal.finished for key in keys):
-        return [np.asarray(journal.finished[key], dtype=float) for key in keys]
-    arrays = score()
-    if journal is not None:
-        journal.record((key, array.tolist()) for key, array in zip(keys, arrays))
-    return arrays
+    values = journaled(run.journal if run is not None else None, keys, score)
+    return [np.asarray(value, dtype=float) for value in values]
 
 
 def _gold_description(gold_trees, gold):
@@ -287,8 +281,7 @@ def _rerank(model, tokenizer, gold, gold_source, proposals, batch_size, limit, m
                 by_choice["oracle"].append(sentence_scores[oracle])
                 by_choice["first_proposal"].append(sentence_scores[0])
 
-    chunk, in_chunk, count = [], 0, 0
-    with tqdm(total=len(gold), desc="reranking", unit="sentence", disable=not progress) as bar:
+    def blocks():
         for index, (trees, locations) in enumerate(_proposal_blocks(proposals, limit)):
             if index >= len(gold):
                 raise ValueError(f"more proposal blocks than the {len(gold)} gold trees; expected one block per "
@@ -297,16 +290,9 @@ def _rerank(model, tokenizer, gold, gold_source, proposals, batch_size, limit, m
                 raise ValueError(f"sentence {index} has no proposal trees; expected at least one")
             if max_proposals is not None:
                 trees, locations = trees[:max_proposals], locations[:max_proposals]
-            chunk.append((index, trees, locations))
-            in_chunk += len(trees)
-            count += 1
-            if in_chunk >= chunk_size:
-                evaluate(chunk)
-                bar.update(len(chunk))
-                chunk, in_chunk = [], 0
-        if chunk:
-            evaluate(chunk)
-            bar.update(len(chunk))
+            yield index, trees, locations
+
+    count = proposal_chunks(blocks(), evaluate, chunk_size, len(gold), progress)
     if count != len(gold):
         raise ValueError(f"{count} proposal blocks for {len(gold)} gold trees; expected one block per gold tree, "
                          "in the same order")
