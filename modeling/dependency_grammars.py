@@ -1036,17 +1036,19 @@ class TransitionTXLGrammar(ArcStandardGrammar):
             result["relative_positions"] = np.where(mask, columns[:, None] - columns[None, :], 0)
         return result
 
+    def __init__(self, layout, variant="paper", document_level=False):
+        super().__init__(layout, variant, document_level)
+        # The PositionKind of each id's one position: an arc's is its STACK copy's (the copy that predicts).
+        by_action = {ActionKind.ROOT: PositionKind.ROOT, ActionKind.BOS: PositionKind.BOS,
+                     ActionKind.TERMINAL: PositionKind.TERMINAL, ActionKind.LEFT_ARC: PositionKind.LEFT_ARC_STACK,
+                     ActionKind.RIGHT_ARC: PositionKind.RIGHT_ARC_STACK, ActionKind.EOS: PositionKind.EOS,
+                     ActionKind.PAD: PositionKind.PAD,
+                     ActionKind.POP: PositionKind.POP_ROOT if variant == "reference" else PositionKind.POP}
+        self._kind_of_id = np.array([by_action[ActionKind(int(k))] for k in self._kinds], dtype=np.int8)
+        self._kind_of_id[self._continues & (self._kinds == ActionKind.TERMINAL)] = PositionKind.SUBWORD
+
     def _position_kinds(self, ids):
-        """The PositionKind of each action's one position: an arc's is its STACK copy's (the copy that predicts)."""
-        if not hasattr(self, "_kind_of_id"):
-            by_action = {ActionKind.ROOT: PositionKind.ROOT, ActionKind.BOS: PositionKind.BOS,
-                         ActionKind.TERMINAL: PositionKind.TERMINAL, ActionKind.LEFT_ARC: PositionKind.LEFT_ARC_STACK,
-                         ActionKind.RIGHT_ARC: PositionKind.RIGHT_ARC_STACK, ActionKind.EOS: PositionKind.EOS,
-                         ActionKind.PAD: PositionKind.PAD,
-                         ActionKind.POP: PositionKind.POP_ROOT if self.variant == "reference" else PositionKind.POP}
-            kind_of_id = np.array([by_action[ActionKind(int(k))] for k in self._kinds], dtype=np.int8)
-            kind_of_id[self._continues & (self._kinds == ActionKind.TERMINAL)] = PositionKind.SUBWORD
-            self._kind_of_id = kind_of_id
+        """The PositionKind of each action's one position."""
         # ids outside the vocabulary read as words (as `step` reads them; validation refuses them)
         return np.where(ids < len(self._kind_of_id), self._kind_of_id[np.minimum(ids, len(self._kind_of_id) - 1)],
                         PositionKind.TERMINAL).astype(np.int8)
