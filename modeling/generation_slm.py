@@ -16,8 +16,8 @@ generated word t when it generates the word's last piece. In free generation hyp
 every terminal piece.
 
 All hypotheses of all sentences advance together, one model call per round. The search keeps them as rows
-of tensors (scores, counters, action histories; the grammar's incremental states beside them) and knows
-no model family: a decoder (search_decoders.py) advances rows by actions and returns next-action
+of tensors (scores, counters, action histories, and the grammar's states as hypothesis_rows.py's rows: TG's
+stacks as arrays, stepped for all successors at once) and knows no model family: a decoder (search_decoders.py) advances rows by actions and returns next-action
 log-probabilities. Legality comes from the grammar, the decoding limits from search_constraints.py.
 The model runs only on what is used: successors that complete the word wait until the word beam is pruned
 (the kept ones then run in one call, which gives the next word's frontier its log-probabilities), and a
@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from .grammars import ActionKind, grammar_for_config
+from .hypothesis_rows import NewPositions, hypothesis_rows
 from .search_constraints import DecodingStatus, SearchConstraints, SentenceWords
 from .search_decoders import search_decoder_for
 
@@ -252,18 +253,20 @@ class WordSynchronousBeamSearch:
     def _start(self, task):
         """One row per sentence: after `<s>`, or after a document prefix (all its positions in one call)."""
         sequences = task.prefixes or [[self.grammar.start_action_id]] * len(task.words)
+        grammar = self.grammar
         states, steps = [], []
         for sequence in sequences:
-            state = self.grammar.start()
-            steps.append([position for action in sequence for position in self.grammar.step(state, action)])
+            state = grammar.start()
+            steps.append([position for action in sequence for position in grammar.step(state, action)])
             states.append(state)
+        steps = NewPositions.from_lists(steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens)
         decoder_state, log_probs = self.decoder.start(sequences, steps)
         width = max(len(s) for s in sequences)
         actions = torch.full((len(sequences), width), -1, dtype=torch.long)
         for row, sequence in enumerate(sequences):
             actions[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
         # n_c counts the nonterminals of this sentence only: open_before holds those of the prefix.
-        status = DecodingStatus.start(states, [s[-1] for s in sequences])
+        status = DecodingStatus.start(hypothesis_rows(grammar, states), [s[-1] for s in sequences])
         return _Beam(status, torch.zeros(len(sequences), dtype=torch.float64), actions, decoder_state, log_probs)
 
     def _run(self, task):
@@ -338,8 +341,7 @@ class WordSynchronousBeamSearch:
                     finished_completed[s].append(float(children.score[row]))
             done = _rows(completes_round & ~complete)
             if len(done):
-                pending.append(_Pending(children.select(done), active.decoder_state, parents[done],
-                                        [steps[i] for i in done.tolist()]))
+                pending.append(_Pending(children.select(done), active.decoder_state, parents[done], steps.select(done)))
             going_on = ~completes_round & ~complete
             if not sampling:  # rnng-pytorch: a word ends when b successors reached it within the action beam
                 going_on &= ((reached_in_beam < options.beam_size) & (reached < self.word_beam_cap))[sentence]
@@ -348,7 +350,7 @@ class WordSynchronousBeamSearch:
                 break
             next_active = children.select(going_on)
             next_active.decoder_state, next_active.log_probs = self.decoder.advance(
-                active.decoder_state, parents[going_on], actions[going_on], [steps[i] for i in going_on.tolist()])
+                active.decoder_state, parents[going_on], actions[going_on], steps.select(going_on))
             active = next_active
         return pending, finished_completed
 
@@ -356,22 +358,15 @@ class WordSynchronousBeamSearch:
         """The successors (parents[i], actions[i]): their beam rows (without decoder state yet), what the
         grammar says of each action (its new positions), and whether each completes its tree."""
         status = parents_beam.status.select(parents)
-        states, steps, complete = [], [], []
-        step, is_complete = self.grammar.step, self.grammar.is_complete
-        for state, action in zip(status.states, actions.tolist()):
-            state = state.clone()
-            steps.append(step(state, action, check=False))  # the constraints took it from legal_actions
-            states.append(state)
-            # in a document, the current sentence's root closed
-            complete.append(state.finished or is_complete(state))
+        grammar_rows, steps = status.grammar_rows.step(actions)  # the constraints took them from legal_actions
         counters = self.constraints.counters_after(status, actions, words)
-        status = DecodingStatus(states, status.sentence, actions, **counters, open_before=status.open_before)
+        status = DecodingStatus(grammar_rows, status.sentence, actions, **counters, open_before=status.open_before)
         lengths = parents_beam.lengths[parents]
         history = torch.nn.functional.pad(parents_beam.actions[parents], (0, 1), value=-1)
         history[torch.arange(len(parents)), lengths] = actions
         score = parents_beam.score[parents] + parents_beam.log_probs[parents, actions].double()
         beam = _Beam(status, score, history)
-        return beam, steps, torch.tensor(complete, dtype=torch.bool)
+        return beam, steps, grammar_rows.complete  # in a document: the current sentence's root closed
 
     def _prune(self, pending, finished_completed, marginals, task):
         """Prune each sentence's word beam to `word_beam_size` (sampling keeps all), record the marginal, and
@@ -404,10 +399,10 @@ class WordSynchronousBeamSearch:
             if len(mine):
                 parent_states.append(self.decoder.select(group.parent_state, group.parents[mine]))
                 actions.append(group.beam.status.last_action[mine])
-                steps.extend(group.steps[i] for i in mine.tolist())
+                steps.append(group.steps.select(mine))
         frontier = candidates.select(kept)
         frontier.decoder_state, frontier.log_probs = self.decoder.advance(
-            self.decoder.concat(parent_states), torch.arange(len(kept)), torch.cat(actions), steps)
+            self.decoder.concat(parent_states), torch.arange(len(kept)), torch.cat(actions), NewPositions.concat(steps))
         frontier.decoder_state = self.decoder.retain(frontier.decoder_state)
         return frontier
 
@@ -473,12 +468,12 @@ class WordSynchronousBeamSearch:
 @dataclass
 class _Pending:
     """Successors that completed the round, not yet run through the decoder: rows `parents` of
-    `parent_state` followed by their last actions (`beam.status.last_action`), with the grammar's `steps`."""
+    `parent_state` followed by their last actions (`beam.status.last_action`), with their new positions."""
 
     beam: _Beam  # decoder_state and log_probs not set
     parent_state: object
     parents: torch.Tensor
-    steps: list
+    steps: NewPositions
 
 
 class _EmptyBeam:

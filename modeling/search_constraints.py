@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .grammars import ActionKind
+from .hypothesis_rows import HypothesisRows, hypothesis_rows
 
 # In free generation a word ends after this many pieces at the latest (a runaway word cannot stall a beam).
 MAX_PIECES_PER_WORD = 16
@@ -60,17 +61,12 @@ class SentenceWords:
         return in_forced, next_piece, ends_word
 
 
-def _open_total(state):
-    """Opening NTs so far (0 for grammars without them, such as the dependency grammars)."""
-    return getattr(state, "num_open_total", 0)
-
-
 @dataclass
 class DecodingStatus:
-    """Where H hypotheses stand, as the constraints need it: the grammar states and [H] long tensors of
-    counters (the beam search keeps them; `counters_after` is the only place they advance)."""
+    """Where H hypotheses stand, as the constraints need it: the grammar states (hypothesis_rows.py) and [H]
+    long tensors of counters (the beam search keeps them; `counters_after` is the only place they advance)."""
 
-    states: list  # the grammar's incremental states
+    grammar_rows: object  # a HypothesisRows: the grammar's incremental states
     sentence: torch.Tensor  # the sentence (row of SentenceWords) each hypothesis belongs to
     last_action: torch.Tensor
     word: torch.Tensor  # words generated so far in its sentence
@@ -82,27 +78,27 @@ class DecodingStatus:
     COUNTERS = ("word", "piece", "structural", "consecutive_open")
 
     @classmethod
-    def start(cls, states, last_actions, sentence=None, **counters):
-        """The status of hypotheses at `states` (counters zero unless given; open_before from the states)."""
-        count = len(states)
+    def start(cls, grammar_rows, last_actions, sentence=None, **counters):
+        """The status of hypotheses at `grammar_rows` (counters zero unless given; open_before from the rows)."""
+        count = len(grammar_rows)
         values = {name: torch.as_tensor(counters.get(name, [0] * count), dtype=torch.long) for name in cls.COUNTERS}
         sentence = torch.arange(count) if sentence is None else torch.as_tensor(sentence, dtype=torch.long)
-        return cls(list(states), sentence, torch.as_tensor(last_actions, dtype=torch.long), **values,
-                   open_before=torch.tensor([_open_total(s) for s in states], dtype=torch.long))
+        return cls(grammar_rows, sentence, torch.as_tensor(last_actions, dtype=torch.long), **values,
+                   open_before=grammar_rows.open_total.clone())
 
     def __len__(self):
-        return len(self.states)
+        return len(self.sentence)
 
     def select(self, rows):
-        """The status of hypotheses `rows` (a long tensor), in that order (states shared, not copied)."""
-        picked = {f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "states"}
-        return DecodingStatus([self.states[i] for i in rows.tolist()], **picked)
+        """The status of hypotheses `rows` (a long tensor), in that order."""
+        picked = {f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "grammar_rows"}
+        return DecodingStatus(self.grammar_rows.select(rows), **picked)
 
     @staticmethod
     def concat(statuses):
         joined = {f.name: torch.cat([getattr(s, f.name) for s in statuses]) for f in fields(DecodingStatus)
-                  if f.name != "states"}
-        return DecodingStatus([state for s in statuses for state in s.states], **joined)
+                  if f.name != "grammar_rows"}
+        return DecodingStatus(HypothesisRows.concat([s.grammar_rows for s in statuses]), **joined)
 
 
 class SearchConstraints:
@@ -182,25 +178,25 @@ class SearchConstraints:
         can find it at all."""
         state = self.grammar.start()
         self.grammar.step(state, sequence[0])
-        status = DecodingStatus.start([state], [sequence[0]])
+        status = DecodingStatus.start(hypothesis_rows(self.grammar, [state]), [sequence[0]])
         table = SentenceWords([words], [0])
         for action in sequence[1:]:
             if not bool(self.allowed(status, table)[0][0, action]):
                 return False
-            self.grammar.step(state, action)
             actions = torch.tensor([action])
-            status = DecodingStatus(status.states, status.sentence, actions, **self.counters_after(status, actions, table),
+            rows, _ = status.grammar_rows.step(actions)
+            status = DecodingStatus(rows, status.sentence, actions, **self.counters_after(status, actions, table),
                                     open_before=status.open_before)
-        return int(status.word) == len(words) and self.grammar.is_complete(state)
+        return int(status.word) == len(words) and bool(status.grammar_rows.complete[0])
 
     def allowed(self, status, words):
         """([H, V] bool allowed actions, [H, V] bool actions that complete the round) for the H hypotheses
         of `status` (a DecodingStatus) searching the sentences of `words` (SentenceWords)."""
-        states = status.states
-        legal = torch.from_numpy(np.stack([self.grammar.legal_actions(s) for s in states]))
-        open_total = torch.tensor([_open_total(s) for s in states], dtype=torch.long)
+        grammar_rows = status.grammar_rows
+        legal = grammar_rows.legal_actions()
+        open_total = grammar_rows.open_total
         # whether a closing action now would complete the tree (TG: the root's; DTG: the arc onto the root)
-        closes_root = torch.tensor([self.grammar.structure_completes_tree(s) for s in states], dtype=torch.bool)
+        closes_root = grammar_rows.closes_root
         num_forced = words.num_forced[status.sentence]
         free_words = words.free_words[status.sentence]
         in_forced, forced_piece, forced_completes = words.next_forced_piece(status)

@@ -10,8 +10,9 @@ The search (generation_slm.py) keeps hypotheses as rows and knows no model famil
   retain(state) -> state: from now on only `state` (or rows of it) will be used: free everything else.
 A state is opaque to the search: a Transformer decoder's says where each row's keys and values are, a
 recurrent decoder's is its hidden state, an external composer's would add its composed vectors.
-`steps[i]` is what the grammar said about the action (grammar.step: a list of NewPosition): a Transformer
-decoder takes its positions, masks and coordinates from it; a recurrent decoder may ignore it.
+`steps` (hypothesis_rows.NewPositions) says what the grammar made of each action: the positions it expands
+to, what each attends, its coordinate; a Transformer decoder builds its inputs from it, a recurrent decoder may
+ignore it.
 log_probs are float32 on the CPU. `forward_calls` counts the decoder's calls; `forward_seconds` the time in
 the model's own forward (reading the cache included, preparing its inputs not); `peak_cache_bytes` the
 largest cache held.
@@ -200,14 +201,14 @@ class TransformerSearchDecoder(SearchDecoder):
         count = len(rows)
         parent_slots = state.slots[rows]  # [H, L]
         old = (parent_slots >= 0).sum(1)  # [H] positions each row has
-        new_counts = np.array([len(positions) for positions in steps], dtype=np.int64)
-        flat = [position for positions in steps for position in positions]
-        owner = np.repeat(np.arange(count), new_counts)  # the hypothesis of each new position
-        own_position = old[owner] + np.arange(len(flat)) - np.repeat(np.cumsum(new_counts) - new_counts, new_counts)
+        new_counts = steps.count
+        owner, slot = np.nonzero(steps.valid)  # the hypothesis and slot of each new position, in order
+        total = len(owner)
+        own_position = old[owner] + slot
 
         # The hypotheses' slots after this call: their parents' and the new positions'.
-        new_coordinates = np.array([p.coordinate for p in flat], dtype=np.int64)
-        new_slots = self.pool.allocate(new_coordinates, np.array([p.input_id for p in flat], dtype=np.int64))
+        input_ids = steps.input_id[owner, slot]
+        new_slots = self.pool.allocate(steps.coordinate[owner, slot], input_ids)
         lengths = old + new_counts
         slots = np.full((count, max(int(lengths.max()), parent_slots.shape[1])), -1, dtype=np.int64)
         slots[:, : parent_slots.shape[1]] = parent_slots
@@ -215,42 +216,43 @@ class TransformerSearchDecoder(SearchDecoder):
 
         # What each new position attends under the grammar's mask (increasing, itself last), as positions of
         # its own sequence; and what it reads: the same, or every earlier position for unrestricted heads.
-        attended = [position.attended for position in flat]
-        attended_sizes = np.array([len(a) for a in attended], dtype=np.int64)
-        attended = np.concatenate(attended).astype(np.int64)
-        attending = np.repeat(np.arange(len(flat)), attended_sizes)
+        attended_table = steps.attended[owner, slot]  # [N, W], -1 after each row's last
+        listed = attended_table >= 0
+        attended_sizes = listed.sum(1)
+        attended = attended_table[listed]
+        attending = np.repeat(np.arange(total), attended_sizes)
         if self.attends_everything:
             sizes = own_position + 1
             read = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         else:
             sizes, read = attended_sizes, attended
-        query = np.repeat(np.arange(len(flat)), sizes)
+        query = np.repeat(np.arange(total), sizes)
         rank = np.arange(len(query)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         width = int(sizes.max())
         column = np.where(rank == sizes[query] - 1, width - 1, rank)  # itself in the last column
         reads = np.repeat(new_slots[:, None], width, axis=1)  # padding reads itself (masked)
         reads[query, column] = slots[owner[query], read]
-        positions = np.full((len(flat), width), -1, dtype=np.int64)
+        positions = np.full((total, width), -1, dtype=np.int64)
         positions[query, column] = read
         # Read position p sits in column p (unrestricted heads) or in its rank among the attended ones.
         attended_column = column if not self.attends_everything else np.where(
             attended == own_position[attending], width - 1, attended)
-        mask = np.zeros((len(flat), 1, width), dtype=bool)
+        mask = np.zeros((total, 1, width), dtype=bool)
         mask[attending, 0, attended_column] = True
         coordinates = self.pool.coordinates[reads] * (positions >= 0)
         relative = None
         if self.explicit_relative_positions:  # DTG's COMPOSE rows
-            relative = np.zeros((len(flat), 1, width), dtype=np.int64)
-            relative[attending, 0, attended_column] = np.concatenate([p.relative_positions for p in flat])
+            relative = np.zeros((total, 1, width), dtype=np.int64)
+            relative[attending, 0, attended_column] = steps.relative[owner, slot][listed]
         # The token a position adds to its own (DTG: an arc's head word's last piece, an earlier position).
-        head_ids = np.full((len(flat), 1), -1, dtype=np.int64)
-        with_head = [i for i, p in enumerate(flat) if p.extra_inputs] if self.adds_head_tokens else []
-        if with_head:
-            head_positions = np.array([flat[i].extra_inputs[0] for i in with_head], dtype=np.int64)
-            head_ids[with_head, 0] = self.pool.token_ids[slots[owner[with_head], head_positions]]
+        head_ids = np.full((total, 1), -1, dtype=np.int64)
+        head_positions = steps.head_position[owner, slot] if self.adds_head_tokens else np.full(total, -1)
+        with_head = np.flatnonzero(head_positions >= 0)
+        if len(with_head):
+            head_ids[with_head, 0] = self.pool.token_ids[slots[owner[with_head], head_positions[with_head]]]
 
         # Logits of each hypothesis's last predicting position only.
-        predicts = np.array([p.predicts for p in flat])
+        predicts = steps.predicts[owner, slot]
         output = np.full(count, -1, dtype=np.int64)
         np.maximum.at(output, owner[predicts], np.flatnonzero(predicts))
 
@@ -259,12 +261,12 @@ class TransformerSearchDecoder(SearchDecoder):
         config = self.model.config
         structure = PositionStructure(
             to_device(mask), to_device(coordinates), to_device(positions),
-            to_device(np.array([[int(p.kind)] for p in flat], dtype=np.int64)),
+            to_device(steps.kind[owner, slot][:, None]),
             config.min_relative_position, config.relative_attention,
             None if relative is None else to_device(relative),
         )
-        input_ids = to_device(np.array([[p.input_id] for p in flat], dtype=np.int64))
-        extra = self.model.model.input_additions(input_ids, to_device(head_ids)) if with_head else None
+        input_ids = to_device(input_ids[:, None])
+        extra = self.model.model.input_additions(input_ids, to_device(head_ids)) if len(with_head) else None
         cache = _GatheredCache(self.pool, to_device(reads), to_device(new_slots))
         log_probs = self._log_probs(self.model.forward_positions, input_ids, structure, cache, extra,
                                     output_index=(to_device(output), torch.zeros(count, dtype=torch.long, device=device)))

@@ -12,6 +12,7 @@ from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.modeling.configuration_slm import config_for_grammar
 from hf_slm.modeling.grammars import ActionKind, ActionLayout, get_grammar
 from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.modeling.hypothesis_rows import hypothesis_rows
 from hf_slm.modeling.search_constraints import DecodingStatus, SearchConstraints, SentenceWords
 from hf_slm.sampling import sample_trees
 from hf_slm.tokenization.linearizers import top_down_actions
@@ -50,7 +51,7 @@ def test_validation_and_search_constraints_agree_with_legal_actions(tree, seed, 
     assert np.array_equal(grammar.valid_sequences(candidates, require_complete=False), legal)
 
     constraints = SearchConstraints(grammar)
-    status = DecodingStatus.start([state], [prefix[-1]], word=[state.num_terminals])
+    status = DecodingStatus.start(hypothesis_rows(grammar, [state]), [prefix[-1]], word=[state.num_terminals])
     allowed, _ = constraints.allowed(status, SentenceWords([[]], [100]))
     expected = legal.copy()
     expected[vocab.layout.unk_token_id] = False
@@ -63,7 +64,7 @@ def test_forced_words_allow_only_the_next_piece_among_legal_terminals():
     grammar = get_grammar("tg", VOCAB.layout)
     state = replay(grammar, VOCAB.encode("(S (NP the".split()))
     bird = VOCAB.ids["bird"]
-    status = DecodingStatus.start([state], [VOCAB.ids["the"]], word=[1])
+    status = DecodingStatus.start(hypothesis_rows(grammar, [state]), [VOCAB.ids["the"]], word=[1])
     words = SentenceWords([[[VOCAB.ids["the"]], [bird]]], [0])
     allowed, completing = SearchConstraints(grammar, max_nonterminals=5, max_consecutive_open=3).allowed(status, words)
     kinds = VOCAB.layout.kinds(np.arange(len(VOCAB.tokens)))

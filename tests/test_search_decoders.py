@@ -17,6 +17,7 @@ import torch
 
 from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch
 from hf_slm.modeling.grammars import get_grammar
+from hf_slm.modeling.hypothesis_rows import StateListRows
 from hf_slm.modeling.search_constraints import DecodingStatus, SearchConstraints, SentenceWords
 from hf_slm.modeling.search_decoders import SearchDecoder
 
@@ -100,7 +101,7 @@ def reference_search(model, words, options):
 
     state = grammar.start()
     grammar.step(state, VOCAB.layout.bos_token_id)
-    start = (0.0, [VOCAB.layout.bos_token_id], DecodingStatus.start([state], [VOCAB.layout.bos_token_id]))
+    start = (0.0, [VOCAB.layout.bos_token_id], DecodingStatus.start(StateListRows(grammar, [state]), [VOCAB.layout.bos_token_id]))
     frontier, marginals, finished, fast_tracked = [start], [0.0], [], False
     while frontier:
         reached = []  # (score, ids, status, fast-tracked)
@@ -120,11 +121,11 @@ def reference_search(model, words, options):
             going_on = []
             for candidate in top + fast:
                 score, ids, status, action, completes = candidate
-                child = status.states[0].clone()
+                child = status.grammar_rows.states[0].clone()
                 grammar.step(child, action)
                 actions = torch.tensor([action])
                 counters = constraints.counters_after(status, actions, table)
-                child_status = DecodingStatus([child], status.sentence, actions, **counters, open_before=status.open_before)
+                child_status = DecodingStatus(StateListRows(grammar, [child]), status.sentence, actions, **counters, open_before=status.open_before)
                 item = (score, ids + [action], child_status)
                 if grammar.is_complete(child):
                     finished.append(item)
@@ -140,7 +141,7 @@ def reference_search(model, words, options):
         kept = reached[: options.word_beam_size]
         scored = kept if options.marginal == "after_pruning" else reached
         marginals.append(math.log(sum(math.exp(r[0]) for r in scored)))
-        frontier = [r[:3] for r in kept if not grammar.is_complete(r[2].states[0])]
+        frontier = [r[:3] for r in kept if not grammar.is_complete(r[2].grammar_rows.states[0])]
     ranked = sorted(finished, key=lambda f: -f[0])[: options.word_beam_size]
     log_prob = math.log(sum(math.exp(f[0]) for f in ranked))
     surprisals = [marginals[t - 1] - marginals[t] for t in range(1, len(words) + 1)]
@@ -189,8 +190,8 @@ def test_the_transformer_decoder_reads_only_what_new_positions_attend(overrides,
     original = search_decoders.TransformerSearchDecoder._advance
 
     def recording_advance(self, state, rows, actions, steps):
-        widest = max(len(p.attended) for positions in steps for p in positions)
-        longest = max(int(state.lengths[r]) + len(s) for r, s in zip(rows.tolist(), steps))
+        widest = int((steps.attended >= 0).sum(2).max())
+        longest = int((state.lengths[rows.numpy()] + steps.count).max())
         calls.append((widest, longest))
         return original(self, state, rows, actions, steps)
 
