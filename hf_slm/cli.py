@@ -343,6 +343,9 @@ def _add_stop_option(parser):
 # The names of modeling.dependency_grammars.DEPENDENCY_GRAMMARS, written out so that building the parser imports no
 # numpy-heavy hub code (a test holds them equal).
 DEPENDENCY_GRAMMAR_NAMES = ("dtg", "dtg_eager", "dtg_swift", "txl_trans")
+# The names of modeling.compositional_grammars.COMPOSITIONAL_GRAMMARS (paper 003), likewise (a test holds them equal).
+COMPOSITIONAL_GRAMMAR_NAMES = tuple(f"{tree}-{order}-{composition}-{masking}" for tree in ("bi", "nb")
+                                    for order in ("dn", "up") for composition in ("in", "ex") for masking in ("m", "nm"))
 
 # The names of modeling.generation_slm.CONSTRAINT_SETTINGS, written out so that building the parser imports
 # no torch (a test holds them equal).
@@ -380,11 +383,14 @@ def build_parser():
     masks.add_argument("tree")
     masks.add_argument("--format", default="auto", choices=["auto", "actions", "ptb"],
                        help="how to read the tree (default: the rule above)")
-    masks.add_argument("--grammar", default="tg", choices=["tg", "choe_charniak", "terminals", *DEPENDENCY_GRAMMAR_NAMES],
-                       help="a dependency grammar (dtg: arc-standard, dtg_eager, dtg_swift; txl_trans: dtg's transitions under a causal "
-                            "mask; paper 002) reads an inline "
+    masks.add_argument("--grammar", default="tg", metavar="GRAMMAR",
+                       choices=["tg", "choe_charniak", "terminals", *DEPENDENCY_GRAMMAR_NAMES,
+                                *COMPOSITIONAL_GRAMMAR_NAMES],
+                       help="tg, choe_charniak, terminals; a dependency grammar (dtg: arc-standard, dtg_eager, dtg_swift; "
+                            "txl_trans: dtg's transitions under a causal mask; paper 002) reads an inline "
                             "dependency tree: each word followed by / and its head (0 = the root), e.g. "
-                            "'There/2 is/0 a/4 difference/2'")
+                            "'There/2 is/0 a/4 difference/2'; paper 003's variants {bi,nb}-{dn,up}-{in,ex}-{m,nm} "
+                            "(e.g. bi-up-ex-nm) read the tree unlabeled, unary chains removed, left-binarized for bi")
     masks.add_argument("--variant", default="paper", choices=["paper", "reference"],
                        help="dtg only: 'reference' follows the authors' released code (<s> as the root, pop_root, "
                             "self-attention on arcs, depths counted up from the top)")

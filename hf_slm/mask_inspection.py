@@ -4,15 +4,19 @@ Backs `hf-slm masks`. Each whitespace-separated terminal is one token (no subwor
 can be read against the papers' figures (paper 000, Figure 2; paper 002, Figures 2, 4 and 5). A dependency
 tree is written inline (`There/2 is/0 a/4 difference/2`); with `pieces`, a word is its SentencePiece pieces
 joined by `|` (`▁Th|ere/2`), so that the subword rules of paper 002 (Appendix B) show without a tokenizer.
+Paper 003's compositional grammars (`bi-up-ex-nm`, ...) read the tree as their variant does (unlabeled, unary
+chains removed, left-binarized for `bi`), bottom-up with each `)`'s start, so the output reads against Figure 3.
 """
 
 from .action_vocab import ActionVocabulary
+from .modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
 from .modeling.dependency_grammars import DEPENDENCY_GRAMMARS, DependencyLayout
 from .modeling.grammars import IGNORE_INDEX, POSITION_KIND_NAMES, PositionKind, get_grammar
 from .tokenization.dependency_trees import DependencyTree
 from .tokenization.transitions import GEN, POP, transition_system
-from .tokenization.linearizers import terminal_actions, top_down_actions, tree_from_top_down
-from .tokenization.trees import read_tree_string
+from .tokenization.linearizers import (UNLABELED_CLOSE, bottom_up_actions, bottom_up_pointers, is_open_nt,
+                                      terminal_actions, top_down_actions, tree_from_top_down)
+from .tokenization.trees import left_binarize, read_tree_string, remove_unary_chains
 
 
 def actions_from_text(text, tree_format="auto", **normalize_options):
@@ -29,6 +33,8 @@ def mask_report(text, grammar_name="tg", tree_format="auto", variant="paper", pi
     """The JSON-ready report of `hf-slm masks` for one tree (a dependency grammar: `dependency_mask_report`)."""
     if grammar_name in DEPENDENCY_GRAMMARS:
         return dependency_mask_report(text, grammar_name, variant, pieces)
+    if grammar_name in COMPOSITIONAL_GRAMMARS and variant == "paper" and not pieces:
+        return compositional_mask_report(text, grammar_name, tree_format, **normalize_options)
     if variant != "paper" or pieces:
         raise ValueError(f"--variant and --pieces are options of the dependency grammars "
                          f"({', '.join(DEPENDENCY_GRAMMARS)}), not of {grammar_name}")
@@ -46,6 +52,46 @@ def mask_report(text, grammar_name="tg", tree_format="auto", variant="paper", pi
         "relative_positions": sequence.relative_positions.tolist(),
         "labels": [None if label == IGNORE_INDEX else vocab.tokens[label] for label in sequence.labels],
     }
+
+
+def compositional_actions(tree, grammar_class):
+    """The action strings and starts (`<s>` = 0, -1 where none, `<s>` and a bottom-up `</s>` included) of a tree
+    under one of paper 003's variants: unary chains removed, left-binarized for `bi` (section 2.1); `(` and `)`
+    top-down, or the words and `)` bottom-up with each `)`'s start as compositional_grammars takes it."""
+    if "(" in tree.leaves():
+        raise ValueError("the word '(' would read as the unlabeled opening bracket; write it -LRB-")
+    tree = remove_unary_chains(left_binarize(tree) if grammar_class.binary else tree)
+    if grammar_class.top_down:
+        actions = ["(" if is_open_nt(action) else action for action in top_down_actions(tree, labeled=False)]
+        return ["<s>"] + actions, [-1] * (len(actions) + 1)
+    actions, starts = bottom_up_actions(tree)
+    pointers = [-1 if pointer is None else pointer + 1 for pointer in bottom_up_pointers(actions, starts)]
+    return ["<s>"] + actions + ["</s>"], [-1] + pointers + [-1]
+
+
+def compositional_mask_report(text, grammar_name, tree_format="auto", **normalize_options):
+    """The report for a tree under a compositional grammar, with each Ex `)`'s composed positions (`composes`)
+    and, for Nb-Up, the position each `)` starts from (`starts`, at the position that predicts the `)`)."""
+    rules = COMPOSITIONAL_GRAMMARS[grammar_name]
+    actions, starts = compositional_actions(read_tree_string(text, "the tree argument", tree_format,
+                                                             **normalize_options), rules)
+    words = [a for a in actions[1:] if a not in ("</s>", "(", UNLABELED_CLOSE)]
+    vocab = ActionVocabulary(words, [""])  # one `(`, one `)`
+    ids = [vocab.ids[action] for action in actions]
+    sequence = get_grammar(grammar_name, vocab.layout).sequence(ids, starts=starts)
+    report = {
+        "grammar": grammar_name,
+        "tokens": vocab.decode(sequence.input_ids),
+        "kinds": [POSITION_KIND_NAMES[PositionKind(k)] for k in sequence.position_kinds],
+        "attention_mask": sequence.attention_mask.astype(int).tolist(),
+        "relative_positions": sequence.relative_positions.tolist(),
+        "labels": [None if label == IGNORE_INDEX else vocab.tokens[label] for label in sequence.labels],
+    }
+    if sequence.composition_children is not None:
+        report["composes"] = [[int(j) for j in row.nonzero()[0]] or None for row in sequence.composition_children]
+    if sequence.start_labels is not None:
+        report["starts"] = [None if label == IGNORE_INDEX else int(label) for label in sequence.start_labels]
+    return report
 
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<root>")
@@ -111,8 +157,13 @@ def format_report(report):
             for j, allowed in enumerate(report["attention_mask"][i])
             if allowed
         ]
+        extra = ""
+        if report.get("composes") and report["composes"][i]:  # paper 003 Ex: the composer's inputs
+            extra += f"  composes {' '.join(map(str, report['composes'][i]))}"
+        if report.get("starts") and report["starts"][i] is not None:  # paper 003 Nb-Up: the pointer's target
+            extra += f"  start {report['starts'][i]}"
         lines.append(f"{i:>3}  {token:<{width}}  {report['kinds'][i]:<{kind_width}}  {label:<{width}}  "
-                     f"{' '.join(attended)}")
+                     f"{' '.join(attended)}{extra}")
     return "\n".join(lines)
 
 

@@ -861,11 +861,13 @@ GRAMMARS = {
 
 
 def all_grammars():
-    """Every grammar class by name: the bracketed-tree ones here and the dependency ones (imported on first use:
-    dependency_grammars.py imports this module)."""
+    """Every grammar class by name: the bracketed-tree ones here, the dependency ones and paper 003's sixteen
+    compositional ones (imported on first use: dependency_grammars.py and compositional_grammars.py import this
+    module)."""
+    from .compositional_grammars import COMPOSITIONAL_GRAMMARS
     from .dependency_grammars import DEPENDENCY_GRAMMARS
 
-    return {**GRAMMARS, **DEPENDENCY_GRAMMARS}
+    return {**GRAMMARS, **DEPENDENCY_GRAMMARS, **COMPOSITIONAL_GRAMMARS}
 
 
 def grammar_class(name):

@@ -184,6 +184,35 @@ def tree_from_bottom_up(actions, starts, label="X"):
     return items[0][1]
 
 
+def bottom_up_pointers(actions, starts):
+    """The start of every `)` as paper 003 (section 2.2) points at it: the item its constituent begins with, a
+    token or the `)` of a closed constituent (C_k holds only those); None for words. `starts` are those of
+    `bottom_up_actions` (the first action of each constituent); indices are into `actions`.
+
+    `Write an essay ) quickly )` points from its `)`s to `an` (1) and `Write` (0), as the starts do; in
+    `a b ) c )` the root begins with the constituent `a b )`, so its pointer is 2 where its start is 0.
+    Raises ValueError as `tree_from_bottom_up` does for a start that is not one of an item still open.
+    """
+    if len(actions) != len(starts):
+        raise ValueError(f"{len(actions)} actions but {len(starts)} start positions, expected one per action")
+    items = []  # the items not yet inside a closed constituent: (first action, pointer to it)
+    pointers = []
+    for index, start in enumerate(starts):
+        if actions[index] != UNLABELED_CLOSE:
+            items.append((index, index))
+            pointers.append(None)
+            continue
+        firsts = [first for first, _ in items]
+        if start not in firsts:
+            raise ValueError(f"action {index} (')') in {_context(actions, index)!r}: start {start!r} is not one of "
+                             f"the feasible starts {firsts}")
+        taken = firsts.index(start)
+        pointers.append(items[taken][1])
+        del items[taken:]
+        items.append((start, index))
+    return pointers
+
+
 def terminal_actions(tree):
     return list(tree.leaves())
 
