@@ -45,6 +45,10 @@ _NAMES = {
     "SyntacticTransformerForCausalLM": "modeling.modeling_slm",
     "SyntacticTransformerModel": "modeling.modeling_slm",
     "sample_trees": "sampling",
+    "split_sentences": "sentence_splitting",
+    "treebank_words": "sentence_splitting",
+    "parse_sentences": "silver",
+    "silver_trees": "silver",
     "action_log_probs": "scoring",
     "action_perplexity": "scoring",
     "joint_log_probs": "scoring",
@@ -66,7 +70,7 @@ _NAMES = {
 }
 
 # Submodules that need neither torch nor transformers (numpy, nltk): handing out their names registers nothing.
-_WITHOUT_TRANSFORMERS = {"checks", "modeling.grammars", "modeling.dependency_grammars", "tokenization.linearizers",
+_WITHOUT_TRANSFORMERS = {"checks", "sentence_splitting", "modeling.grammars", "modeling.dependency_grammars", "tokenization.linearizers",
                          "tokenization.trees", "tokenization.dependency_trees", "tokenization.transitions"}
 
 __all__ = sorted(_NAMES) + ["__version__"]

@@ -155,14 +155,39 @@ def _print_pretty(tree, parse_tree):
     print()
 
 
+def _parse_inputs(args):
+    """(sentences, how messages name them) of `hf-slm parse`: the SENTENCE arguments ("sentence 1", ...), or the
+    sentences of --file, split and tokenized (hf_slm/sentence_splitting.py) and named by their line."""
+    if args.file is None:
+        if args.join_lines:
+            raise ValueError("--join-lines applies to the text of --file; without --file, each SENTENCE is one sentence")
+        if not args.sentences:
+            raise ValueError("no sentences to parse: give them as arguments, or a text file with --file")
+        return args.sentences, _sentence_options(args)["sources"]
+    if args.sentences:
+        raise ValueError(f"got {len(args.sentences)} SENTENCE argument(s) and --file {args.file}; give one or the "
+                         "other")
+    from .sentence_splitting import line_number
+    from .silver import document_sentences
+    from .text_files import read_text
+
+    text = read_text(args.file, "text file")
+    found = document_sentences(text, line_breaks=not args.join_lines)
+    if not found:
+        raise ValueError(f"text file {args.file} holds no sentences (no words at all)")
+    return [words for words, _ in found], [f"{args.file}, line {line_number(text, start)}" for _, start in found]
+
+
 def command_parse(args):
-    from .beam import parse
+    from .silver import parse_sentences
     from .tokenization.trees import parse_tree
 
+    sentences, sources = _parse_inputs(args)  # before the model loads: a missing file fails at once
     model, tokenizer = _load(args.model)
     with _left_out_said_once():
-        trees = parse(model, tokenizer, args.sentences, progress=len(args.sentences) > 8, **_sentence_options(args),
-                      **_beam_options(args))
+        trees = parse_sentences(model, tokenizer, sentences, sources, cache_dir=args.cache,
+                                progress=len(sentences) > 8, on_error=_sentence_options(args)["on_error"],
+                                **_beam_options(args))
     for tree in trees:
         if tree is None:  # left out: an empty line keeps one line per sentence
             print()
@@ -450,7 +475,16 @@ def build_parser():
     parse_command = commands.add_parser("parse", help="best tree of each sentence (word-synchronous beam search)")
     parse_command.add_argument("--model", required=True, help="checkpoint directory or hub name")
     parse_command.add_argument("--pretty", action="store_true", help="draw each tree over several lines")
-    parse_command.add_argument("sentences", nargs="+", metavar="SENTENCE", help="one sentence per argument, words separated by spaces")
+    parse_command.add_argument("sentences", nargs="*", metavar="SENTENCE", help="one sentence per argument, words separated by spaces")
+    parse_command.add_argument("--file", metavar="TEXTFILE",
+                               help="parse raw UTF-8 text instead: split into sentences (every line break ends one) "
+                                    "and PTB-style words (hf_slm/sentence_splitting.py); one tree per line, in order")
+    parse_command.add_argument("--join-lines", action="store_true",
+                               help="with --file: the text is wrapped, only blank lines and punctuation end sentences")
+    parse_command.add_argument("--cache", metavar="DIR",
+                               help="record each tree in DIR as it is found, keyed by the model and the sentence: a "
+                                    "rerun (or a run stopped midway, run again) parses only what DIR lacks "
+                                    "(hf_slm/silver.py)")
     _add_beam_options(parse_command)
     _add_stop_option(parse_command)
     parse_command.set_defaults(function=command_parse)

@@ -395,9 +395,32 @@ def _attachment(record, path):
     return ReportedEvaluation([row], result, "uas")
 
 
+def _rouge(record, path):
+    """ROUGE F-measures of generated summaries, with lead-1 (hf_slm.evaluation.rouge)."""
+    metrics = _metric_values(record, path, ("rouge1", "rouge2", "rougeL", "lead1", "documents"))
+    name = _data_name(record, path) or "summaries"
+    bootstrap = metrics.get("bootstrap") if isinstance(metrics.get("bootstrap"), dict) else {}
+    confidence = bootstrap.get("confidence")
+    how = (f"F-measure x 100, stemmed, on words; in brackets the "
+           f"{f'{confidence:.0%}' if isinstance(confidence, float) else NOT_RECORDED} bootstrap interval "
+           f"({bootstrap.get('samples', NOT_RECORDED)} resamples)")
+    rows = []
+    for key, label in (("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L")):
+        value, lead = metrics[key], metrics["lead1"].get(key, {})
+        low, high = value["confidence_interval"]
+        lead_text = f"; lead-1 {100 * lead['f_measure']:.2f}" if "f_measure" in lead else ""
+        rows.append(EvaluationRow(f"{label} (summaries)", f"{100 * value['f_measure']:.2f} [{100 * low:.2f}, "
+                                  f"{100 * high:.2f}]", f"{name} ({metrics['documents']} documents)",
+                                  how + lead_text, _date(record)))
+    result = EvalResult(task_type="summarization", task_name="Summarization", dataset_type=name, dataset_name=name,
+                        metric_type="rougeL", metric_value=metrics["rougeL"]["f_measure"],
+                        metric_name="ROUGE-L F-measure (fraction)")
+    return ReportedEvaluation(rows, result, "rougeL")
+
+
 # save_results names -> what reads them, in the order the card lists them.
 EVALUATIONS = {"ppl": _perplexity, "sg": _syntaxgym, "blimp": _blimp, "rerank": _bracketing, "parse": _bracketing,
-               "uas": _attachment, "uas-rerank": _attachment}
+               "uas": _attachment, "uas-rerank": _attachment, "rouge": _rouge}
 
 
 def report_evaluations(records, grammar, checkpoint_dir):

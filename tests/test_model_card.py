@@ -458,8 +458,8 @@ def test_bad_results_and_records_are_clear_errors(bare, evaluated, tmp_path):
     with pytest.raises(ValueError, match=r"ppl.json: evaluates a model with grammar 'terminals'.*grammar is 'tg'"):
         build_model_card(checkpoint)
 
-    (results / "ppl.json").write_text(json.dumps(dict(saved, evaluation="rouge", grammar="tg")))
-    with pytest.raises(ValueError, match=r"ppl.json: evaluation 'rouge' is not one a model card can report"):
+    (results / "ppl.json").write_text(json.dumps(dict(saved, evaluation="bleu", grammar="tg")))
+    with pytest.raises(ValueError, match=r"ppl.json: evaluation 'bleu' is not one a model card can report"):
         build_model_card(checkpoint)
 
     (results / "ppl.json").write_text(json.dumps({"evaluation": "ppl", "metrics": {}}))

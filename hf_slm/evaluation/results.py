@@ -105,11 +105,12 @@ def save_results(directory, name, metrics, model, data, options, stem=None):
     Args:
         name: the evaluation ("ppl", "sg", "blimp", "rerank", "parse").
         metrics: a JSON-serializable dict of numbers (and per-item details if small).
-        model: the model (its name_or_path, grammar and config are recorded).
+        model: the model (its name_or_path, grammar and config are recorded); None for outputs of no model of
+            ours (ROUGE of another system's summaries).
         data: a description of the data (paths, counts).
         options: the options the evaluation ran with (beam sizes, limits, ...).
     """
-    config = model.config
+    config = getattr(model, "config", None)
     record = {
         "evaluation": name,
         "model": str(getattr(config, "_name_or_path", "") or getattr(model, "name_or_path", "")),
