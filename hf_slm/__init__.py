@@ -49,6 +49,7 @@ _NAMES = {
     "treebank_words": "sentence_splitting",
     "parse_sentences": "silver",
     "silver_trees": "silver",
+    "summarize": "summarization",
     "action_log_probs": "scoring",
     "action_perplexity": "scoring",
     "joint_log_probs": "scoring",

@@ -10,6 +10,7 @@ from .card_command import add_card_command
 from .cli_errors import run_command
 from .data.command import add_data_command
 from .publishing_command import add_publishing_commands
+from .summarization_command import add_summarization_commands
 
 
 def _add_tree_options(parser):
@@ -510,7 +511,7 @@ def build_parser():
     _add_beam_options(generate, sizes=False)
     generate.set_defaults(function=command_generate)
 
-    evaluate = commands.add_parser("eval", help="evaluate a checkpoint: ppl, sg, blimp, rerank, parse, uas")
+    evaluate = commands.add_parser("eval", help="evaluate a checkpoint: ppl, sg, blimp, rerank, parse, uas, rouge")
     evaluations = evaluate.add_subparsers(dest="evaluation", required=True)
     rerank_command = _add_eval_command(evaluations, "rerank", "bracketing F1 of the highest joint-probability proposal",
                                        command_eval_rerank, beam=False)
@@ -542,6 +543,7 @@ def build_parser():
     uas.add_argument("--include-punctuation", action="store_true",
                      help="score punctuation too (default: not scored: gold UPOS PUNCT, or without UPOS words made only "
                           "of Unicode punctuation characters)")
+    add_summarization_commands(commands, evaluations, _add_eval_command)  # finetune, summarize, eval rouge
     add_card_command(commands)
     add_data_command(commands)
     add_publishing_commands(commands)

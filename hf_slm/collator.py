@@ -18,7 +18,9 @@ class SyntacticDataCollator:
     Returns a dict of tensors, T = the longest action sequence, T' = the longest expanded one:
         input_ids            [B, T] long, action ids, right-padded with the pad id
         attention_mask       [B, T] long, 1 for real actions (the tokenizer's padding mask)
-        labels               [B, T] long, = input_ids with -100 on padding (the model shifts them)
+        labels               [B, T] long, = input_ids with -100 on padding (the model shifts them); a
+                             feature's own "labels" (one per action, -100 for actions not trained, e.g. a
+                             summarization example's document: hf_slm/summarization.py) replace input_ids
         expansion_index      [B, T'] long, the action each expanded position comes from
         position_mask        [B, T', T'] bool, row i = positions i may attend (padding columns masked;
                              a padding row attends only itself so no softmax row is empty)
@@ -68,6 +70,7 @@ class SyntacticDataCollator:
         # anywhere else is left for the grammar to reject).
         pad = self.grammar.layout.pad_token_id
         sequences = [_strip_trailing(np.asarray(s, dtype=np.int64), pad) for s in sequences]
+        given_labels = _given_labels(features, sequences)
         # Explicit R only where the model cannot derive it from coordinates and kinds (DTG-eager, -swift, the
         # reference variant): it is the largest array of the batch.
         explicit = self.grammar.explicit_relative_positions and self.grammar.relative_affine_by_kind is None
@@ -86,7 +89,7 @@ class SyntacticDataCollator:
         collated = {
             "input_ids": torch.from_numpy(input_ids),
             "attention_mask": torch.from_numpy(real.astype(np.int64)),
-            "labels": torch.from_numpy(np.where(real, input_ids, -100)),
+            "labels": torch.from_numpy(np.where(real, input_ids if given_labels is None else given_labels, -100)),
             "expansion_index": torch.from_numpy(batch["expansion_index"]),
             "position_mask": torch.from_numpy(batch["attention_mask"]),
             "position_coordinates": torch.from_numpy(batch["position_coordinates"]),
@@ -98,6 +101,26 @@ class SyntacticDataCollator:
         if "head_token_index" in batch:
             collated["head_token_index"] = torch.from_numpy(batch["head_token_index"])
         return collated
+
+
+def _given_labels(features, sequences):
+    """[B, T] labels from the features' own "labels" (padding columns -100), or None when no feature has any.
+    Features either all carry labels or none do; each feature's labels match its input_ids in length (before
+    trailing padding is stripped, which strips their ends with it)."""
+    has = [isinstance(f, dict) and f.get("labels") is not None for f in features]
+    if not any(has):
+        return None
+    if not all(has):
+        raise ValueError("some features carry labels and others do not; expected labels for all or for none")
+    width = max(len(s) for s in sequences)
+    labels = np.full((len(sequences), width), -100, dtype=np.int64)
+    for row, (feature, sequence) in enumerate(zip(features, sequences)):
+        given = np.asarray(feature["labels"], dtype=np.int64)
+        if len(given) != len(feature["input_ids"]):
+            raise ValueError(f"feature {row}: {len(given)} labels for {len(feature['input_ids'])} input_ids; expected "
+                             "one label per action")
+        labels[row, : len(sequence)] = given[: len(sequence)]
+    return labels
 
 
 def _strip_trailing(ids, pad):

@@ -524,6 +524,12 @@ def training_details(record):
         ("training data", _files(record.get("train_data")) + examples("train_examples")),
         ("validation data", _files(record.get("eval_data")) + examples("eval_examples")),
     ]
+    fine_tuning = record.get("fine_tuning")
+    if isinstance(fine_tuning, dict):  # hf_slm/finetuning.py: what this model was fine-tuned from and on
+        task = {"xsum": "XSum summarization (document trees, prompt, summary trees; paper 003 section 3.3)"}.get(
+            fine_tuning.get("task"), fine_tuning.get("task"))
+        rows.append(("fine-tuned", f"from `{_name_of(fine_tuning.get('base_model', NOT_RECORDED))}` on {task}, "
+                     f"loss on {'the summary only' if fine_tuning.get('labels') == 'summary' else 'every action'}"))
     prepared = record.get("prepared_dataset")
     if isinstance(prepared, dict):
         source = prepared.get("source")

@@ -168,8 +168,10 @@ def load_prepared_dataset(directory):
             f"prepared dataset {str(directory)!r} holds one Dataset; expected a DatasetDict with a train split"
         )
     loader = record.get("loader")
-    # conllu data holds trees when it was prepared for a dependency grammar (its transition sequences).
-    if loader is not None and loader not in TREE_LOADERS and not record.get("dependency"):
+    # conllu data holds trees when it was prepared for a dependency grammar (its transition sequences), xsum data
+    # when it was prepared for summarization (hf_slm/data/prepare_summarization.py).
+    if loader is not None and loader not in TREE_LOADERS and not record.get("dependency") \
+            and not record.get("summarization"):
         raise ValueError(
             f"prepared dataset {str(directory)!r} was made by the {loader!r} loader, which has no trees; syntactic "
             f"models train on the {' or '.join(TREE_LOADERS)} loaders' input_ids, or on conllu data prepared with "
@@ -210,7 +212,8 @@ def _eval_split(dataset):
 
 
 def ids_dataset(data, tokenizer, grammar, max_length, source):
-    """A one-column (input_ids) Dataset of prepared ids, after checking every expanded length.
+    """A Dataset of prepared ids (input_ids, and labels when the data has them), after checking every expanded
+    length.
 
     The lengths are computed in numpy over the Arrow column (no Python list per id), so that a BLLIP-size
     split is checked in seconds. A sequence longer than `max_length` is an error naming it.
@@ -234,13 +237,15 @@ def ids_dataset(data, tokenizer, grammar, max_length, source):
             row = data[index]
             where = f" ({row['file']}, tree {row['index']})" if "file" in row and "index" in row else ""
             where = f" (document {row['document_id']!r})" if "document_id" in row else where
+            where = f" (document {row['id']!r})" if "id" in row and "file" not in row else where  # XSum's ids
             raise ValueError(
                 f"{source}: example {index}{where} expands to {int(expanded[too_long[0]])} positions under the "
                 f"{grammar} grammar, more than the model's max_sequence_length {max_length}; raise it or remove "
                 "the example"
             )
         start += len(chunk)
-    return data.select_columns(["input_ids"])
+    # Per-action labels (summarization: only the summary is trained) travel with the ids to the collator.
+    return data.select_columns(["input_ids"] + (["labels"] if "labels" in data.column_names else []))
 
 
 @dataclass
@@ -492,7 +497,6 @@ def _train(setup, log):
     model = causal_lm_for_config(config)
     log(f"model: {setup.preset} ({grammar}), {sum(p.numel() for p in model.parameters()):,} parameters")
 
-    document_level = bool(getattr(config, "document_level", False))
     if prepared is not None:
         train_dataset = ids_dataset(inputs.train, tokenizer, grammar, config.max_sequence_length,
                                     f"{prepared} split 'train'")
@@ -503,6 +507,20 @@ def _train(setup, log):
         eval_dataset = None
     if eval_trees:
         eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, config.max_sequence_length, "evaluation trees")
+    trainer = run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, schedule)
+    write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
+                          prepared=inputs.description() if prepared is not None else None)
+    return trainer, tokenizer
+
+
+def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, schedule):
+    """The training loop shared by `hf-slm train` and `hf-slm finetune` (hf_slm/finetuning.py): our collator
+    (per-action labels pass through it), Adam with the warm-up/cosine schedule, transformers.Trainer resuming
+    from the last checkpoint when setup.resume; the final model and tokenizer saved to setup.output (safetensors
+    and JSON only). Returns the Trainer."""
+    output = Path(setup.output)
+    config = model.config
+    document_level = bool(getattr(config, "document_level", False))
     grammar_options = {"variant": config.dependency_variant} if is_dependency_tokenizer(tokenizer) else {}
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout, max_length=config.max_sequence_length,
                                      document_level=document_level, **grammar_options)
@@ -543,9 +561,7 @@ def _train(setup, log):
     # (training_setup.json records the setup). The checkpoint-* folders keep theirs, for --resume.
     (output / "training_args.bin").unlink(missing_ok=True)
     tokenizer.save_pretrained(str(output))
-    write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
-                          prepared=inputs.description() if prepared is not None else None)
-    return trainer, tokenizer
+    return trainer
 
 
 def write_training_record(output, setup, grammar, schedule, trainer, train_examples, eval_examples, prepared=None):

@@ -6,6 +6,9 @@
     hf-slm data prepare --loader conllu --grammar dtg --path ud_english_ewt --non-projective lift \
         --vocab-size 2000 --output prepared/ewt-dtg
     hf-slm train --preset dtg-tiny --train prepared/ewt-dtg --output runs/dtg
+    hf-slm data prepare --loader xsum --summarization --parser runs/tg --tokenizer runs/tg --path xsum \
+        --output prepared/xsum-tg
+    hf-slm finetune --task xsum --model runs/tg --train prepared/xsum-tg --output runs/tg-xsum
 
 `--splits` is `split=item[+item...]` joined by commas, or a JSON object. For ptb the items are WSJ sections
 (`02-21`), file numbers (`0001-0159`) or file names and globs (see hf_slm/data/ptb.py); for the other
@@ -63,6 +66,21 @@ def _normalization_flags(args):
     return {name: value for name, value in flags.items() if value is not None}
 
 
+SUMMARIZATION_FLAGS = ("prompt", "max_document_words", "max_summary_words", "truncate_summaries", "labels")
+
+
+def _summarization_options(args):
+    """(SummarizationFormat fields or None, the parser's beam options) of --summarization and its flags."""
+    given = {name: getattr(args, name) for name in SUMMARIZATION_FLAGS if getattr(args, name) not in (None, False)}
+    beam = {name: getattr(args, name) for name in ("beam_size", "word_beam_size") if getattr(args, name) is not None}
+    if not args.summarization:
+        used = [f"--{name.replace('_', '-')}" for name in [*given, *beam]]
+        if used:
+            raise ValueError(f"{', '.join(used)} apply to --summarization (xsum)")
+        return None, None
+    return given or True, beam
+
+
 def command_data_prepare(args):
     from .prepare import prepare_dataset
 
@@ -85,9 +103,11 @@ def command_data_prepare(args):
         options["cache_dir"] = args.cache_dir
     if args.non_projective:
         options["non_projective"] = args.non_projective
+    summarization, parser_beam_options = _summarization_options(args)
     prepare_dataset(args.loader, path, args.tokenizer, args.output, num_proc=args.num_proc,
                     document_level=args.document_level, overwrite=args.overwrite, grammar=args.grammar,
-                    vocab_size=args.vocab_size, max_k=args.max_k, variant=args.variant, **options)
+                    vocab_size=args.vocab_size, max_k=args.max_k, variant=args.variant, summarization=summarization,
+                    parser=args.parser, parser_beam_options=parser_beam_options, **options)
     return 0
 
 
@@ -140,6 +160,24 @@ def add_data_command(commands):
     prepare.add_argument("--overwrite", action="store_true",
                          help="write into a non-empty --output, starting over (also when an interrupted prepare "
                               "there was of other data, tokenizer or options)")
+    # Summarization sequences (xsum): hf_slm/data/prepare_summarization.py and hf_slm/summarization.py.
+    prepare.add_argument("--summarization", action="store_true",
+                         help="xsum: one sequence per example for `hf-slm finetune`: the document's silver trees (cut "
+                              "to --max-document-words at a sentence boundary), the prompt, the summary's trees; "
+                              "input_ids and labels (only the summary's by default)")
+    prepare.add_argument("--parser", metavar="MODEL",
+                         help="--summarization: the checkpoint whose silver trees the texts get (cached in "
+                              "OUTPUT/silver/, so an interrupted prepare resumes); not needed for a terminals tokenizer")
+    prepare.add_argument("--prompt", help="--summarization: the prompt tree (default '(NP Summary :)')")
+    prepare.add_argument("--max-document-words", type=int, help="--summarization: default 600")
+    prepare.add_argument("--max-summary-words", type=int, help="--summarization: default 70; a longer summary is an "
+                         "error naming its document unless --truncate-summaries")
+    prepare.add_argument("--truncate-summaries", action="store_true",
+                         help="--summarization: cut longer summaries (counted in the output) instead of stopping")
+    prepare.add_argument("--labels", choices=["summary", "all"],
+                         help="--summarization: train on the summary's actions (default) or on the whole sequence")
+    prepare.add_argument("--beam-size", type=int, help="--summarization: the parser's action beam (default 100)")
+    prepare.add_argument("--word-beam-size", type=int, help="--summarization: the parser's word beam (default 10)")
     # Tree normalization: by default the tokenizer's own options; a flag that contradicts them is an error.
     prepare.add_argument("--keep-traces", dest="strip_traces", action="store_false", default=None,
                          help="keep -NONE- traces")

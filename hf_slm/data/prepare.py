@@ -7,7 +7,9 @@ counts). What is tokenized:
   tokenizer encodes it;
 - bllip (document level): `input_ids`, `tokenizer.encode_document(trees)`, one sequence per document;
 - xsum: `document_ids` and `summary_ids`, the ids of the whitespace-separated words of the document and the
-  summary (`<s>` + word pieces, no trees; an empty text is `<s>` alone);
+  summary (`<s>` + word pieces, no trees; an empty text is `<s>` alone); with `summarization`, one
+  document-level sequence per example instead, `input_ids` and `labels`: the document's silver trees, the
+  prompt and the summary's trees (prepare_summarization.py);
 - conllu: `input_ids`, the ids of the words (`<s>` + word pieces); for a dependency grammar (`grammar="dtg"`,
   ..., or a DependencyTokenizer), the transition sequence of each tree, with a DependencyTokenizer trained on
   the train split when none is given (prepare_dependency.py).
@@ -202,7 +204,8 @@ def format_summary(record):
 
 
 def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document_level=False, overwrite=False,
-                    log=print, grammar=None, vocab_size=None, max_k=None, variant=None, **options):
+                    log=print, grammar=None, vocab_size=None, max_k=None, variant=None, summarization=None,
+                    parser=None, parser_beam_options=None, **options):
     """Load `path` with `loader`, tokenize it and save it to `output` (see the module docstring).
 
     Args:
@@ -220,6 +223,10 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
         grammar, vocab_size, max_k, variant: conllu data for a dependency grammar ("dtg", "dtg_eager",
             "dtg_swift"): the transition sequences of the trees, and the DependencyTokenizer trained when
             `tokenizer_dir` is None (prepare_dependency.py; non_projective defaults to "error").
+        summarization, parser, parser_beam_options: xsum data as summarization sequences
+            (prepare_summarization.py): `summarization` True or a dict of SummarizationFormat fields (prompt,
+            max_document_words, max_summary_words, truncate_summaries, labels); `parser` the checkpoint folder of
+            the silver trees, searched with `parser_beam_options` (BeamSearchOptions fields).
         options: the loader's options (splits, boundaries, split_file, cache_dir, tree normalization,
             non_projective).
     Returns the saved DatasetDict.
@@ -227,7 +234,8 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise ValueError(f"output {str(output)!r} is a file; expected a folder to write the dataset into")
-    resumable = (output / PREPARE_JOURNAL).is_file()
+    # A summarization prepare interrupted while parsing its first split left only its silver-tree cache.
+    resumable = (output / PREPARE_JOURNAL).is_file() or bool(summarization and (output / "silver").is_dir())
     if output.exists() and any(p.name != LOCK_NAME for p in output.iterdir()) and not overwrite and not resumable:
         raise ValueError(f"output {str(output)!r} is not empty; choose another folder or overwrite it")
     if num_proc is not None and (not isinstance(num_proc, int) or num_proc < 1):
@@ -237,6 +245,13 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
     if dependency is not None:
         options = dependency.loader_options(options)
     arguments = _loader_arguments(loader, tokenizer, document_level, options)
+    summarizer = None
+    if summarization:  # checked (the parser loaded and matched to the tokenizer) before the data is read
+        from .prepare_summarization import SummarizationPreparation
+
+        summarizer = SummarizationPreparation.create(loader, tokenizer, summarization, parser, parser_beam_options)
+    elif parser is not None:
+        raise ValueError("a parser model applies to summarization data (--summarization)")
     with output_lock(output, log=log):
         dataset = load(loader, path, **arguments)
         # What the saved splits depend on; the data by its files' names, sizes and times (BLLIP is gigabytes).
@@ -244,21 +259,26 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
                   "data": data_fingerprint(_jsonable(path), contents=False),
                   "tokenizer": data_fingerprint(tokenizer_dir) if tokenizer is not None else dependency.journal_entry(),
                   "options": _jsonable({k: v for k, v in arguments.items() if k != "cache_dir"})}
+        if summarizer is not None:
+            header["summarization"] = summarizer.journal_entry()
         journal = RunJournal(output / PREPARE_JOURNAL, header, overwrite=overwrite, log=log)
         try:
             if tokenizer is None:
                 tokenizer = dependency.trained_tokenizer(dataset, output, journal, log)
             return _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer,
-                                      arguments, dataset, journal, dependency)
+                                      arguments, dataset, journal, dependency, summarizer)
         finally:
             journal.close()
 
 
 def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer, arguments,
-                       dataset, journal, dependency=None):
+                       dataset, journal, dependency=None, summarizer=None):
     """The work of `prepare_dataset` once `output` is locked: each split tokenized, saved and journaled (or
     loaded, when an earlier run finished it), then the tokenizer and the record."""
     encode, id_columns = _encoder(loader, document_level, dependency)
+    if summarizer is not None:
+        id_columns = ["input_ids", "labels"]
+        document_level = True  # several trees in one sequence: training makes a document-level model
     journal.say_resumed(list(dataset), "split")
     encoded = {}
     for split, data in dataset.items():
@@ -266,8 +286,11 @@ def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_l
             encoded[split] = load_from_disk(str(output / split))
             continue
         try:
-            encoded[split] = data.map(encode, batched=True, num_proc=num_proc, fn_kwargs={"tokenizer": tokenizer},
-                                      desc=f"tokenizing {split}")
+            if summarizer is not None:
+                encoded[split] = summarizer.encode_split(split, data, tokenizer, output, log)
+            else:
+                encoded[split] = data.map(encode, batched=True, num_proc=num_proc, fn_kwargs={"tokenizer": tokenizer},
+                                          desc=f"tokenizing {split}")
         except ValueError as error:
             raise ValueError(f"split {split!r}: {error}") from error
         encoded[split].save_to_disk(str(output / split), num_proc=num_proc)
@@ -291,6 +314,7 @@ def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_l
             "linearization": tokenizer.linearization,
         },
         "dependency": dependency.record(tokenizer) if dependency is not None else None,
+        "summarization": summarizer.record() if summarizer is not None else None,
         "id_columns": id_columns,
         "splits": {
             split: {"examples": len(data), "ids": {column: id_count(data, column) for column in id_columns}}
