@@ -8,9 +8,12 @@ checkpoint serves the same classes to `trust_remote_code=True`.
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
 from .modeling.configuration_slm import (
-    DependencyTransformerGrammarConfig, DependencyTransformerXLConfig, TransformerGrammarConfig, TransformerXLConfig,
+    CompositionalSLMConfig, DependencyTransformerGrammarConfig, DependencyTransformerXLConfig, TransformerGrammarConfig,
+    TransformerXLConfig,
 )
 from .modeling.modeling_slm import (
+    CompositionalSLMForCausalLM,
+    CompositionalSLMModel,
     DependencyTransformerGrammarForCausalLM,
     DependencyTransformerGrammarModel,
     DependencyTransformerXLForCausalLM,
@@ -20,6 +23,7 @@ from .modeling.modeling_slm import (
     TransformerXLForCausalLM,
     TransformerXLModel,
 )
+from .tokenization.tokenization_compositional import CompositionalTokenizer
 from .tokenization.tokenization_dependency import DependencyTokenizer
 from .tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
 
@@ -31,6 +35,7 @@ FAMILIES = (
     (DependencyTransformerGrammarConfig, DependencyTransformerGrammarModel, DependencyTransformerGrammarForCausalLM,
      (DependencyTokenizer,)),
     (DependencyTransformerXLConfig, DependencyTransformerXLModel, DependencyTransformerXLForCausalLM, (DependencyTokenizer,)),
+    (CompositionalSLMConfig, CompositionalSLMModel, CompositionalSLMForCausalLM, (CompositionalTokenizer,)),
 )
 
 

@@ -57,8 +57,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .grammars import (IGNORE_INDEX, ActionKind, Grammar, GrammarSequence, NewPosition, PositionKind, _FlatBatch,
-                       _any_per_sequence)
+from .grammars import (IGNORE_INDEX, ActionKind, ChoeCharniakRules, Grammar, GrammarSequence, NewPosition, PositionKind,
+                       TerminalsRules, _FlatBatch, _any_per_sequence)
 
 # The options of each aspect, in name order (paper 003, section 2.5).
 TREE_FORMS = ("bi", "nb")
@@ -127,6 +127,9 @@ class CompositionalRules(Grammar):
     duplicated_actions = "closing brackets"
     external_composition = False  # Ex: a `)` position's input is the composer's output over its extra_inputs
     takes_start = False  # Nb-Up: every `)` comes with a start position from legal_starts
+    # Bi: the tree is binary over tokens, so a word of several pieces is a constituent of its own (the tokenizer
+    # left-binarizes it) and brackets come between its pieces; the search lets them (search_constraints.py).
+    structure_between_pieces = False
 
     def __init__(self, layout, document_level=False):
         super().__init__(layout, document_level=document_level)
@@ -788,6 +791,7 @@ def _grammar_class(name):
         "external_composition": not internal,
         "takes_start": not (binary or top_down),
         "causal": not internal and not masked,  # Ex + Nm: nothing is ever masked (paper 003, section 3.4)
+        "structure_between_pieces": binary,
         "uses_eos": not top_down,
         # What a tokenizer for this grammar must produce: the tree form and the order (paper 003's names).
         "linearization": f"{tree}-{order}",
@@ -797,6 +801,34 @@ def _grammar_class(name):
 
 
 COMPOSITIONAL_GRAMMARS = {name: _grammar_class(name) for name in COMPOSITIONAL_GRAMMAR_NAMES}
+
+
+class Gpt2TreeRules(ChoeCharniakRules):
+    """Paper 003's GPT2-tree baseline (section 3): a plain causal LM over Nb-Dn linearized unlabeled trees
+    `<s> ( Write ( an essay ) quickly )`, no composition and no masking. Legality is that of bracketed trees (a
+    root after `<s>`, a constituent closes once it has a child, the root's `)` ends the sequence), as nb-dn's."""
+
+    name = "gpt2-tree"
+    linearization = "nb-dn"
+    relative_position_meaning = "sequence distances i - j (paper 003 uses GPT-2's absolute positions)"
+
+    def __init__(self, layout, document_level=False):
+        super().__init__(layout, document_level=document_level)
+        if layout.close_nt_stop - layout.close_nt_start != 1 or layout.open_nt_stop - layout.open_nt_start != 1:
+            raise ValueError(f"{self.name} grammar: paper 003's trees are unlabeled: expected one `(` and one `)` id, "
+                             f"the layout has {layout.open_nt_stop - layout.open_nt_start} and "
+                             f"{layout.close_nt_stop - layout.close_nt_start}")
+
+
+class Gpt2TokenRules(TerminalsRules):
+    """Paper 003's GPT2-token baseline (section 3): a plain causal LM over the words `<s> w1 ... wn </s>`."""
+
+    name = "gpt2-token"
+    relative_position_meaning = "sequence distances i - j (paper 003 uses GPT-2's absolute positions)"
+
+
+# Paper 003's two Transformer baselines, trained and compared with the sixteen variants.
+BASELINE_GRAMMARS = {rules.name: rules for rules in (Gpt2TokenRules, Gpt2TreeRules)}
 
 
 def compositional_grammar_class(name):

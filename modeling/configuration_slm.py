@@ -4,6 +4,8 @@
 - `TransformerGrammarConfig`: Transformer Grammars (paper 000), grammar "tg".
 - `TransformerXLConfig`: the Transformer-XL baselines of paper 000 over the same actions ("choe_charniak",
   TXL (CC)) or over words only ("terminals", TXL (terminals)).
+- `DependencyTransformerGrammarConfig`, `DependencyTransformerXLConfig`: DTG and TXL (trans) (paper 002).
+- `CompositionalSLMConfig`: paper 003's compositional variants ("bi-dn-in-m", ...) and its GPT-2 baselines.
 Defaults that depend on the grammar (the clipping range of relative positions) come from the grammar class.
 
 Hub code: copied into every checkpoint; imports nothing from hf_slm.
@@ -14,6 +16,8 @@ import inspect
 
 from transformers import PreTrainedConfig
 
+from .compositional_grammars import (BASELINE_GRAMMARS, COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_GRAMMARS,
+                                     compositional_grammar_class)
 from .grammars import grammar_class
 
 RELATIVE_ATTENTION_CHOICES = ("auto", "reference")
@@ -267,8 +271,57 @@ class DependencyTransformerXLConfig(DependencyTransformerGrammarConfig):
         super().__init__(**kwargs)
 
 
+def _needs_what(name):
+    """Why a compositional variant is not a model yet (None once it is): what part of paper 003 it needs."""
+    rules = COMPOSITIONAL_GRAMMARS[name]
+    needs = (["the external composer (section 2.3, Ex)"] * rules.external_composition
+             + ["the start-position pointer (section 2.2, Nb-Up)"] * rules.takes_start)
+    return " and ".join(needs) or None
+
+
+# The compositional variants that are models today (the In variants but Nb-Up's); Ex needs the composer module
+# and Nb-Up the pointer, which the model does not have yet.
+COMPOSITIONAL_MODEL_VARIANTS = tuple(name for name in COMPOSITIONAL_GRAMMAR_NAMES if _needs_what(name) is None)
+
+
+class CompositionalSLMConfig(SyntacticTransformerConfig):
+    """Compositional syntactic LMs of paper 003 on a GPT-2-style backbone (absolute positions): grammar = one of
+    the sixteen variants `{bi,nb}-{dn,up}-{in,ex}-{m,nm}` (modeling/compositional_grammars.py) or one of the
+    two baselines "gpt2-token" (words) and "gpt2-tree" (Nb-Dn trees, plain causal), over a
+    CompositionalTokenizer's vocabulary (one `(` and one `)` id).
+
+    Args (besides SyntacticTransformerConfig's):
+        position_encoding: "absolute" by default, as the paper's GPT-2 backbone ("relative" is allowed, for
+            comparisons).
+    The Ex variants (external composer) and Nb-Up (start pointer) are refused until the model has those parts.
+    """
+
+    model_type = "compositional_slm"
+    grammars = COMPOSITIONAL_GRAMMAR_NAMES + tuple(BASELINE_GRAMMARS)
+    default_grammar = "nb-dn-in-m"
+    auto_classes = family_auto_classes("CompositionalSLM")
+
+    def __init__(self, position_encoding="absolute", **kwargs):
+        grammar = kwargs.get("grammar") or self.default_grammar
+        # Another family's grammar goes on to the base class, whose error names the config that takes it.
+        if grammar not in self.grammars and grammar_class_or_none(grammar) is None:
+            try:
+                compositional_grammar_class(grammar)  # the error lists the sixteen
+            except ValueError as error:
+                raise ValueError(f"{type(self).__name__}: {error}, or a baseline {sorted(BASELINE_GRAMMARS)}") from None
+        if grammar in COMPOSITIONAL_GRAMMARS:
+            needs = _needs_what(grammar)
+            if needs is not None:
+                raise ValueError(f"compositional variant {grammar!r} is not implemented yet as a model: it needs {needs}; "
+                                 f"the variants that are: {list(COMPOSITIONAL_MODEL_VARIANTS)}")
+            if kwargs.get("document_level") and not COMPOSITIONAL_GRAMMARS[grammar].top_down:
+                raise ValueError(f"grammar {grammar!r} reads one sentence per sequence (bottom-up, `</s>` ends it): "
+                                 "document_level is for the top-down (dn) variants")
+        super().__init__(position_encoding=position_encoding, **kwargs)
+
+
 FAMILY_CONFIGS = (TransformerGrammarConfig, TransformerXLConfig, DependencyTransformerGrammarConfig,
-                  DependencyTransformerXLConfig)
+                  DependencyTransformerXLConfig, CompositionalSLMConfig)
 
 
 def config_class_for_grammar(grammar):
@@ -366,6 +419,36 @@ _TINY = dict(
 _DTG_TRAINING = dict(embedding_learning_rate_multiplier=2.0)
 
 
+# Paper 003, section 3 and appendix A: GPT-2 small for every model (768-d, 12 layers, 12 heads, 3072-d feed-forward,
+# pre-LN, dropout 0.1, absolute positions), a cutoff of 2048 positions for the SLMs and 1024 for GPT2-token, and
+# "a fixed learning rate of 5e-5". The paper's vocabulary is GPT-2's BPE (50,257 tokens); here 50,257 is the number
+# of SentencePiece pieces a new tokenizer is asked for. It gives no batch size ("modified to fit the GPU memory")
+# nor step count: 16 sequences and 100,000 steps are this library's choice.
+_GPT2_SMALL = dict(
+    model=dict(vocab_size=50257, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+               embedding_dropout=0.1, core_dropout=0.1, final_dropout=0.0, pre_layer_norm=True,
+               max_sequence_length=2048),
+    training=dict(batch_size=16, sequence_length=2048, max_steps=100_000, warmup_steps=0,
+                  initial_learning_rate=5e-5, learning_rate=5e-5, final_learning_rate=5e-5),
+)
+# The CPU-sized twins (tests, examples): _TINY's sizes, pre-LN and absolute positions as GPT-2.
+_GPT2_TINY = dict(model=dict(_TINY["model"], pre_layer_norm=True), training=dict(_TINY["training"]))
+
+
+def _compositional_presets():
+    """`{variant}` (GPT-2 small) and `{variant}-tiny` for every compositional model and both baselines."""
+    presets = {}
+    for name in COMPOSITIONAL_MODEL_VARIANTS + tuple(sorted(BASELINE_GRAMMARS)):
+        what = {"gpt2-token": "GPT2-token (words)", "gpt2-tree": "GPT2-tree (Nb-Dn trees, causal)"}.get(
+            name, "-".join(part.capitalize() for part in name.split("-")))
+        small = dict(_GPT2_SMALL["model"], max_sequence_length=1024) if name == "gpt2-token" else _GPT2_SMALL["model"]
+        training = dict(_GPT2_SMALL["training"], sequence_length=small["max_sequence_length"])
+        presets[name] = _preset(dict(model=small, training=training), name,
+                                f"{what}, paper 003's GPT-2 small setting: 12 layers, d 768, 12 heads")
+        presets[f"{name}-tiny"] = _preset(_GPT2_TINY, name, f"{what} for CPUs: 4 layers, d 128")
+    return presets
+
+
 def _preset(base, grammar, description, **training):
     return {"description": description, "model": dict(base["model"], grammar=grammar),
             "training": dict(base["training"], **training)}
@@ -389,6 +472,8 @@ PRESETS = {
     "txl-trans-bllip": _preset(_BLLIP, "txl_trans", "TXL (trans) twin of dtg-bllip (paper 002's baseline)",
                                **_DTG_TRAINING),
     "txl-trans-tiny": _preset(_TINY, "txl_trans", "TXL (trans) twin of dtg-tiny", **_DTG_TRAINING),
+    # Paper 003: the compositional variants that are models today, and the GPT2-token / GPT2-tree baselines.
+    **_compositional_presets(),
 }
 
 
@@ -404,3 +489,4 @@ TransformerGrammarConfig._auto_class = "AutoConfig"
 TransformerXLConfig._auto_class = "AutoConfig"
 DependencyTransformerGrammarConfig._auto_class = "AutoConfig"
 DependencyTransformerXLConfig._auto_class = "AutoConfig"
+CompositionalSLMConfig._auto_class = "AutoConfig"

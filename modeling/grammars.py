@@ -261,6 +261,9 @@ class Grammar(LegalityChecks):
     # offset)}, the other kinds (1, 0); None: no such form (see DependencyGrammar.relative_affine_by_kind).
     relative_affine_by_kind = None
     adds_head_tokens = False  # no position adds another position's token embedding
+    # Whether structural actions may come between the pieces of one word (paper 003's Bi trees, binary over
+    # tokens); otherwise a word's pieces follow each other (search_constraints.py reads it).
+    structure_between_pieces = False
     uses_eos = False
     # Default clipping range of relative positions (None for the maximum: max_sequence_length - 1).
     relative_position_range = (0, None)
@@ -861,13 +864,13 @@ GRAMMARS = {
 
 
 def all_grammars():
-    """Every grammar class by name: the bracketed-tree ones here, the dependency ones and paper 003's sixteen
-    compositional ones (imported on first use: dependency_grammars.py and compositional_grammars.py import this
+    """Every grammar class by name: the bracketed-tree ones here, the dependency ones, paper 003's sixteen
+    compositional ones and its two GPT-2 baselines (imported on first use: dependency_grammars.py and compositional_grammars.py import this
     module)."""
-    from .compositional_grammars import COMPOSITIONAL_GRAMMARS
+    from .compositional_grammars import BASELINE_GRAMMARS, COMPOSITIONAL_GRAMMARS
     from .dependency_grammars import DEPENDENCY_GRAMMARS
 
-    return {**GRAMMARS, **DEPENDENCY_GRAMMARS, **COMPOSITIONAL_GRAMMARS}
+    return {**GRAMMARS, **DEPENDENCY_GRAMMARS, **COMPOSITIONAL_GRAMMARS, **BASELINE_GRAMMARS}
 
 
 def grammar_class(name):

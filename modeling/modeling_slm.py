@@ -1,8 +1,9 @@
 """Transformer syntactic LMs as transformers models: thin family classes over the shared backbone.
 
-Families: Transformer Grammars (paper 000; `TransformerGrammar*`) and the Transformer-XL baselines over the
-same actions or over words (`TransformerXL*`). A family is a config class (which grammars it takes) and two
-thin model classes; everything else is shared:
+Families: Transformer Grammars (paper 000; `TransformerGrammar*`), the Transformer-XL baselines over the
+same actions or over words (`TransformerXL*`), DTG and TXL (trans) (paper 002; `DependencyTransformer*`) and
+paper 003's compositional SLMs with its GPT-2 baselines (`CompositionalSLM*`). A family is a config class
+(which grammars it takes) and two thin model classes; everything else is shared:
 
 - `SyntacticTransformerModel` (AutoModel) and `SyntacticTransformerForCausalLM` (AutoModelForCausalLM) follow
   the HuggingFace causal-LM contract. `input_ids` [B, T] are the tokenizer's action ids (`<s>` first) with
@@ -29,8 +30,8 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 
 from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
 from .configuration_slm import (
-    DependencyTransformerGrammarConfig, DependencyTransformerXLConfig, SyntacticTransformerConfig, TransformerGrammarConfig,
-    TransformerXLConfig,
+    CompositionalSLMConfig, DependencyTransformerGrammarConfig, DependencyTransformerXLConfig, SyntacticTransformerConfig,
+    TransformerGrammarConfig, TransformerXLConfig,
 )
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
 from .grammars import ActionLayout, PositionKind, grammar_for_config
@@ -430,12 +431,28 @@ class TransformerXLForCausalLM(SyntacticTransformerForCausalLM):
     base_model_class = TransformerXLModel
 
 
+class CompositionalSLMModel(SyntacticTransformerModel):
+    """Paper 003's compositional SLMs (In variants: COMPOSE and STACK copies of every `)`, M or Nm masking) and
+    its GPT2-token / GPT2-tree baselines (plain causal), with absolute positions: see SyntacticTransformerModel."""
+
+    config_class = CompositionalSLMConfig
+
+
+class CompositionalSLMForCausalLM(SyntacticTransformerForCausalLM):
+    """Paper 003's compositional SLM language model: see SyntacticTransformerForCausalLM. Bottom-up variants end
+    each tree with `</s>`, which the last `)` predicts."""
+
+    config_class = CompositionalSLMConfig
+    base_model_class = CompositionalSLMModel
+
+
 # save_pretrained copies this file, its sibling imports and the configuration into every checkpoint, and
 # config.auto_map names all the Auto classes (see SyntacticTransformerConfig), so that
 # AutoModel / AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True) work without hf_slm.
 for _model, _causal_lm in ((TransformerGrammarModel, TransformerGrammarForCausalLM), (TransformerXLModel, TransformerXLForCausalLM),
                           (DependencyTransformerGrammarModel, DependencyTransformerGrammarForCausalLM),
-                          (DependencyTransformerXLModel, DependencyTransformerXLForCausalLM)):
+                          (DependencyTransformerXLModel, DependencyTransformerXLForCausalLM),
+                          (CompositionalSLMModel, CompositionalSLMForCausalLM)):
     _model._auto_class = "AutoModel"
     _causal_lm._auto_class = "AutoModelForCausalLM"
 
@@ -444,6 +461,7 @@ CAUSAL_LM_CLASSES = {
     TransformerXLConfig.model_type: TransformerXLForCausalLM,
     DependencyTransformerGrammarConfig.model_type: DependencyTransformerGrammarForCausalLM,
     DependencyTransformerXLConfig.model_type: DependencyTransformerXLForCausalLM,
+    CompositionalSLMConfig.model_type: CompositionalSLMForCausalLM,
 }
 
 

@@ -3,7 +3,10 @@
 The grammar's `legal_actions(state)` says which actions keep a sequence well formed; it is the only source
 of legality. Decoding adds its own limits on top, the same for every family:
 - forced words: while a sentence's words are given, the only terminal is the next piece of the next word,
-  and inside a word (after its first piece) nothing else may come;
+  and inside a word (after its first piece) nothing else may come; for a grammar whose trees are binary over
+  pieces (`grammar.structure_between_pieces`, paper 003's Bi variants) a word of several pieces is a
+  constituent of its own, left-binarized, so its `)` follows each piece but the first, its `(` (top-down) come
+  right before it, and free words are one piece;
 - word pieces in free generation: a continuation piece only right after a piece, and necessarily right
   after a bare word start (SentencePiece's lone "\u2581"); `<unk>` is never generated;
 - n_c (`max_nonterminals`), p_c (`max_consecutive_open`) and `max_structural_per_word`;
@@ -142,6 +145,8 @@ class SearchConstraints:
         self.max_consecutive_open = max_consecutive_open
         self.max_structural_per_word = max_structural_per_word
         self.max_nonterminals_per_word = max_nonterminals_per_word
+        # Paper 003's Bi trees are binary over pieces: a word of three pieces has a bracket between two of them.
+        self.structure_between_pieces = bool(getattr(grammar, "structure_between_pieces", False))
 
     @staticmethod
     def _flag_table(masks):
@@ -204,6 +209,26 @@ class SearchConstraints:
         inside_word = in_forced & (status.piece > 0)
         bare_start = ~in_forced & self.incomplete_mask[status.last_action]
         between_words = ~inside_word & ~bare_start
+        structure_here = between_words
+        forced_piece_ok = torch.ones_like(in_forced)
+        if self.structure_between_pieces:
+            # Paper 003's Bi trees over pieces: a word of k > 1 pieces is a constituent of its own, left-binarized
+            # ((p1 p2) p3 ...), so that it reads back as one word. After each of its pieces but the first comes
+            # exactly its `)`; top-down, its k - 1 `(` come right before p1 (the last consecutive opens).
+            terminal_last = self.terminal_mask[status.last_action]
+            word = status.word.clamp(max=words.pieces.shape[1] - 1)
+            previous = (status.word - 1).clamp(min=0, max=words.pieces.shape[1] - 1)
+            previous_length = torch.where((status.word > 0) & (status.word - 1 < num_forced),
+                                          words.word_lengths[status.sentence, previous], 0)
+            just_ended_long_word = ~inside_word & terminal_last & (previous_length > 1)
+            needs_close = (inside_word & terminal_last & (status.piece >= 2)) | just_ended_long_word
+            length = torch.where(in_forced, words.word_lengths[status.sentence, word], 1)
+            opened_for_it = status.consecutive_open >= length - 1
+            forced_piece_ok = ~needs_close & ((status.piece > 0) | opened_for_it | (not self.grammar.top_down))
+            structure_here = (between_words & ~needs_close) | needs_close
+            # Those brackets come with the pieces, not with the tree: n_c and p_c do not count them (top-down).
+            word_brackets = (length - 1).clamp(min=0) * (status.piece == 0) * self.grammar.top_down
+            sentence_brackets = (words.word_lengths - 1).clamp(min=0).sum(1)[status.sentence] * self.grammar.top_down
         may_start_word = in_forced | (new_words < free_words)
         words_done = ~in_forced & ((new_words > 0) | (free_words == 0))
         no_free_words = free_words == 0
@@ -213,23 +238,35 @@ class SearchConstraints:
         else:  # float64, so that the rounding is Python's math.ceil
             per_word = self.max_nonterminals_per_word * (num_forced + free_words).double()
             limit = per_word.ceil().long().clamp(min=1)
-        may_open = between_words & may_start_word & (open_total - status.open_before < limit)
+        if self.structure_between_pieces:
+            limit = limit + sentence_brackets
+        may_open = structure_here & may_start_word & (open_total - status.open_before < limit)
+        if self.structure_between_pieces:
+            may_open &= ~needs_close
         if self.max_consecutive_open is not None:
-            may_open &= status.consecutive_open < self.max_consecutive_open
+            extra = word_brackets if self.structure_between_pieces else 0
+            may_open &= status.consecutive_open < self.max_consecutive_open + extra
         structural_ok = torch.ones_like(words_done)
         if self.max_structural_per_word is not None:
             may_open &= status.structural < self.max_structural_per_word
             structural_ok = words_done | (status.structural < self.max_structural_per_word)
         # the root closes only after the last forced word (and a first new word, if any)
-        may_close = between_words & structural_ok & (words_done | ~closes_root)
+        may_close = structure_here & structural_ok & (words_done | ~closes_root)
         may_end = between_words & words_done
+        if self.structure_between_pieces:
+            may_end &= ~needs_close
 
         free = ~in_forced & (free_words > 0)
         may_start_free_word = free & may_start_word & ~bare_start
-        # Only a new word continues (status.piece counts its pieces); a forced word is complete.
+        # Only a new word continues (status.piece counts its pieces); a forced word is complete. A Bi tree would
+        # need a free word's length before its first piece (its brackets): free words are one piece there.
         continues = free & self.terminal_mask[status.last_action] & (status.piece > 0) & (status.piece < MAX_PIECES_PER_WORD)
+        if self.structure_between_pieces:
+            may_start_free_word = may_start_free_word & ~needs_close
+            continues = torch.zeros_like(continues)
         permitted = self._permitted[self._code(may_open, may_close, may_end, may_start_free_word, continues)]
         forced_rows = torch.nonzero(in_forced).squeeze(1)
+        forced_rows = forced_rows[forced_piece_ok[forced_rows]]
         permitted[forced_rows, forced_piece[forced_rows]] = True
         allowed = legal & permitted
         # A round completes with a free word's piece, the root's closing or `</s>` when no free words follow,

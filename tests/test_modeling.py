@@ -363,8 +363,11 @@ def test_tg_bllip_parameter_count():
 
 
 def test_presets_are_complete():
+    compositional = {f"{name}{size}" for name in ("bi-dn-in-m", "bi-dn-in-nm", "bi-up-in-m", "bi-up-in-nm", "nb-dn-in-m",
+                                                  "nb-dn-in-nm", "gpt2-token", "gpt2-tree") for size in ("", "-tiny")}
     assert set(PRESETS) == {"tg-ptb", "txl-cc-ptb", "txl-terminals-ptb", "tg-bllip", "txl-cc-bllip", "txl-terminals-bllip",
-                            "dtg-ptb", "dtg-bllip", "dtg-tiny", "txl-trans-ptb", "txl-trans-bllip", "txl-trans-tiny"}
+                            "dtg-ptb", "dtg-bllip", "dtg-tiny", "txl-trans-ptb", "txl-trans-bllip", "txl-trans-tiny",
+                            *compositional}
     ptb = parameter_count(preset_config("tg-ptb"))
     assert 11e6 < ptb < 13e6  # "16-layer models with 12M parameters" (paper 000, section 3)
     with pytest.raises(ValueError, match="unknown preset 'tg-wsj'"):

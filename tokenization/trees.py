@@ -387,6 +387,19 @@ def left_binarize(tree, horizontal_markov=None):
     return drop_preterminals(tree) if wrapped else tree
 
 
+def left_binarize_shape(tree):
+    """The shape `left_binarize` gives, without nltk (a checkpoint's tokenizer loads without it): a node with
+    children c1 ... cn (n > 2) becomes (((c1 c2) c3) ... cn), each new node labeled as the node it came from (nltk
+    names them `NP|<DT-JJ>`). For trees whose labels do not matter (paper 003's unlabeled trees); unary chains
+    are kept, as nltk keeps them."""
+    if not isinstance(tree, Tree):
+        return tree
+    children = [left_binarize_shape(child) for child in tree]
+    while len(children) > 2:
+        children = [Tree(tree.label(), children[:2])] + children[2:]
+    return Tree(tree.label(), children)
+
+
 def _wrap_words(tree):
     return Tree(tree.label(), [_wrap_words(c) if isinstance(c, Tree) else Tree("_", [c]) for c in tree])
 

@@ -1,0 +1,282 @@
+"""Paper 003's compositional SLMs as models (CompositionalSLMConfig / ...ForCausalLM, CompositionalTokenizer): the
+In variants but Nb-Up's and the GPT2-token / GPT2-tree baselines train, save, load through the Auto classes in an
+interpreter without hf-slm with the same logits, and parse; the tokenizer's trees, errors and word pieces."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from nltk import Tree
+
+import hf_slm
+from conftest import ISOLATION_PREAMBLE
+from hf_slm.collator import SyntacticDataCollator
+from hf_slm.modeling.configuration_slm import (COMPOSITIONAL_MODEL_VARIANTS, PRESETS, CompositionalSLMConfig,
+                                               config_for_grammar, preset_config)
+from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES
+from hf_slm.modeling.grammars import get_grammar, ActionLayout
+from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.modeling.search_constraints import SearchConstraints
+from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
+from hf_slm.tokenization.trees import left_binarize, left_binarize_shape, parse_tree
+
+LABELED = ["(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",
+           "(ROOT (S (NP (DT a) (NN dog)) (VP (VBZ barks) (PP (IN at) (NP (DT the) (NN moon))))))",
+           "(ROOT (S (VP (VB Write) (NP (DT an) (NN essay)) (ADVP (RB quickly)))))"]
+MODELS = COMPOSITIONAL_MODEL_VARIANTS + ("gpt2-token", "gpt2-tree")
+SENTENCE = ["the", "dog", "sings"]
+
+
+def linearization_of(grammar):
+    return hf_slm.modeling.grammars.grammar_class(grammar).linearization
+
+
+def tiny(grammar, vocab_size=40, sentencepiece_options=None, **fields):
+    tokenizer = CompositionalTokenizer.train(LABELED, vocab_size=vocab_size, linearization=linearization_of(grammar),
+                                             sentencepiece_options=sentencepiece_options)
+    config = config_for_grammar(grammar, vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
+                                num_attention_heads=2, intermediate_size=32, **tokenizer.action_layout, **fields)
+    torch.manual_seed(0)
+    return causal_lm_for_config(config).eval(), tokenizer
+
+
+def unlabeled_trees(tokenizer):
+    return [tokenizer.unlabel(tree) for tree in LABELED]
+
+
+CHILD = ISOLATION_PREAMBLE + r'''
+import json, sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+checkpoint, output = sys.argv[1:3]
+trees, words = json.loads(sys.argv[3]), json.loads(sys.argv[4])
+model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True).eval()
+tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)
+inputs = tokenizer(trees, return_tensors="pt", padding=True)
+with torch.no_grad():
+    result = model(**inputs, labels=inputs["input_ids"])
+found = {"class": type(model).__name__, "module": type(model).__module__, "loss": float(result.loss)}
+if model.config.grammar != "gpt2-token":  # a tree model parses: forced-word beam search, the card's call
+    pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
+    best = model.word_synchronous_beam_search([pieces], beam_size=20, word_beam_size=5,
+                                              word_start_mask=tokenizer.word_start_mask)[0].trees[0]
+    found.update(parse=tokenizer.tree_with_words(best[0], words), parse_log_prob=best[1])
+torch.save({"logits": result.logits, "input_ids": inputs["input_ids"], "found": found}, output)
+'''
+
+
+@pytest.mark.parametrize("grammar", MODELS)
+def test_a_variant_trains_saves_loads_without_hf_slm_and_parses(grammar, tmp_path, one_thread):
+    from datasets import Dataset
+    from transformers import Trainer, TrainingArguments
+
+    # Whole words as pieces: a trained tiny Bi-Dn model's beam of 20 can fill with hypotheses that opened more
+    # brackets than the words left can close (words of several pieces: the exhaustive test below).
+    model, tokenizer = tiny(grammar, vocab_size=30, sentencepiece_options={"model_type": "word"})
+    trees = unlabeled_trees(tokenizer)
+    collator = SyntacticDataCollator(grammar, tokenizer.action_layout)
+    ids = tokenizer(trees)["input_ids"]
+    contract = tokenizer(trees, padding=True, return_tensors="pt")
+    with torch.no_grad():  # the collator's fast path and the HF contract: one loss
+        before = float(model(**collator(ids)).loss)
+        assert before == pytest.approx(float(model(**contract, labels=contract["input_ids"]).loss), abs=1e-5)
+    args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=3, max_steps=12,
+                             learning_rate=3e-2, logging_steps=100, save_strategy="no", report_to=[], disable_tqdm=True,
+                             use_cpu=True)
+    Trainer(model=model, args=args, train_dataset=Dataset.from_dict({"input_ids": ids * 4}),
+            data_collator=collator).train()
+    model.eval()
+    with torch.no_grad():
+        after = model(**contract, labels=contract["input_ids"])
+    assert float(after.loss) < before * 0.8
+
+    directory = tmp_path / "checkpoint"
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    result = subprocess.run([sys.executable, "-c", CHILD, str(directory), str(tmp_path / "out.pt"), json.dumps(trees),
+                             json.dumps(SENTENCE)], capture_output=True, text=True, timeout=300,
+                            env={"HF_HOME": str(tmp_path / ".hf"), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = torch.load(tmp_path / "out.pt")
+    found = out["found"]
+    assert found["class"] == "CompositionalSLMForCausalLM" and found["module"].startswith("transformers_modules")
+    assert torch.equal(out["input_ids"], contract["input_ids"])
+    real = contract["attention_mask"].bool()
+    assert torch.allclose(out["logits"][real], after.logits[real], atol=1e-5)
+    assert found["loss"] == pytest.approx(float(after.loss), abs=1e-5)
+    if grammar == "gpt2-token":
+        return
+    best = hf_slm.score(model, tokenizer, [SENTENCE], beam_size=20, word_beam_size=5, progress=False)[0]
+    assert found["parse"] == best["tree"]
+    assert found["parse_log_prob"] == pytest.approx(best["trees"][0]["log_prob"], abs=1e-4)
+    parsed = parse_tree(found["parse"].replace("( ", "(X "))  # a tree over the given words, in order
+    assert parsed.leaves() == SENTENCE
+    if grammar.startswith("bi-"):
+        assert all(len(node) == 2 for node in parsed.subtrees())
+
+
+@pytest.mark.parametrize("grammar", ["bi-dn-in-m", "bi-up-in-nm", "nb-dn-in-nm", "gpt2-tree"])
+def test_an_exhaustive_beam_sums_every_tree_the_search_allows(grammar, one_thread):
+    """log p(x) from an exhaustive beam is the sum of p(x, y), each y scored by a plain forward pass, over every
+    tree the search may build: Bi, both binary trees over the three words, each word of several pieces its own
+    left-binarized constituent (the search keeps it so: it reads back as one word); Nb with n_c = 1, the one
+    constituent over them. The KV-cache decoder equals re-encoding."""
+    model, tokenizer = tiny(grammar, vocab_size=30)
+    words = ["a", "dog", "barks"]
+    assert len(tokenizer("dog", is_split_into_words=True, add_special_tokens=False)["input_ids"]) >= 3
+    if grammar.startswith("bi-"):
+        sequences = [tokenizer(tree)["input_ids"] for tree in ("( ( a dog ) barks )", "( a ( dog barks ) )")]
+        options = dict(max_nonterminals_per_word=8.0)
+    else:
+        sequences = [tokenizer("( a dog barks )")["input_ids"]]
+        options = dict(max_nonterminals=1)
+    with torch.no_grad():
+        joint = torch.tensor([float(model(input_ids=torch.tensor([ids])).logits[0, :-1].log_softmax(-1)
+                                    .gather(1, torch.tensor(ids[1:])[:, None]).sum()) for ids in sequences],
+                             dtype=torch.float64)
+    search = dict(beam_size=500, word_beam_size=500, fast_track=0, max_consecutive_open=None, progress=False, **options)
+    cached = hf_slm.score(model, tokenizer, [words], **search)[0]
+    assert cached["log_prob"] == pytest.approx(float(torch.logsumexp(joint, 0)), abs=1e-4)
+    reencoded = hf_slm.score(model, tokenizer, [words], use_cache=False, **search)[0]
+    assert reencoded["log_prob"] == pytest.approx(cached["log_prob"], abs=1e-5)
+
+
+def test_bi_trees_over_pieces_stay_reachable_by_the_search():
+    """A Bi tree brackets the pieces of a long word (`( ( ▁ d ) o ) g )`): the search lets brackets come between
+    them, so every gold tree of the training trees is reachable under the default constraints (before, a word of
+    three pieces made its Bi-Dn tree unreachable)."""
+    for grammar in ("bi-dn-in-m", "bi-up-in-m"):
+        tokenizer = CompositionalTokenizer.train(LABELED, vocab_size=30, linearization=linearization_of(grammar))
+        rules = get_grammar(grammar, ActionLayout(**tokenizer.action_layout))
+        constraints = SearchConstraints(rules, tokenizer.word_start_mask, (), max_nonterminals_per_word=16.0,
+                                        max_consecutive_open=None)
+        longest = 0
+        for tree in unlabeled_trees(tokenizer):
+            encoded = tokenizer(tree, return_word_starts=True)
+            words = []
+            for piece, starts in zip(encoded["input_ids"], encoded["word_starts"]):
+                if rules.layout.kind(piece) == hf_slm.ActionKind.TERMINAL:
+                    words.append([piece]) if starts or not words else words[-1].append(piece)
+            longest = max(longest, max(len(word) for word in words))
+            rules.validate(encoded["input_ids"])
+            assert constraints.reachable(encoded["input_ids"], words), (grammar, tree)
+        assert longest >= 3  # the case that needs brackets between pieces
+
+
+# ---- the tokenizer -----------------------------------------------------------------------------------------
+
+
+def test_the_tokenizer_writes_each_linearization_and_decodes_it_back():
+    expected = {
+        "nb-dn": "<s> ( Write ( an essay ) quickly )",
+        "bi-dn": "<s> ( ( Write ( an essay ) ) quickly )",
+        "bi-up": "<s> Write an essay ) ) quickly ) </s>",
+        "terminals": "<s> Write an essay quickly </s>",
+    }
+    words = ["Write", "an", "essay", "quickly"]
+    for linearization, actions in expected.items():
+        # a vocabulary that spells each word as one piece, so the ids read as Figure 1's actions
+        tokenizer = CompositionalTokenizer.train([LABELED[2]], vocab_size=10, linearization=linearization,
+                                                 sentencepiece_options={"model_type": "word"})
+        tree = tokenizer.unlabel(LABELED[2])
+        assert tree == "( ( Write ( an essay ) ( quickly ) ) )"  # labels, POS tags and the root wrapper gone
+        ids = tokenizer(tree)["input_ids"]
+        assert tokenizer.convert_ids_to_tokens(ids) == [
+            "\u2581" + token if token in words else token for token in actions.split()]
+        decoded = tokenizer.decode(ids)
+        assert decoded == (" ".join(words) if linearization == "terminals" else
+                           {"nb-dn": "( Write ( an essay ) quickly )"}.get(linearization, "( ( Write ( an essay ) ) quickly )"))
+        if linearization != "terminals":
+            assert tokenizer(decoded)["input_ids"] == ids
+            assert tokenizer.encode_actions(actions)["input_ids"] == ids
+        figure_1 = Tree("", [Tree("", ["Write", Tree("", ["an", "essay"]), Tree("", ["quickly"])])])
+        assert tokenizer(figure_1)["input_ids"] == ids
+
+
+def test_bi_words_of_several_pieces_are_their_own_binary_constituents():
+    tokenizer = CompositionalTokenizer.train(LABELED, vocab_size=30, linearization="bi-dn")
+    p = tokenizer.convert_ids_to_tokens(tokenizer("dog", is_split_into_words=True, add_special_tokens=False)["input_ids"])
+    assert len(p) >= 3
+    closing = [token for piece in p[1:] for token in (piece, ")")]  # left-binarized: ((p1 p2) p3) ...
+    encoded = tokenizer("( a dog )", return_word_starts=True)
+    assert tokenizer.convert_ids_to_tokens(encoded["input_ids"]) == ["<s>", "(", "\u2581a", *["("] * (len(p) - 1), p[0],
+                                                                   *closing, ")"]
+    assert [i for i, start in enumerate(encoded["word_starts"]) if start] == [2, 2 + len(p)]
+    assert tokenizer.decode(encoded["input_ids"]) == "( a dog )"
+    up = CompositionalTokenizer.train(LABELED, vocab_size=30, linearization="bi-up")
+    assert up.convert_ids_to_tokens(up("( a dog )")["input_ids"]) == ["<s>", "\u2581a", p[0], *closing, ")", "</s>"]
+    # one word of several pieces: its own constituent is the root
+    assert up.convert_ids_to_tokens(up("( dog )")["input_ids"]) == ["<s>", p[0], *closing, "</s>"]
+    assert up.decode(up("( dog )")["input_ids"]) == "( dog )"
+
+
+def test_the_tokenizer_refuses_labeled_trees_and_non_binary_actions():
+    tokenizer = CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="bi-dn")
+    with pytest.raises(ValueError, match=r"is a labeled tree.*tokenizer\.unlabel\(tree\)"):
+        tokenizer(LABELED[0])
+    with pytest.raises(ValueError, match=r"labels \['NP', 'S'\].*tokenizer\.unlabel"):
+        tokenizer(Tree("S", [Tree("NP", ["the", "bird"]), "sings"]))
+    with pytest.raises(ValueError, match=r"action 4 \('\)'\) closes a constituent of 3 item\(s\): a bi-dn tokenizer "
+                                         r"reads binary trees"):
+        tokenizer.encode_actions("( the blue bird ) )")
+    with pytest.raises(ValueError, match="linearization 'nb-up' is not implemented yet: it needs the start-position pointer"):
+        CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="nb-up")
+    nb = CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="nb-dn")
+    assert nb.encode_actions("( the blue bird )")["input_ids"] == nb("( the blue bird )")["input_ids"]
+    model, _ = tiny("bi-dn-in-m")
+    with pytest.raises(ValueError, match="action 4 .* not allowed here .the constituent has its two children: a binary tree closes it now"):
+        model(input_ids=torch.tensor([nb("( the blue bird )")["input_ids"]]))
+
+
+def test_left_binarize_shape_is_nltks_without_nltk():
+    for text in LABELED + ["(S (A a) (B b) (C c) (D d) (E (F f) (G g) (H h)))"]:
+        tree = parse_tree(text)
+        assert str(_unlabel(left_binarize(tree))) == str(_unlabel(left_binarize_shape(tree)))
+
+
+def _unlabel(tree):
+    return Tree("", [_unlabel(child) for child in tree]) if isinstance(tree, Tree) else tree
+
+
+# ---- the config, presets and fast paths ----------------------------------------------------------------------
+
+
+def test_the_config_refuses_unknown_and_not_yet_implemented_variants():
+    with pytest.raises(ValueError, match=r"unknown compositional grammar 'bi-down-in-m'; expected one of \['bi-dn-in-m'"):
+        CompositionalSLMConfig(grammar="bi-down-in-m")
+    for name in COMPOSITIONAL_GRAMMAR_NAMES:
+        if name in MODELS:
+            assert CompositionalSLMConfig(grammar=name).position_encoding == "absolute"
+            continue
+        needs = "external composer" if "-ex-" in name else "start-position pointer"
+        with pytest.raises(ValueError, match=f"compositional variant '{name}' is not implemented yet as a model: it "
+                                             f"needs the {needs}"):
+            config_for_grammar(name)
+    with pytest.raises(ValueError, match="document_level is for the top-down"):
+        config_for_grammar("bi-up-in-m", document_level=True)
+
+
+def test_presets_follow_paper_003():
+    for name in MODELS:
+        assert preset_config(name).grammar == name and preset_config(f"{name}-tiny").grammar == name
+    with torch.device("meta"):
+        small = sum(p.numel() for p in causal_lm_for_config(preset_config("gpt2-token")).parameters())
+    config = preset_config("bi-up-in-m")
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (768, 12, 12)
+    assert config.position_encoding == "absolute" and config.max_sequence_length == 2048
+    # GPT-2 small's 124M parameters with our SentencePiece vocabulary of the same size and an output bias
+    assert 123e6 < small < 126e6, small
+    assert PRESETS["bi-up-in-m"]["training"]["learning_rate"] == 5e-5
+
+
+def test_the_baselines_use_the_causal_fast_path():
+    for grammar in ("gpt2-tree", "gpt2-token"):
+        model, tokenizer = tiny(grammar)
+        assert model.grammar.causal
+        contract = tokenizer(unlabeled_trees(tokenizer), padding=True, return_tensors="pt")
+        _, structure, _ = model.model.positions_of_actions(contract["input_ids"], contract["attention_mask"])
+        lengths = contract["attention_mask"].sum(1)
+        for row, length in enumerate(lengths.tolist()):
+            assert torch.equal(structure.mask[row, :length, :length], torch.ones(length, length).tril().bool())
