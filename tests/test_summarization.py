@@ -21,7 +21,7 @@ from hf_slm.sentence_splitting import split_sentences, treebank_words
 from hf_slm.silver import document_sentences
 from hf_slm.summarization import (
     PROMPT, SummarizationFormat, check_parser, document_grammar, document_trees, first_words, summarization_examples,
-    summarization_sequence, summarize, truncate_sentences,
+    summarization_sequence, summarize, text_to_keep, truncate_sentences,
 )
 from hf_slm.tokenization.trees import parse_tree
 
@@ -83,6 +83,29 @@ def test_documents_are_cut_at_a_sentence_boundary():
     assert first_words(["a", "b", "c"], 2, "d") == ["a", "b"]
     with pytest.raises(ValueError, match="document d7: its first sentence alone has more words than the limit"):
         first_words("x/2 y/0 z/2", 2, "document d7")
+
+
+def test_only_the_sentences_truncation_keeps_are_parsed(tokenizers, monkeypatch):
+    """Sentences past max_document_words are never parsed, and the kept ones are those truncate_sentences keeps."""
+    text = "One two three four .\nFive six seven .\nEight nine ten eleven twelve ."
+    assert text_to_keep(text, 9) == "One two three four .\nFive six seven .\n"  # 5 + 4 words; 6 more would pass 9
+    assert text_to_keep(text, 3) == "One two three four .\n"  # a first sentence is kept (truncation cuts it)
+    assert text_to_keep(text, None) == text
+    parsed = []
+
+    class Parsed(Exception):
+        pass
+
+    def recording_silver_trees(model, tokenizer, texts, **options):  # what would be parsed, then stop
+        parsed.extend(texts.values())
+        raise Parsed
+
+    monkeypatch.setattr("hf_slm.summarization.silver_trees", recording_silver_trees)
+    monkeypatch.setattr("hf_slm.summarization.check_parser", lambda *arguments: None)
+    tokenizer, _ = tokenizers
+    with pytest.raises(Parsed):
+        document_trees([{"id": "d", "document": text}], tokenizer, parser=(None, None), max_document_words=9)
+    assert parsed == ["One two three four .\nFive six seven .\n"]
 
 
 def test_summary_limit_empty_document_and_prompt_errors(tokenizers):
