@@ -33,6 +33,10 @@ class SyntacticDataCollator:
         head_token_index     [B, T'] long, the position whose token embedding an arc position adds, -1 none
         position_relative_positions [B, T', T'] long, R wherever attended; left out where the model derives R
                              from coordinates and kinds (arc-standard DTG: grammar.relative_affine_by_kind)
+    and, for a grammar with external composition (paper 003's Ex variants), whose `)` positions input the
+    composer's output over their children:
+        composition_children [B, T', T'] bool, row t of a `)` position marks its direct children's positions
+        composition_level    [B, T'] long, 0 for a token, 1 + its highest child's for a `)`, -1 otherwise
 
     Works as `data_collator` of transformers.Trainer. Features may be dicts with "input_ids" (other keys,
     such as a tokenizer's attention_mask, are ignored) or plain lists of ids.
@@ -100,6 +104,9 @@ class SyntacticDataCollator:
             collated["position_relative_positions"] = torch.from_numpy(batch["relative_positions"])
         if "head_token_index" in batch:
             collated["head_token_index"] = torch.from_numpy(batch["head_token_index"])
+        if "composition_children" in batch:  # Ex: what the composer reads, bottom-up by level
+            collated["composition_children"] = torch.from_numpy(batch["composition_children"])
+            collated["composition_level"] = torch.from_numpy(batch["composition_level"])
         return collated
 
 

@@ -13,7 +13,8 @@ coordinate c, with relative position R_ij = c_i - c_j). The backbone knows no gr
   causal mask and R_ij = i - j (paper 000's hybrids);
 - optional separate attention parameters for COMPOSE positions;
 - an input hook: `extra_embeddings` [B, T, d] added to the token embeddings (families whose positions carry
-  more than a token, such as DTG's arcs);
+  more than a token, such as DTG's arcs), or `inputs_embeds` [B, T, d] instead of them (paper 003's Ex
+  variants, whose `)` positions input the external composer's output: modeling/composer.py);
 - a KV cache (`past_key_values`) whose rows may hold padding (beam search reads only attended positions),
   described by `positions`.
 
@@ -133,6 +134,10 @@ class PositionStructure:
     implementation: str = "auto"
     relative_positions: torch.Tensor | None = None
     head_slots: torch.Tensor | None = None  # [B, T]: a slot whose token embedding a position adds (DTG), -1 none
+    # Ex grammars (paper 003): [B, T, T] bool, row t of a `)` marks its direct children, and [B, T] long, the tree
+    # level of each position (0 token, 1 + highest child for a `)`, -1 neither): the composer's inputs.
+    composition_children: torch.Tensor | None = None
+    composition_level: torch.Tensor | None = None
     relative_affine: tuple | None = None
 
     def __post_init__(self):

@@ -274,13 +274,12 @@ class DependencyTransformerXLConfig(DependencyTransformerGrammarConfig):
 def _needs_what(name):
     """Why a compositional variant is not a model yet (None once it is): what part of paper 003 it needs."""
     rules = COMPOSITIONAL_GRAMMARS[name]
-    needs = (["the external composer (section 2.3, Ex)"] * rules.external_composition
-             + ["the start-position pointer (section 2.2, Nb-Up)"] * rules.takes_start)
+    needs = ["the start-position pointer (section 2.2, Nb-Up)"] * rules.takes_start
     return " and ".join(needs) or None
 
 
-# The compositional variants that are models today (the In variants but Nb-Up's); Ex needs the composer module
-# and Nb-Up the pointer, which the model does not have yet.
+# The compositional variants that are models today: all but Nb-Up's (In and Ex), which need the pointer the
+# model does not have yet.
 COMPOSITIONAL_MODEL_VARIANTS = tuple(name for name in COMPOSITIONAL_GRAMMAR_NAMES if _needs_what(name) is None)
 
 
@@ -293,7 +292,15 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
     Args (besides SyntacticTransformerConfig's):
         position_encoding: "absolute" by default, as the paper's GPT-2 backbone ("relative" is allowed, for
             comparisons).
-    The Ex variants (external composer) and Nb-Up (start pointer) are refused until the model has those parts.
+        composer_hidden_size: width of the external composer f of the Ex variants (modeling/composer.py); the
+            paper's is 256, "following GPST". The main model's embeddings are down-projected to it and f's output
+            up-projected back. Unused by the other variants.
+        composer_num_layers: f's Transformer layers (the paper: 4).
+        composer_num_heads: f's attention heads (the paper does not say; 4 heads of 64 here).
+        composer_intermediate_size: f's feed-forward width (the paper does not say; 4 x its width here).
+        composer_max_children: the most children a constituent may have: f's table of child position embeddings
+            (Figure 2) has this many rows. A Bi constituent has two; a longer Nb constituent is a ValueError.
+    Nb-Up (the start pointer) is refused until the model has it.
     """
 
     model_type = "compositional_slm"
@@ -301,7 +308,8 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
     default_grammar = "nb-dn-in-m"
     auto_classes = family_auto_classes("CompositionalSLM")
 
-    def __init__(self, position_encoding="absolute", **kwargs):
+    def __init__(self, position_encoding="absolute", composer_hidden_size=256, composer_num_layers=4,
+                 composer_num_heads=4, composer_intermediate_size=1024, composer_max_children=128, **kwargs):
         grammar = kwargs.get("grammar") or self.default_grammar
         # Another family's grammar goes on to the base class, whose error names the config that takes it.
         if grammar not in self.grammars and grammar_class_or_none(grammar) is None:
@@ -317,6 +325,17 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
             if kwargs.get("document_level") and not COMPOSITIONAL_GRAMMARS[grammar].top_down:
                 raise ValueError(f"grammar {grammar!r} reads one sentence per sequence (bottom-up, `</s>` ends it): "
                                  "document_level is for the top-down (dn) variants")
+        if composer_hidden_size % composer_num_heads:
+            raise ValueError(f"composer_hidden_size {composer_hidden_size} is not a multiple of composer_num_heads "
+                             f"{composer_num_heads}")
+        if composer_max_children < 2:
+            raise ValueError(f"composer_max_children must be at least 2 (a binary constituent), got "
+                             f"{composer_max_children}")
+        self.composer_hidden_size = composer_hidden_size
+        self.composer_num_layers = composer_num_layers
+        self.composer_num_heads = composer_num_heads
+        self.composer_intermediate_size = composer_intermediate_size
+        self.composer_max_children = composer_max_children
         super().__init__(position_encoding=position_encoding, **kwargs)
 
 
@@ -435,6 +454,15 @@ _GPT2_SMALL = dict(
 _GPT2_TINY = dict(model=dict(_TINY["model"], pre_layer_norm=True), training=dict(_TINY["training"]))
 
 
+# Paper 003, section 3: the Ex variants' composer is "a relatively small Transformer ... input dimension 256 and
+# 4 layers, following (Hu et al., 2024)"; heads and feed-forward width are this library's choice. The tiny twin
+# keeps the same ratio to its 128-d main model (half its width).
+_COMPOSER_PAPER = dict(composer_hidden_size=256, composer_num_layers=4, composer_num_heads=4,
+                       composer_intermediate_size=1024)
+_COMPOSER_TINY = dict(composer_hidden_size=64, composer_num_layers=2, composer_num_heads=4,
+                      composer_intermediate_size=256)
+
+
 def _compositional_presets():
     """`{variant}` (GPT-2 small) and `{variant}-tiny` for every compositional model and both baselines."""
     presets = {}
@@ -446,6 +474,11 @@ def _compositional_presets():
         presets[name] = _preset(dict(model=small, training=training), name,
                                 f"{what}, paper 003's GPT-2 small setting: 12 layers, d 768, 12 heads")
         presets[f"{name}-tiny"] = _preset(_GPT2_TINY, name, f"{what} for CPUs: 4 layers, d 128")
+        if "-ex-" in name:  # the composer: the paper's (256-d, 4 layers) beside GPT-2 small, a small one beside tiny
+            presets[name]["model"].update(_COMPOSER_PAPER)
+            presets[name]["description"] += "; composer 256-d, 4 layers"
+            presets[f"{name}-tiny"]["model"].update(_COMPOSER_TINY)
+            presets[f"{name}-tiny"]["description"] += "; composer 64-d, 2 layers"
     return presets
 
 

@@ -259,7 +259,8 @@ class WordSynchronousBeamSearch:
             state = grammar.start()
             steps.append([position for action in sequence for position in grammar.step(state, action)])
             states.append(state)
-        steps = NewPositions.from_lists(steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens)
+        steps = NewPositions.from_lists(steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens,
+                                        composes=getattr(grammar, "external_composition", False))
         decoder_state, log_probs = self.decoder.start(sequences, steps)
         width = max(len(s) for s in sequences)
         actions = torch.full((len(sequences), width), -1, dtype=torch.long)

@@ -32,7 +32,10 @@ class NewPositions:
     attended[h, p] lists the positions (indices in the hypothesis's sequence) that position p attends under the
     grammar's mask, increasing, itself last, -1 after; `relative` gives explicit relative positions for
     grammars whose R is not c_i - c_j (DTG's COMPOSE rows; None otherwise); `head_position` is an earlier
-    position whose token embedding is added to this one's (DTG's arcs; -1: none; None: the grammar adds none).
+    position whose token embedding is added to this one's (DTG's arcs; -1: none; None: the grammar adds none);
+    `composed_from[h, p]` lists the earlier positions whose input embeddings the external composer reads to make
+    this position's (paper 003's Ex `)`: its direct children, in order, -1 after; all -1: its own token's;
+    None: the grammar composes nothing).
     """
 
     count: np.ndarray  # [H] int64
@@ -43,6 +46,7 @@ class NewPositions:
     attended: np.ndarray  # [H, P, W] int64
     relative: np.ndarray | None = None  # [H, P, W] int64
     head_position: np.ndarray | None = None  # [H, P] int64
+    composed_from: np.ndarray | None = None  # [H, P, C] int64
 
     def __len__(self):
         return len(self.count)
@@ -60,28 +64,31 @@ class NewPositions:
     @staticmethod
     def concat(batches):
         slots = max(b.input_id.shape[1] for b in batches)
-        width = max(b.attended.shape[2] for b in batches)
         joined = {}
         for f in fields(NewPositions):
             parts = [getattr(b, f.name) for b in batches]
             if any(part is None for part in parts):
                 joined[f.name] = None
                 continue
-            fill = -1 if f.name in ("attended", "head_position") else 0
+            fill = -1 if f.name in ("attended", "head_position", "composed_from") else 0
+            width = max(part.shape[2] for part in parts) if parts[0].ndim == 3 else 0  # each field its own
             joined[f.name] = np.concatenate([_pad_to(part, slots, width, fill) for part in parts])
         return NewPositions(**joined)
 
     @staticmethod
-    def from_lists(steps, relative=False, heads=False):
-        """From lists of NewPosition (grammar.step's form): steps[h] are the positions of action h."""
+    def from_lists(steps, relative=False, heads=False, composes=False):
+        """From lists of NewPosition (grammar.step's form): steps[h] are the positions of action h. `extra_inputs`
+        are a head position (`heads`, DTG) or the children a composition reads (`composes`, Ex)."""
         count = np.array([len(positions) for positions in steps], dtype=np.int64)
         rows, slots = len(steps), max(int(count.max(initial=0)), 1)
         width = max([len(p.attended) for positions in steps for p in positions] + [1])
+        most_children = max([len(p.extra_inputs) for positions in steps for p in positions] + [1])
         made = NewPositions(count, np.zeros((rows, slots), np.int64), np.zeros((rows, slots), np.int64),
                             np.zeros((rows, slots), bool), np.zeros((rows, slots), np.int64),
                             np.full((rows, slots, width), -1, np.int64),
                             np.zeros((rows, slots, width), np.int64) if relative else None,
-                            np.full((rows, slots), -1, np.int64) if heads else None)
+                            np.full((rows, slots), -1, np.int64) if heads else None,
+                            np.full((rows, slots, most_children), -1, np.int64) if composes else None)
         for h, positions in enumerate(steps):
             for p, position in enumerate(positions):
                 made.input_id[h, p], made.kind[h, p] = position.input_id, int(position.kind)
@@ -91,6 +98,8 @@ class NewPositions:
                     made.relative[h, p, : len(position.attended)] = position.relative_positions
                 if heads and position.extra_inputs:
                     made.head_position[h, p] = position.extra_inputs[0]
+                if composes and position.extra_inputs:
+                    made.composed_from[h, p, : len(position.extra_inputs)] = position.extra_inputs
         return made
 
 
@@ -144,7 +153,8 @@ class StateListRows(HypothesisRows):
             states.append(state)
         grammar = self.grammar
         return StateListRows(grammar, states), NewPositions.from_lists(
-            steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens)
+            steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens,
+            composes=getattr(grammar, "external_composition", False))
 
     def legal_actions(self):
         return torch.from_numpy(np.stack([self.grammar.legal_actions(s) for s in self.states]))

@@ -29,6 +29,7 @@ from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
+from .composer import ExternalComposer
 from .configuration_slm import (
     CompositionalSLMConfig, DependencyTransformerGrammarConfig, DependencyTransformerXLConfig, SyntacticTransformerConfig,
     TransformerGrammarConfig, TransformerXLConfig,
@@ -47,6 +48,8 @@ CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ 
 STRUCTURE_INPUTS = ("expansion_index", "position_mask", "position_coordinates", "position_kinds", "prediction_index")
 # What the collator adds for grammars with explicit relative positions and head tokens (DTG).
 DEPENDENCY_STRUCTURE_INPUTS = ("position_relative_positions", "head_token_index")
+# What the collator adds for grammars with external composition (paper 003's Ex variants).
+COMPOSITION_STRUCTURE_INPUTS = ("composition_children", "composition_level")
 
 
 def _one_cache(cache, past_key_values):
@@ -77,6 +80,8 @@ class SyntacticTransformerPreTrainedModel(SafetensorsOnlyLoading, PreTrainedMode
 
     def _init_weights(self, module):
         init_backbone_weights(module, self.config)
+        if isinstance(module, ExternalComposer):
+            nn.init.normal_(module.summary, std=self.config.initializer_range)
         if isinstance(module, SyntacticTransformerForCausalLM):
             nn.init.zeros_(module.output_bias)
 
@@ -92,7 +97,12 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             precomputed structure:
               expansion_index [B, T'] the action each position comes from; position_mask [B, T', T'] bool;
               position_coordinates [B, T'] (R_ij = c_i - c_j); position_kinds [B, T'] PositionKind;
-              prediction_index [B, T] the position whose output predicts action t + 1.)
+              prediction_index [B, T] the position whose output predicts action t + 1;
+            and, for grammars with external composition (paper 003's Ex), composition_children [B, T', T'] and
+            composition_level [B, T'] (grammar.batch's fields).)
+    Ex grammars: before the layers, every `)` position's input embedding becomes the external composer's
+    output over its children (modeling/composer.py), all of a batch's compositions bottom-up, one composer
+    call per tree level; `self.composer` is that module (None for the other grammars).
     """
 
     def __init__(self, config):
@@ -100,6 +110,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         self.layout = ActionLayout.from_config(config)
         self.grammar = grammar_for_config(config)
         self.decoder = SyntacticTransformerDecoder(config)
+        self.composer = ExternalComposer(config) if getattr(self.grammar, "external_composition", False) else None
         self.post_init()
 
     def get_input_embeddings(self):
@@ -150,6 +161,13 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                                         _slot_positions(kinds), kinds,
                                         precomputed.get("position_relative_positions") if explicit else None)
             structure.head_slots = precomputed.get("head_token_index")
+            if self.composer is not None:
+                missing = [name for name in COMPOSITION_STRUCTURE_INPUTS if precomputed.get(name) is None]
+                if missing:
+                    raise ValueError(f"a {self.config.grammar} model needs {missing} with the precomputed structure "
+                                     "(SyntacticDataCollator gives them for an Ex grammar)")
+                structure.composition_children = precomputed["composition_children"].bool()
+                structure.composition_level = precomputed["composition_level"]
             return input_ids.gather(1, precomputed["expansion_index"]), structure, precomputed["prediction_index"]
         padding = attention_mask.bool() if attention_mask is not None else None
         if self.grammar.causal:
@@ -182,6 +200,9 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         )
         if "head_token_index" in grammar_batch:  # DTG: arc positions add their head word's last piece
             structure.head_slots = torch.from_numpy(grammar_batch["head_token_index"]).to(device)
+        if "composition_children" in grammar_batch:  # Ex: the `)` positions' children and levels
+            structure.composition_children = torch.from_numpy(grammar_batch["composition_children"]).to(device)
+            structure.composition_level = torch.from_numpy(grammar_batch["composition_level"]).to(device)
         return torch.from_numpy(grammar_batch["input_ids"]).to(device), structure, torch.from_numpy(prediction_index).to(device)
 
     def input_additions(self, position_ids, head_ids, extra_embeddings=None):
@@ -198,6 +219,18 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         if representation == "w":
             added = added - embed(position_ids) * has_head
         return added if extra_embeddings is None else extra_embeddings + added
+
+    def input_embeddings(self, position_ids, structure):
+        """[B, T', d] the positions' input embeddings when they are more than their tokens' (Ex grammars: each
+        `)` position's is the composition of its children, from `structure.composition_children` and
+        `composition_level`), else None (the decoder embeds the tokens itself)."""
+        if self.composer is None:
+            return None
+        if structure.composition_children is None:
+            raise ValueError(f"a {self.config.grammar} model composes every `)` from its children: the structure "
+                             "needs composition_children and composition_level (grammar.batch gives them)")
+        return self.composer.compose_by_level(self.decoder.embed_tokens(position_ids), structure.composition_children,
+                                              structure.composition_level)
 
     @staticmethod
     def head_ids(position_ids, structure):
@@ -218,23 +251,50 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                 padding = input_ids != self.layout.pad_token_id
         if padding.shape[1] != total:
             raise ValueError(f"attention_mask covers {padding.shape[1]} positions; expected {total} (cached + new)")
+        if past_length and self.composer is not None:
+            raise ValueError(
+                f"a {self.config.grammar} model composes each `)` from earlier positions' input embeddings, which a "
+                "key/value cache does not keep, so it cannot extend a cache from action ids; cached decoding goes "
+                "through model.generate / word_synchronous_beam_search")
+        composition = None
         if not past_length:
             ids = input_ids.cpu().numpy()
-            rows = [row[keep] for row, keep in zip(ids, padding.cpu().numpy())]
+            keep = padding.cpu().numpy()
+            rows = [row[where] for row, where in zip(ids, keep)]
             if any(len(row) == 0 for row in rows):
                 raise ValueError("an input_ids row is all padding")
-            self.grammar.validate_batch(rows, require_complete=False)
+            if self.composer is None:
+                self.grammar.validate_batch(rows, require_complete=False)
+            else:  # Ex + Nm: causal, and the `)` positions compose (one position per action)
+                composition = self._causal_composition(rows, keep, input_ids.device)
         positions = padding.long().cumsum(-1) - 1
         positions = positions.masked_fill(~padding, -1)
         structure = self._structure(None, positions.clamp(min=0), positions, None)
         structure.mask = structure.causal_mask(length)
+        if composition is not None:
+            structure.composition_children, structure.composition_level = composition
         return input_ids, structure, torch.arange(length, device=input_ids.device).expand(batch, -1)
+
+    def _causal_composition(self, rows, keep, device):
+        """composition_children [B, T, T] and composition_level [B, T] in the batch's own slots (left or right
+        padding) for a causal grammar with external composition: grammar.batch (which validates) numbers each
+        row's positions from 0, and a causal grammar has one position per action, in order."""
+        grammar_batch = self.grammar.batch(rows, require_complete=False, with_relative_positions=False)
+        count, width = keep.shape
+        children = np.zeros((count, width, width), dtype=bool)
+        level = np.full((count, width), -1, dtype=np.int64)
+        for b, where in enumerate(keep):
+            slots = np.flatnonzero(where)
+            children[b][np.ix_(slots, slots)] = grammar_batch["composition_children"][b, : len(slots), : len(slots)]
+            level[b, slots] = grammar_batch["composition_level"][b, : len(slots)]
+        return torch.from_numpy(children).to(device), torch.from_numpy(level).to(device)
 
     # ---- forward ----------------------------------------------------------------------------------------
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, inputs_embeds=None,
                 output_hidden_states=None, return_dict=True, extra_embeddings=None, expansion_index=None,
                 position_mask=None, position_coordinates=None, position_kinds=None, prediction_index=None, cache=None,
-                position_relative_positions=None, head_token_index=None, **unused):
+                position_relative_positions=None, head_token_index=None, composition_children=None,
+                composition_level=None, **unused):
         _reject_unknown_inputs(self, unused)
         past_key_values = _one_cache(cache, past_key_values)
         if input_ids is None:
@@ -251,13 +311,16 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         present = [name for name, value in given.items() if value is not None]
         if present and len(present) != len(given):
             raise ValueError(f"the precomputed structure needs all of {list(given)}; got only {present}")
-        if present:  # a dependency grammar's additions (DEPENDENCY_STRUCTURE_INPUTS)
-            given.update(position_relative_positions=position_relative_positions, head_token_index=head_token_index)
+        if present:  # a dependency grammar's additions (DEPENDENCY_STRUCTURE_INPUTS), an Ex grammar's (COMPOSITION_...)
+            given.update(position_relative_positions=position_relative_positions, head_token_index=head_token_index,
+                         composition_children=composition_children, composition_level=composition_level)
         position_ids, structure, prediction_index = self.positions_of_actions(
             input_ids, attention_mask, past_length, given if present else None)
         extra_embeddings = self.input_additions(position_ids, self.head_ids(position_ids, structure), extra_embeddings)
         hidden, all_hidden = self.decoder(position_ids, structure, past_key_values if use_cache or past_length else None,
-                                          extra_embeddings=extra_embeddings, output_hidden_states=bool(output_hidden_states))
+                                          extra_embeddings=extra_embeddings,
+                                          inputs_embeds=self.input_embeddings(position_ids, structure),
+                                          output_hidden_states=bool(output_hidden_states))
         per_action = hidden.gather(1, prediction_index[:, :, None].expand(-1, -1, hidden.shape[-1]))
         return BaseModelOutputWithPast(
             last_hidden_state=per_action, hidden_states=all_hidden, **{CACHE_FIELD: past_key_values if use_cache else None}
@@ -319,11 +382,14 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)}
         )
 
-    def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None, output_index=None):
+    def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None, output_index=None,
+                          inputs_embeds=None):
         """Logits [B, T', V] of given positions (ids [B, T'] and a PositionStructure covering the cache too),
         appending their keys and values to `past_key_values`; with `output_index` = (rows [K], columns [K]),
-        only the logits [K, V] of those positions. The beam-search decoder (search_decoders.py) calls it."""
-        hidden, _ = self.model.decoder(position_ids, structure, past_key_values, extra_embeddings=extra_embeddings)
+        only the logits [K, V] of those positions; `inputs_embeds` [B, T', d] replace the token embeddings (Ex:
+        the compositions of `)` positions). The beam-search decoder (search_decoders.py) calls it."""
+        hidden, _ = self.model.decoder(position_ids, structure, past_key_values, extra_embeddings=extra_embeddings,
+                                       inputs_embeds=inputs_embeds)
         if output_index is not None:
             hidden = hidden[output_index]
         return self._logits(hidden)
@@ -432,8 +498,10 @@ class TransformerXLForCausalLM(SyntacticTransformerForCausalLM):
 
 
 class CompositionalSLMModel(SyntacticTransformerModel):
-    """Paper 003's compositional SLMs (In variants: COMPOSE and STACK copies of every `)`, M or Nm masking) and
-    its GPT2-token / GPT2-tree baselines (plain causal), with absolute positions: see SyntacticTransformerModel."""
+    """Paper 003's compositional SLMs (In variants: COMPOSE and STACK copies of every `)`; Ex variants: one `)`
+    position whose input is the external composer's output over its children; M or Nm masking, Ex + Nm plain
+    causal) and its GPT2-token / GPT2-tree baselines (plain causal), with absolute positions: see
+    SyntacticTransformerModel."""
 
     config_class = CompositionalSLMConfig
 

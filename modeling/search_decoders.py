@@ -8,8 +8,9 @@ The search (generation_slm.py) keeps hypotheses as rows and knows no model famil
   select(state, rows) -> state: keep these rows (a long tensor), in this order;
   concat(states) -> state: the rows of several states, one after the other;
   retain(state) -> state: from now on only `state` (or rows of it) will be used: free everything else.
-A state is opaque to the search: a Transformer decoder's says where each row's keys and values are, a
-recurrent decoder's is its hidden state, an external composer's would add its composed vectors.
+A state is opaque to the search: a Transformer decoder's says where each row's keys and values are (and, for a
+model with an external composer, each position's input embedding, which a later composition reads), a
+recurrent decoder's is its hidden state.
 `steps` (hypothesis_rows.NewPositions) says what the grammar made of each action: the positions it expands
 to, what each attends, its coordinate; a Transformer decoder builds its inputs from it, a recurrent decoder may
 ignore it.
@@ -74,7 +75,9 @@ class _KeyValueRows:
 
 class _KeyValuePool:
     """Keys, values, coordinates and token ids of every position computed since the last `retain`, one slot
-    each (a DTG arc adds the embedding of an earlier position's token: its head word's last piece).
+    each (a DTG arc adds the embedding of an earlier position's token: its head word's last piece), and, for a
+    model that composes (paper 003's Ex), each position's input embedding: a token's embedding or a `)`'s
+    composition, what a later `)` composes from.
 
     A hypothesis is a list of slots: branching and pruning hypotheses copy those lists (small integer
     arrays), never keys or values, and a forward call gathers only the slots its new positions attend.
@@ -83,6 +86,7 @@ class _KeyValuePool:
     def __init__(self, device):
         self.device = device
         self.keys, self.values = {}, {}  # per cache layer: [capacity, heads, head_dim]
+        self.inputs = {}  # {0: [capacity, d]} input embeddings, kept only for a model that composes
         self.coordinates = np.zeros(0, dtype=np.int64)
         self.token_ids = np.zeros(0, dtype=np.int64)
         self.used = 0
@@ -115,14 +119,25 @@ class _KeyValuePool:
         self._storage(self.keys, layer, keys).index_copy_(0, slots, keys)
         self._storage(self.values, layer, values).index_copy_(0, slots, values)
 
+    def write_inputs(self, slots, embeddings):
+        """Store the input embeddings [N, d] of the positions at `slots` (a long tensor)."""
+        self._storage(self.inputs, 0, embeddings).index_copy_(0, slots, embeddings)
+
+    def read_inputs(self, slots):
+        """The input embeddings stored at `slots` (a long tensor of any shape): [*slots.shape, d]."""
+        storage = self.inputs[0]
+        return storage.index_select(0, slots.reshape(-1)).view(*slots.shape, storage.shape[-1])
+
     def nbytes(self):
-        return sum(t.numel() * t.element_size() for table in (self.keys, self.values) for t in table.values())
+        return sum(t.numel() * t.element_size() for table in (self.keys, self.values, self.inputs)
+                   for t in table.values())
 
     def keep(self, live):
         """Keep only the slots `live` (sorted), renumbered 0..len(live) - 1."""
         index = torch.as_tensor(live, device=self.device)
         self.keys = {layer: storage.index_select(0, index) for layer, storage in self.keys.items()}
         self.values = {layer: storage.index_select(0, index) for layer, storage in self.values.items()}
+        self.inputs = {layer: storage.index_select(0, index) for layer, storage in self.inputs.items()}
         self.coordinates = self.coordinates[live]
         self.token_ids = self.token_ids[live]
         self.used = len(live)
@@ -156,6 +171,10 @@ class TransformerSearchDecoder(SearchDecoder):
     Each new position reads only the cached positions it attends (TG: the stack, tens of positions; causal
     grammars and unrestricted heads: the whole prefix), gathered from a pool where every position computed
     since the last word boundary has one slot; hypotheses are lists of slots.
+
+    A model with an external composer (`model.model.composer`, paper 003's Ex) inputs at each `)` the
+    composition of the children that NewPositions.composed_from names: the pool keeps every position's input
+    embedding, and the compositions of all the `)` chosen in a round are computed in one composer call.
     """
 
     def __init__(self, model):
@@ -168,6 +187,7 @@ class TransformerSearchDecoder(SearchDecoder):
         self.explicit_relative_positions, self.adds_head_tokens = grammar.explicit_relative_positions, grammar.adds_head_tokens
         # Unrestricted heads see every earlier position of their sequence, whatever the grammar's mask.
         self.attends_everything = bool(getattr(config, "num_unrestricted_heads", 0) or getattr(config, "num_unrestricted_layers", 0))
+        self.composer = getattr(model.model, "composer", None)
         self.pool = _KeyValuePool(self.device)
 
     def _start(self, sequences, steps):
@@ -267,11 +287,38 @@ class TransformerSearchDecoder(SearchDecoder):
         )
         input_ids = to_device(input_ids[:, None])
         extra = self.model.model.input_additions(input_ids, to_device(head_ids)) if len(with_head) else None
+        inputs_embeds = None
+        if self.composer is not None:
+            inputs_embeds = self._composed_inputs(input_ids[:, 0], steps.composed_from[owner, slot], slot, owner, slots,
+                                                  new_slots)[:, None]
         cache = _GatheredCache(self.pool, to_device(reads), to_device(new_slots))
         log_probs = self._log_probs(self.model.forward_positions, input_ids, structure, cache, extra,
-                                    output_index=(to_device(output), torch.zeros(count, dtype=torch.long, device=device)))
+                                    output_index=(to_device(output), torch.zeros(count, dtype=torch.long, device=device)),
+                                    inputs_embeds=inputs_embeds)
         self.peak_cache_bytes = max(self.peak_cache_bytes, self.pool.nbytes())
         return _KeyValueRows(slots), log_probs
+
+    def _composed_inputs(self, input_ids, composed_from, slot, owner, slots, new_slots):
+        """The input embeddings [N, d] of the new positions, stored in the pool: their tokens' embeddings, and at
+        each position that composes (composed_from [N, C], its children's positions, -1 after) the composer's
+        output over its children's stored input embeddings. One composer call per slot index in the call: a
+        round (one action per row) makes one; a prefix of many positions (`start`) composes its `)` in order,
+        each after the children it reads."""
+        device = self.device
+        new = torch.from_numpy(new_slots).to(device)
+        self.pool.write_inputs(new, self.model.model.decoder.embed_tokens(input_ids))
+        composing = np.flatnonzero((composed_from >= 0).any(1))
+        for index in np.unique(slot[composing]):
+            which = composing[slot[composing] == index]
+            children = composed_from[which]
+            real = children >= 0
+            most = int(real.sum(1).max())
+            children, real = children[:, :most], real[:, :most]
+            child_slots = np.where(real, slots[owner[which][:, None], np.maximum(children, 0)], 0)
+            composed = self.composer.compose(self.pool.read_inputs(torch.from_numpy(child_slots).to(device)),
+                                             torch.from_numpy(real).to(device))
+            self.pool.write_inputs(torch.from_numpy(new_slots[which]).to(device), composed)
+        return self.pool.read_inputs(new)
 
 
 class ReencodingSearchDecoder(SearchDecoder):

@@ -1,6 +1,7 @@
 """Paper 003's compositional SLMs as models (CompositionalSLMConfig / ...ForCausalLM, CompositionalTokenizer): the
-In variants but Nb-Up's and the GPT2-token / GPT2-tree baselines train, save, load through the Auto classes in an
-interpreter without hf-slm with the same logits, and parse; the tokenizer's trees, errors and word pieces."""
+In and Ex variants but Nb-Up's and the GPT2-token / GPT2-tree baselines train, save, load through the Auto classes in
+an interpreter without hf-slm with the same logits, and parse; the external composer batched by level; the
+tokenizer's trees, errors and word pieces."""
 
 import json
 import subprocess
@@ -27,6 +28,8 @@ LABELED = ["(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))"
            "(ROOT (S (VP (VB Write) (NP (DT an) (NN essay)) (ADVP (RB quickly)))))"]
 MODELS = COMPOSITIONAL_MODEL_VARIANTS + ("gpt2-token", "gpt2-tree")
 SENTENCE = ["the", "dog", "sings"]
+# A composer small enough for tests (the presets' is 256-d, 4 layers).
+TINY_COMPOSER = dict(composer_hidden_size=8, composer_num_layers=2, composer_num_heads=2, composer_intermediate_size=16)
 
 
 def linearization_of(grammar):
@@ -36,6 +39,8 @@ def linearization_of(grammar):
 def tiny(grammar, vocab_size=40, sentencepiece_options=None, **fields):
     tokenizer = CompositionalTokenizer.train(LABELED, vocab_size=vocab_size, linearization=linearization_of(grammar),
                                              sentencepiece_options=sentencepiece_options)
+    if "-ex-" in grammar:
+        fields = dict(TINY_COMPOSER, **fields)
     config = config_for_grammar(grammar, vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
                                 num_attention_heads=2, intermediate_size=32, **tokenizer.action_layout, **fields)
     torch.manual_seed(0)
@@ -82,6 +87,7 @@ def test_a_variant_trains_saves_loads_without_hf_slm_and_parses(grammar, tmp_pat
     with torch.no_grad():  # the collator's fast path and the HF contract: one loss
         before = float(model(**collator(ids)).loss)
         assert before == pytest.approx(float(model(**contract, labels=contract["input_ids"]).loss), abs=1e-5)
+    composer = None if model.model.composer is None else [p.detach().clone() for p in model.model.composer.parameters()]
     args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=3, max_steps=12,
                              learning_rate=3e-2, logging_steps=100, save_strategy="no", report_to=[], disable_tqdm=True,
                              use_cpu=True)
@@ -91,6 +97,8 @@ def test_a_variant_trains_saves_loads_without_hf_slm_and_parses(grammar, tmp_pat
     with torch.no_grad():
         after = model(**contract, labels=contract["input_ids"])
     assert float(after.loss) < before * 0.8
+    if composer is not None:  # the loss reaches the composer through the `)` positions' inputs
+        assert all(not torch.equal(old, new) for old, new in zip(composer, model.model.composer.parameters()))
 
     directory = tmp_path / "checkpoint"
     model.save_pretrained(directory)
@@ -250,9 +258,9 @@ def test_the_config_refuses_unknown_and_not_yet_implemented_variants():
         if name in MODELS:
             assert CompositionalSLMConfig(grammar=name).position_encoding == "absolute"
             continue
-        needs = "external composer" if "-ex-" in name else "start-position pointer"
+        assert name.startswith("nb-up-")  # the one part left: the pointer
         with pytest.raises(ValueError, match=f"compositional variant '{name}' is not implemented yet as a model: it "
-                                             f"needs the {needs}"):
+                                             "needs the start-position pointer"):
             config_for_grammar(name)
     with pytest.raises(ValueError, match="document_level is for the top-down"):
         config_for_grammar("bi-up-in-m", document_level=True)
@@ -269,6 +277,15 @@ def test_presets_follow_paper_003():
     # GPT-2 small's 124M parameters with our SentencePiece vocabulary of the same size and an output bias
     assert 123e6 < small < 126e6, small
     assert PRESETS["bi-up-in-m"]["training"]["learning_rate"] == 5e-5
+    # Ex: the paper's composer (256-d, 4 layers) beside GPT-2 small, about 5% more parameters (section 3)
+    ex = preset_config("bi-up-ex-nm", close_nt_start=4, close_nt_stop=5)  # a tokenizer's one `)` id
+    assert (ex.composer_hidden_size, ex.composer_num_layers) == (256, 4)
+    with torch.device("meta"):
+        model = causal_lm_for_config(ex)
+    added = sum(p.numel() for p in model.model.composer.parameters())
+    assert 0.02 < added / small < 0.06, added / small
+    tiny_ex = preset_config("bi-up-ex-nm-tiny")
+    assert tiny_ex.composer_hidden_size < tiny_ex.hidden_size
 
 
 def test_the_baselines_use_the_causal_fast_path():
@@ -280,3 +297,90 @@ def test_the_baselines_use_the_causal_fast_path():
         lengths = contract["attention_mask"].sum(1)
         for row, length in enumerate(lengths.tolist()):
             assert torch.equal(structure.mask[row, :length, :length], torch.ones(length, length).tril().bool())
+
+
+# ---- the external composer (Ex) --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("grammar", ["bi-up-ex-m", "nb-dn-ex-nm"])
+def test_compositions_batched_by_level_equal_composing_one_constituent_at_a_time(grammar, one_thread):
+    """Training composes every constituent of a batch bottom-up, one composer call per tree level; composing the
+    constituents one by one, in sequence order (children before parents), gives the same input embeddings."""
+    model, tokenizer = tiny(grammar)
+    trees = unlabeled_trees(tokenizer)
+    batch = SyntacticDataCollator(grammar, tokenizer.action_layout)(tokenizer(trees)["input_ids"])
+    position_ids = batch["input_ids"].gather(1, batch["expansion_index"])
+    children, level = batch["composition_children"], batch["composition_level"]
+    composer = model.model.composer
+    calls = []
+    compose = composer.compose
+    composer.compose = lambda *arguments: calls.append(len(arguments[0])) or compose(*arguments)
+    with torch.no_grad():
+        tokens = model.model.decoder.embed_tokens(position_ids)
+        batched = composer.compose_by_level(tokens, children, level)
+        del composer.compose
+        one_by_one = tokens.clone()
+        constituents = 0
+        for b in range(len(position_ids)):
+            for t in range(position_ids.shape[1]):
+                if level[b, t] > 0:
+                    kids = children[b, t].nonzero()[:, 0]
+                    one_by_one[b, t] = composer.compose(one_by_one[b, kids][None], torch.ones(1, len(kids), dtype=torch.bool))[0]
+                    constituents += 1
+    assert torch.allclose(batched, one_by_one, atol=1e-5)  # float sums over different batch shapes
+    composed = level > 0
+    assert constituents == int(composed.sum()) and len(calls) == int(level.max()) < constituents
+    assert sum(calls) == constituents
+    assert torch.equal(batched[~composed], tokens[~composed])
+    assert not torch.allclose(batched[composed], tokens[composed])  # a `)` inputs its composition, not its token
+    if grammar.startswith("nb-"):  # constituents of different sizes share a call: the padding is masked
+        sizes = children.sum(-1)[composed]
+        assert len(set(sizes.tolist())) > 1
+
+
+def test_ex_nm_is_causal_and_composes_under_either_padding_side(one_thread):
+    """Ex + Nm takes the causal fast path (paper 003, section 3.4) and still composes: left and right padding give
+    the same logits, and those differ from a model whose `)` inputs only its token."""
+    model, tokenizer = tiny("bi-up-ex-nm")
+    assert model.grammar.causal
+    rows = [tokenizer(tree)["input_ids"] for tree in unlabeled_trees(tokenizer)]
+    width = max(len(row) for row in rows)
+    pad = tokenizer.pad_token_id
+    right = torch.tensor([row + [pad] * (width - len(row)) for row in rows])
+    left = torch.tensor([[pad] * (width - len(row)) + row for row in rows])
+    real_right, real_left = right != pad, left != pad
+    with torch.no_grad():
+        _, structure, _ = model.model.positions_of_actions(right, real_right.long())
+        for row, length in enumerate(real_right.sum(1).tolist()):
+            assert torch.equal(structure.mask[row, :length, :length], torch.ones(length, length).tril().bool())
+        from_right = model(input_ids=right, attention_mask=real_right.long()).logits
+        from_left = model(input_ids=left, attention_mask=real_left.long()).logits
+        assert torch.allclose(from_right[real_right], from_left[real_left], atol=1e-5)
+        composer, model.model.composer = model.model.composer, None
+        plain = model(input_ids=right, attention_mask=real_right.long()).logits
+        model.model.composer = composer
+    assert not torch.allclose(plain[real_right], from_right[real_right], atol=1e-3)
+
+
+@pytest.mark.parametrize("grammar", ["bi-up-ex-m", "bi-dn-ex-nm"])
+def test_ex_beam_search_with_cache_equals_reencoding(grammar, one_thread):
+    """The KV-cache decoder composes each chosen `)` from the input embeddings it keeps (all of a round's in one
+    composer call): its beam equals re-encoding every prefix from action ids, and the best tree's score equals a
+    plain forward pass over it."""
+    model, tokenizer = tiny(grammar, vocab_size=30)
+    words = ["a", "dog", "barks", "at", "the", "moon"]
+    search = dict(beam_size=12, word_beam_size=4, progress=False)
+    calls = []
+    compose = model.model.composer.compose
+    model.model.composer.compose = lambda *arguments: calls.append(len(arguments[0])) or compose(*arguments)
+    cached = hf_slm.score(model, tokenizer, [words], **search)[0]
+    assert max(calls) > 1  # several hypotheses' compositions in one call
+    del model.model.composer.compose
+    reencoded = hf_slm.score(model, tokenizer, [words], use_cache=False, **search)[0]
+    assert cached["tree"] == reencoded["tree"]
+    assert cached["log_prob"] == pytest.approx(reencoded["log_prob"], abs=1e-4)
+    assert [t["log_prob"] for t in cached["trees"]] == pytest.approx([t["log_prob"] for t in reencoded["trees"]], abs=1e-4)
+    ids = tokenizer(cached["tree"])["input_ids"]
+    with torch.no_grad():
+        joint = model(input_ids=torch.tensor([ids])).logits[0, :-1].log_softmax(-1).gather(1, torch.tensor(ids[1:])[:, None])
+    assert cached["trees"][0]["log_prob"] == pytest.approx(float(joint.sum()), abs=1e-4)
