@@ -52,6 +52,7 @@ from pathlib import Path
 
 from .beam import SentencesLeftOut, tree_string
 from .checks import LINEARIZATION_OF_GRAMMAR
+from .modeling.backbone import SequenceTooLong
 from .modeling.generation_slm import CONSTRAINT_SETTINGS, BeamSearchOptions, WordSynchronousBeamSearch, prompt_words
 from .modeling.grammars import ActionLayout, get_grammar, grammar_for_config
 from .silver import document_sentences, silver_trees
@@ -420,7 +421,9 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
 
     Returns one dict per document, in order: {"id", "summary" (its words joined by spaces), "words", "tree" (the
     summary's tree; for a words-only model its words), "log_prob" (joint log-probability of the summary's
-    actions given the context, nats)}.
+    actions given the context, nats)}. A summary that grows past the model's max_sequence_length costs only its
+    own document: the batch is sampled again one document at a time, and that document's summary is left empty
+    ("", with "error" saying why; one warning names them); ROUGE counts it as an empty summary.
     """
     from .checks import check_tokenizer_matches
     from .evaluation.rouge import summary_words
@@ -456,23 +459,52 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
     options = BeamSearchOptions(**{"beam_size": 1, "word_beam_size": 1, **SUMMARY_CONSTRAINTS, **beam_options})
     search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
                                        incomplete_word_ids=getattr(tokenizer, "incomplete_word_ids", ()))
-    results = []
-    for start in range(0, len(contexts), batch_size):
-        batch = contexts[start : start + batch_size]
+    def sample(batch, batch_seed):
         if as_prefix:
             prompts, prefixes = [[] for _ in batch], batch
         else:
             prompts, prefixes = [prompt_words(ids, grammar.layout, tokenizer.word_start_mask) for ids in batch], None
-        found = search.generate(prompts, max_new_words=max_new_words, top_k=top_k, num_samples=1,
-                                seed=None if seed is None else seed + start, prefixes=prefixes,
-                                temperature=temperature)
-        for ids_context, samples in zip(batch, found):
+        return search.generate(prompts, max_new_words=max_new_words, top_k=top_k, num_samples=1, seed=batch_seed,
+                               prefixes=prefixes, temperature=temperature)
+
+    results, too_long = [], []
+    for start in range(0, len(contexts), batch_size):
+        batch = contexts[start : start + batch_size]
+        batch_seed = None if seed is None else seed + start
+        try:
+            found = sample(batch, batch_seed)
+        except ValueError as error:
+            if not _past_the_model_length(error):
+                raise
+            found = []  # a summary ran past the model's length: sampled again one document at a time
+            for offset, context in enumerate(batch):
+                try:
+                    found.extend(sample([context], None if seed is None else batch_seed + offset))
+                except ValueError as single_error:
+                    if not _past_the_model_length(single_error):
+                        raise
+                    found.append(single_error)
+        for entry, ids_context, samples in zip(parsed[start : start + batch_size], batch, found):
+            if isinstance(samples, ValueError):  # only this document's summary is lost, and said so below
+                too_long.append(f"document {entry['id']} ({len(ids_context)} context actions): {samples}")
+                results.append({"summary": "", "words": [], "tree": "", "log_prob": None, "error": str(samples)})
+                continue
             ids, log_prob = samples[0]
             summary_ids = [int(i) for i in ids[len(ids_context):]]
             tree = tree_string(tokenizer, summary_ids)
             words = summary_words(tree)
             results.append({"summary": " ".join(words), "words": words, "tree": tree, "log_prob": float(log_prob)})
+    if too_long:
+        warnings.warn(f"{len(too_long)} of {len(contexts)} summaries ran past the model's maximum length and are left "
+                      f"empty (a shorter --max-document-words or --max-new-words leaves them room): "
+                      + "; ".join(too_long[:5]), stacklevel=2)
     return [{"id": entry["id"], **result} for entry, result in zip(parsed, results)]
+
+
+def _past_the_model_length(error):
+    """Whether a search failed because a sequence grew past config.max_sequence_length. The installed backbone's
+    SequenceTooLong, or a checkpoint's own copy of it (remote code loads its own modules): matched by name."""
+    return isinstance(error, SequenceTooLong) or type(error).__name__ == SequenceTooLong.__name__
 
 
 __all__ = ["CONFIG_KEY", "MAX_DOCUMENT_WORDS", "MAX_SUMMARY_WORDS", "PROMPT", "SUMMARY_CONSTRAINTS",

@@ -54,6 +54,11 @@ COMPOSE_KINDS = torch.tensor([PositionKind.CLOSE_COMPOSE, PositionKind.LEFT_ARC_
 MAX_FACTORIZED_COORDINATES = 128
 
 
+class SequenceTooLong(ValueError):
+    """A sequence has more positions than config.max_sequence_length: a ValueError that callers which can give up
+    on one sequence (free generation: hf_slm/summarization.py) recognize by its type."""
+
+
 class HeadStructure:
     """What one group of heads attends in one forward call: mask [B, T, S] bool, coordinates [B, T] / [B, S]
     (R_ij = c_i - c_j) and how many coordinate values there are; or, for grammars whose relative positions are
@@ -418,7 +423,7 @@ class SyntacticTransformerDecoder(nn.Module):
                 output_hidden_states=False):
         longest = structure.num_position_values
         if longest > self.config.max_sequence_length:
-            raise ValueError(
+            raise SequenceTooLong(
                 f"input of {longest} positions is longer than the model's maximum of {self.config.max_sequence_length} "
                 "(config.max_sequence_length)"
             )

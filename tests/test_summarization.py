@@ -280,3 +280,34 @@ def test_finetune_errors(tmp_path):
         finetune(FinetuneSetup(model=str(tmp_path / "base"), train=str(tmp_path / "words"), output=str(tmp_path / "o")))
     assert not (tmp_path / "o" / "config.json").exists()
     shutil.rmtree(tmp_path / "words")
+
+
+def test_a_summary_past_the_model_length_costs_only_its_document(tokenizers):
+    """Two documents sampled in one batch: the long one's context leaves no room for any summary under the
+    model's max_sequence_length, so its summary is left empty and named in a warning; the short one's is sampled
+    as usual (the batch is sampled again one document at a time)."""
+    from hf_slm.summarization import context_ids
+
+    tokenizer, _ = tokenizers
+    grammar_fields = dict(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=32, **tokenizer.action_layout)
+    torch.manual_seed(0)
+    parser = causal_lm_for_config(config_for_grammar("tg", **grammar_fields)).eval()
+    documents = {"long": "The bird sings in the tree .\nA dog barks .\nThe dog sings in the tree .",
+                 "short": "A dog barks ."}
+    entries = document_trees([{"id": key, "document": text} for key, text in documents.items()], tokenizer,
+                             parser=(parser, tokenizer), beam_size=4, word_beam_size=2)
+    grammar = document_grammar(tokenizer)
+    lengths = {entry["id"]: int(grammar.batch([context_ids(tokenizer, entry["document"], PROMPT)])["lengths"][0])
+               for entry in entries}
+    limit = lengths["long"] + 3  # a summary needs at least an opening, a word and a closing (3 + 1 positions)
+    assert limit >= lengths["short"] + 4 * 2 + 1  # room for a two-word summary of at most two constituents
+    torch.manual_seed(0)
+    model = causal_lm_for_config(config_for_grammar("tg", document_level=True, max_sequence_length=limit,
+                                                    **grammar_fields)).eval()
+    with pytest.warns(UserWarning, match=r"1 of 2 summaries ran past the model's maximum length.*document long"):
+        found = summarize(model, tokenizer, documents, parser=(parser, tokenizer), max_new_words=2, batch_size=2,
+                          parser_beam_options=dict(beam_size=4, word_beam_size=2))
+    assert [result["id"] for result in found] == ["long", "short"]
+    assert found[0]["summary"] == "" and "longer than the model's maximum" in found[0]["error"]
+    assert 1 <= len(found[1]["words"]) <= 2 and "error" not in found[1]
