@@ -45,6 +45,38 @@ def load_model(path):
     return causal_lm_for_config(config), tokenizer, "a randomly initialized model (no checkpoint found)"
 
 
+def paper003_settings(beam):
+    """Paper 003's search settings at action beam `beam` (section 3.4 and appendix B): word beam = beam / 10,
+    fast track 5, n_c = sentence length, p_c = 3 (CONSTRAINT_SETTINGS["paper003-sg"])."""
+    from hf_slm.modeling.generation_slm import CONSTRAINT_SETTINGS
+
+    return dict(beam_size=beam, word_beam_size=max(1, beam // 10), fast_track=5, **CONSTRAINT_SETTINGS["paper003-sg"])
+
+
+def sample_sentences(tokenizer, lengths, count):
+    """Word pieces of the first `count` GUM test / dev sentences (the sample shipped in the package) whose number of
+    words is in `lengths`; exits saying so when the sample has fewer."""
+    from hf_slm import read_trees
+    from hf_slm.beam import words_to_pieces
+
+    trees = read_trees(SAMPLE / "test.txt") + read_trees(SAMPLE / "dev.txt")
+    chosen = [words_to_pieces(tokenizer, t.leaves())[0] for t in trees if len(t.leaves()) in lengths][:count]
+    if len(chosen) < count:
+        raise SystemExit(f"the sample has {len(chosen)} sentences of {' or '.join(map(str, lengths))} words; {count} "
+                         "are needed")
+    return chosen
+
+
+def paper003_search(model, tokenizer, beam, **extra):
+    """A WordSynchronousBeamSearch of `model` with paper003_settings(beam) (and `extra` BeamSearchOptions)."""
+    from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch
+    from hf_slm.beam import _incomplete_word_ids
+
+    return WordSynchronousBeamSearch(model, BeamSearchOptions(**paper003_settings(beam), **extra),
+                                     word_start_mask=tokenizer.word_start_mask,
+                                     incomplete_word_ids=_incomplete_word_ids(tokenizer))
+
+
 def run(search, sentences):
     """(seconds, forward calls, forward seconds, results) of one search over `sentences`."""
     decoder = search.decoder
@@ -55,15 +87,10 @@ def run(search, sentences):
 
 
 def measure(model, tokenizer, sentences, beam, reencode):
-    from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch
-    from hf_slm.beam import _incomplete_word_ids
-    from hf_slm.modeling.generation_slm import CONSTRAINT_SETTINGS
-
-    settings = dict(beam_size=beam, word_beam_size=max(1, beam // 10), fast_track=5, **CONSTRAINT_SETTINGS["paper003-sg"])
+    settings = paper003_settings(beam)
 
     def searcher(**extra):
-        return WordSynchronousBeamSearch(model, BeamSearchOptions(**settings, **extra), word_start_mask=tokenizer.word_start_mask,
-                                         incomplete_word_ids=_incomplete_word_ids(tokenizer))
+        return paper003_search(model, tokenizer, beam, **extra)
 
     search = searcher()
     single = [run(search, [words]) for words in sentences]
@@ -103,16 +130,9 @@ def main():
     parser.add_argument("--reencode-up-to", type=int, default=30, help="compare with re-encoding up to this beam")
     args = parser.parse_args()
 
-    from hf_slm import read_trees
-    from hf_slm.beam import words_to_pieces
-
     model, tokenizer, source = load_model(args.model)
     model.eval()
-    trees = read_trees(SAMPLE / "test.txt") + read_trees(SAMPLE / "dev.txt")
-    long = [words_to_pieces(tokenizer, t.leaves())[0] for t in trees if len(t.leaves()) == 20][:5]
-    short = [words_to_pieces(tokenizer, t.leaves())[0] for t in trees if len(t.leaves()) in (6, 7)][:15]
-    if len(long) < 5 or len(short) < 15:
-        raise SystemExit("not enough sentences of 20 and of 6-7 words in the sample")
+    long, short = sample_sentences(tokenizer, (20,), 5), sample_sentences(tokenizer, (6, 7), 15)
     print(f"model: {source} ({model.config.grammar}, {sum(p.numel() for p in model.parameters()):,} parameters); "
           f"device {next(model.parameters()).device}; {torch.get_num_threads()} threads")
     print_table("Table 1: five sentences of 20 words (batch-5: all five in one search)",

@@ -1,4 +1,5 @@
-"""Training-step throughput and peak memory: TG, TXL (CC), TXL (terminals), DTG, TXL (trans) against GPT-2.
+"""Training-step throughput and peak memory: TG, TXL (CC), TXL (terminals), DTG, TXL (trans) and paper 003's
+compositional SLMs against GPT-2.
 
     python benchmarks/train_step.py [--steps 5] [--batch-size 16] [--length 256]
 
@@ -6,7 +7,9 @@ Every model gets the same shape of batch, B x T' = 16 x 256 by default, built fr
 (TG: its expanded actions; TXL (CC): the same actions without duplication; TXL (terminals): the words;
 GPT-2: the TG ids under a causal mask), padded to T'; DTG and TXL (trans) read the longest UD English EWT
 training trees that fit (../shared/data/ud_english_ewt; those rows are left out without it), as arc-standard
-transitions (DTG: arcs doubled). Models: d 256, 8 heads, 4 layers, d_ff 1024,
+transitions (DTG: arcs doubled). Paper 003: one internal-composition (Nb-Dn-In-M) and one external-composition
+(Nb-Dn-Ex-M, its composer included: the paper's 256-d, 4 layers) variant, when they are models, over the longest
+GUM trees whose expansion fits, unlabeled (CompositionalTokenizer). Models: d 256, 8 heads, 4 layers, d_ff 1024,
 vocabulary 8K, dropout 0 (so that every model runs its fused attention kernel). A step is forward, backward
 and an Adam update. Tokens/s counts the B x T' positions. Peak memory is the growth of the process's peak
 resident set over the steps, each model measured in its own process. Ratios are against GPT-2, measured in
@@ -25,6 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 TREE_SOURCES = [REPO.parent / "shared" / "data" / "gum_const" / "const", REPO / "hf_slm" / "sample_data" / "gum"]
 DEPENDENCY_SOURCE = REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-train.conllu"
 DEPENDENCY_MODELS = ("dtg", "txl_trans")
+# Paper 003 (issue 14, Speed): an In-M variant should reach 0.9x GPT-2's tokens/s, an Ex variant (composer included)
+# 0.75x. Benchmarked when they are models (COMPOSITIONAL_MODEL_VARIANTS).
+COMPOSITIONAL_ROWS = ("nb-dn-in-m", "nb-dn-ex-m")
 MODEL = dict(hidden_size=256, num_attention_heads=8, num_hidden_layers=4, intermediate_size=1024)
 VOCAB = 8192
 
@@ -100,6 +106,27 @@ def build_dependency_batches(batch_size, length):
     return batches, tokenizer.action_layout
 
 
+def build_compositional_batch(name, batch_size, length):
+    """The longest GUM trees whose expansion under paper 003's grammar `name` fits `length`, unlabeled and
+    collated for it (the collator computes the Ex variants' composition inputs too); the number of real tokens."""
+    import numpy as np
+
+    from hf_slm import SyntacticDataCollator, read_trees
+    from hf_slm.modeling.grammars import grammar_class
+    from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
+    from hf_slm.training import doubled_id_ranges
+
+    trees = read_trees(next(p for p in TREE_SOURCES if p.exists()))
+    tokenizer = CompositionalTokenizer.train(trees, vocab_size=VOCAB - 600,
+                                             linearization=grammar_class(name).linearization)
+    ids = tokenizer([tokenizer.unlabel(tree) for tree in trees])["input_ids"]
+    doubled = doubled_id_ranges(name, tokenizer.action_layout)
+    expanded = np.array([len(s) + sum(low <= i < high for i in s for low, high in doubled) for s in ids])
+    order = [i for i in np.argsort(-expanded) if expanded[i] <= length][:batch_size]
+    batch = SyntacticDataCollator(name, tokenizer.action_layout, pad_to_multiple_of=length)([ids[i] for i in order])
+    return batch, tokenizer.action_layout, int((batch["position_kinds"] != 0).sum())
+
+
 def measure(name, steps, batch_size, length):
     """Run in a child process: build the model and batch, time `steps` training steps, report JSON."""
     import torch
@@ -110,6 +137,8 @@ def measure(name, steps, batch_size, length):
         dependency_batches, layout = build_dependency_batches(batch_size, length)
         batches[name] = dependency_batches[name]
         real[name] = int((batches[name]["position_kinds"] != 0).sum())
+    if name in COMPOSITIONAL_ROWS:
+        batches[name], layout, real[name] = build_compositional_batch(name, batch_size, length)
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -154,6 +183,7 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--length", type=int, default=256)
+    parser.add_argument("--only", nargs="+", help="measure only these models (grammar names), with GPT-2")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -165,6 +195,11 @@ def main():
         names += DEPENDENCY_MODELS
     else:
         print(f"{DEPENDENCY_SOURCE} is absent: no DTG and TXL (trans) rows", file=sys.stderr)
+    from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
+
+    names += [name for name in COMPOSITIONAL_ROWS if name in COMPOSITIONAL_MODEL_VARIANTS]
+    if args.only:
+        names = ["gpt2"] + [name for name in names if name in args.only and name != "gpt2"]
     for name in names:
         output = subprocess.run(
             [sys.executable, __file__, "--child", name, "--steps", str(args.steps), "--batch-size", str(args.batch_size),
@@ -178,7 +213,8 @@ def main():
           "(TXL (terminals) reads the words only, so most of its positions are padding, which its attention skips)")
     print(f"{'model':<18} {'params':>10} {'real':>6} {'s/step':>8} {'tokens/s':>9} {'vs GPT-2':>9} {'peak MB':>8} {'vs GPT-2':>9}")
     labels = {"gpt2": "GPT-2", "tg": "TG", "choe_charniak": "TXL (CC)", "terminals": "TXL (terminals)", "dtg": "DTG",
-              "txl_trans": "TXL (trans)"}
+              "txl_trans": "TXL (trans)",
+              **{name: "-".join(part.capitalize() for part in name.split("-")) for name in COMPOSITIONAL_ROWS}}
     for name, result in results.items():
         print(f"{labels[name]:<18} {result['parameters']:>10,} {result['real_tokens']:>6} {result['seconds_per_step']:>8.3f} "
               f"{result['tokens_per_second']:>9.0f} {result['tokens_per_second'] / base['tokens_per_second']:>8.2f}x "

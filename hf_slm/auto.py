@@ -39,6 +39,25 @@ FAMILIES = (
 )
 
 
+def family_tokenizer_classes():
+    """Every hf-slm tokenizer class (what a saved hf-slm tokenizer may be), each once, in FAMILIES' order."""
+    return tuple(dict.fromkeys(cls for *_, tokenizer_classes in FAMILIES for cls in tokenizer_classes))
+
+
+def tokenizer_class_for_grammar(grammar):
+    """The tokenizer class a new model of `grammar` is trained with: the default (last) tokenizer class of the family
+    whose config takes the grammar (SyntacticTokenizer for TG / TXL, DependencyTokenizer for DTG,
+    CompositionalTokenizer for paper 003's variants and baselines), so a new family is picked up from FAMILIES."""
+    from .modeling.configuration_slm import config_class_for_grammar
+
+    config_class = config_class_for_grammar(grammar)
+    for family_config, *_, tokenizer_classes in FAMILIES:
+        if family_config is config_class:
+            return tokenizer_classes[-1]
+    raise ValueError(f"grammar {grammar!r}: its config {config_class.__name__} has no tokenizer in "
+                     "hf_slm.auto.FAMILIES")
+
+
 def register_auto_classes():
     for config_class, model_class, causal_lm_class, tokenizer_classes in FAMILIES:
         AutoConfig.register(config_class.model_type, config_class, exist_ok=True)

@@ -441,7 +441,8 @@ def build_parser():
     presets = commands.add_parser("presets", help="list the model presets")
     presets.set_defaults(function=command_presets)
 
-    train = commands.add_parser("train", help="train a TG / TXL (CC) / TXL (terminals) / DTG model with transformers.Trainer")
+    train = commands.add_parser("train", help="train a TG / TXL (CC) / TXL (terminals) / DTG / paper 003 compositional "
+                                              "model with transformers.Trainer")
     train.add_argument("--preset", required=True, help="see `hf-slm presets`")
     train.add_argument("--train", nargs="+", required=True,
                        help="tree files (PTB brackets), or one folder made by `hf-slm data prepare` (its train split; "

@@ -29,6 +29,7 @@ from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 
 from .model_cards import DEFAULT_LICENSE, TEMPLATE_DIRECTORY
+from .modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
 from .modeling.grammars import grammar_class
 
 REPO_PLACEHOLDER = "ORG/NAME"
@@ -55,7 +56,14 @@ FAMILIES = {
     "dtg_eager": ModelFamily("DTG-eager", "dependency-transformer-grammar", "dtg.md", True),
     "dtg_swift": ModelFamily("DTG-swift", "dependency-transformer-grammar", "dtg.md", True),
     "txl_trans": ModelFamily("TXL (trans)", "txl-trans", "txl_trans.md", True),
+    # Paper 003: its two GPT-2 baselines, and each of the sixteen variants below.
+    "gpt2-tree": ModelFamily("GPT2-tree", "gpt2-tree", "compositional.md", True),
+    "gpt2-token": ModelFamily("GPT2-token", "gpt2-token", "gpt2_token.md", False),
 }
+# Every compositional variant by its paper name (Nb-Dn-In-M), all from one template: a variant that becomes a model
+# needs no card code.
+FAMILIES.update({name: ModelFamily("-".join(part.capitalize() for part in name.split("-")), "compositional-slm",
+                                   "compositional.md", True) for name in COMPOSITIONAL_GRAMMARS})
 # The transition system of each dependency grammar, as a card names it.
 TRANSITION_SYSTEM_NAMES = {"dtg": "arc-standard", "dtg_eager": "arc-eager", "dtg_swift": "arc-swift",
                            "txl_trans": "arc-standard"}
@@ -96,7 +104,7 @@ def model_family(config, source="config.json"):
     grammar = config.get("grammar")
     if grammar not in FAMILIES:
         raise ValueError(f"{source}: grammar {grammar!r} has no model card template; expected one of "
-                         f"{sorted(FAMILIES)} (cards for the compositional SLMs and SOM come with those models)")
+                         f"{sorted(FAMILIES)} (the card for SOM comes with that model)")
     return FAMILIES[grammar]
 
 
@@ -457,7 +465,9 @@ def model_details(config, parameters):
     if isinstance(config.get("open_nt_start"), int) and isinstance(config.get("open_nt_stop"), int):
         open_nts = config["open_nt_stop"] - config["open_nt_start"]
     vocabulary = f"{_config_value(config, 'vocab_size')} action ids"
-    if open_nts:
+    if open_nts == 1:  # paper 003's unlabeled trees
+        vocabulary += " (one unlabeled bracket: a `(` and a `)` action)"
+    elif open_nts:
         vocabulary += f" ({open_nts} nonterminal labels, each with an opening and a closing action)"
     low, high = config.get("min_relative_position"), config.get("max_relative_position")
     rules = grammar_class(grammar)
@@ -473,7 +483,9 @@ def model_details(config, parameters):
         ("parameters", f"{parameters:,}" if parameters is not None else "not counted (no safetensors weights)"),
         ("max sequence length", f"{_config_value(config, 'max_sequence_length')} positions"
                                 + (f" ({rules.duplicated_actions} count twice)" if rules.duplicates_closing else "")),
-        ("relative positions", f"{what}, clipped to [{low}, {high}]"),
+        ("absolute positions", "learned embeddings of each position's index in the expanded sequence (GPT-2)")
+        if config.get("position_encoding") == "absolute"
+        else ("relative positions", f"{what}, clipped to [{low}, {high}]"),
         ("dropout", f"embeddings {_config_value(config, 'embedding_dropout')}, layers "
                     f"{_config_value(config, 'core_dropout')}, attention weights "
                     f"{'as layers' if attention_dropout is None else attention_dropout}, before the output "
@@ -483,6 +495,11 @@ def model_details(config, parameters):
         ("layer norm", "pre-LN" if config.get("pre_layer_norm") else "post-LN"),
         ("tied input and output embeddings", "yes" if config.get("tie_word_embeddings", True) else "no"),
     ]
+    if getattr(rules, "external_composition", False):  # paper 003's Ex variants (section 2.3)
+        rows.append(("external composer", f"a Transformer of {_config_value(config, 'composer_num_layers')} layers, "
+                     f"width {_config_value(config, 'composer_hidden_size')}, "
+                     f"{_config_value(config, 'composer_num_heads')} heads, feed-forward "
+                     f"{_config_value(config, 'composer_intermediate_size')}, with down- and up-projections"))
     if not rules.causal:
         # Hybrids (paper 000, section 2.4): some heads or top layers attend without the grammar's mask.
         unrestricted = [f"{config[key]} {unit}" for key, unit in (("num_unrestricted_heads", "heads per layer"),
@@ -491,6 +508,38 @@ def model_details(config, parameters):
         rows.append(("unrestricted (causal) attention", ", ".join(unrestricted) if unrestricted else "none"))
         rows.append(("separate COMPOSE attention parameters",
                      "yes" if config.get("distinct_compose_attention") else "no"))
+    return rows
+
+
+# Paper 003's four options (section 2), as a card states them: grammar attribute -> (aspect, (when true, when false)).
+COMPOSITIONAL_OPTIONS = {
+    "binary": ("tree form (section 2.1)",
+               ("Bi: binary trees: unary chains removed, then left-binarized (Chomsky normal form)",
+                "Nb: non-binary trees, unary chains removed")),
+    "top_down": ("linearization (section 2.2)",
+                 ("Dn: top-down, a `(` opens and a `)` closes each constituent",
+                  "Up: bottom-up, only `)`, each closing the items on top of the stack")),
+    "internal": ("composition (section 2.3)",
+                 ("In: internal, by the main Transformer: each `)` is input twice, the first copy attends only its "
+                  "constituent and composes it, the second predicts the next action",
+                  "Ex: external, by a small separate Transformer over the children's representations, whose output is "
+                  "the `)` position's input")),
+    "masked": ("masking (section 2.4)",
+               ("M: once composed, a constituent's children are masked from every later position",
+                "Nm: composed children stay visible to later positions")),
+}
+
+
+def compositional_options(config):
+    """(aspect, this model's choice, the other choice) for each of paper 003's four options, or None for a grammar
+    that is not one of its sixteen variants."""
+    rules = COMPOSITIONAL_GRAMMARS.get(config.get("grammar"))
+    if rules is None:
+        return None
+    rows = []
+    for name, (aspect, (when_true, when_false)) in COMPOSITIONAL_OPTIONS.items():
+        chosen, other = (when_true, when_false) if getattr(rules, name) else (when_false, when_true)
+        rows.append((aspect, chosen, other))
     return rows
 
 
@@ -651,6 +700,11 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         transition_system=TRANSITION_SYSTEM_NAMES.get(grammar),
         arc_representation=config.get("arc_representation", "w+arc"),
         dependency_variant=config.get("dependency_variant", "paper"),
+        # paper 003 (compositional.md, gpt2_token.md): the variant's four options, its tree form, its end token
+        compositional=compositional_options(config),
+        binary=bool(getattr(grammar_class(grammar), "binary", False)),
+        uses_eos=bool(getattr(grammar_class(grammar), "uses_eos", False)),
+        vocab_size=config.get("vocab_size", NOT_RECORDED),
         evaluation_rows=[row for entry in reported for row in entry.rows],
         license=license,
         library_version=_library_version(),

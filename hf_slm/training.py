@@ -1,8 +1,9 @@
-"""Training TG / TXL (CC) / TXL (terminals) / DTG with transformers.Trainer.
+"""Training TG / TXL (CC) / TXL (terminals) / DTG / paper 003's compositional SLMs with transformers.Trainer.
 
 The loop is Trainer's; what this module adds is the glue: a tokenizer trained on the training trees (or a
-given one), the model config from a preset and the tokenizer's id layout, datasets of action ids, the
-data collator, Adam with the paper's schedule (linear warm-up from the initial to the maximum learning
+given one; a new one is of the class the grammar's family reads, hf_slm.auto.tokenizer_class_for_grammar, in the
+grammar's linearization; a tokenizer of unlabeled trees gets the trees unlabeled), the model config from a
+preset and the tokenizer's id layout, datasets of action ids, the data collator, Adam with the paper's schedule (linear warm-up from the initial to the maximum learning
 rate, then cosine decay to the final one; paper 000, Appendix B), an optional learning-rate multiplier for
 the token embedding (paper 002, section 4: 2.0 for DTG) and gradient clipping at norm 3.
 
@@ -36,13 +37,14 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from .checks import LINEARIZATION_OF_GRAMMAR, check_tokenizer_matches
 from .collator import SyntacticDataCollator
-from .data.prepare import PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer
+from .auto import tokenizer_class_for_grammar
+from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer,
+                           reads_unlabeled_trees, trees_for_tokenizer)
 from .data.prepare_dependency import is_dependency_tokenizer, transition_grammars
 from .modeling.configuration_slm import PRESETS, preset_config
 from .modeling.grammars import grammar_class
 from .modeling.modeling_slm import causal_lm_for_config
 from .run_journal import output_lock
-from .tokenization.tokenization_slm import SyntacticTokenizer
 from .tokenization.trees import read_trees
 
 def warmup_cosine_schedule(step, warmup_steps, total_steps, initial, peak, final):
@@ -98,9 +100,10 @@ def doubled_id_ranges(grammar, layout):
 def tree_dataset(tokenizer, trees, grammar, max_length, source="trees"):
     """A datasets.Dataset with one column, input_ids (the unexpanded action ids of each tree).
 
-    A tree whose expanded length exceeds `max_length` is an error naming it (nothing is dropped).
+    A tree whose expanded length exceeds `max_length` is an error naming it (nothing is dropped). Labeled trees
+    given to a tokenizer of unlabeled trees (paper 003's) are unlabeled first.
     """
-    encoded = tokenizer(trees)["input_ids"]
+    encoded = tokenizer(trees_for_tokenizer(tokenizer, trees))["input_ids"]
     doubled = doubled_id_ranges(grammar, tokenizer.action_layout)
     for index, ids in enumerate(encoded):
         expanded = len(ids) + sum(1 for i in ids for start, stop in doubled if start <= i < stop)
@@ -461,21 +464,27 @@ def _train(setup, log):
                                  f"the {grammar} grammar of preset {setup.preset!r} needs "
                                  f"{LINEARIZATION_OF_GRAMMAR[grammar]!r}")
         elif setup.tokenizer:
-            tokenizer = SyntacticTokenizer.from_pretrained(setup.tokenizer)
+            tokenizer = load_syntactic_tokenizer(setup.tokenizer)
             if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
                 raise ValueError(
                     f"tokenizer {setup.tokenizer!r} linearizes {tokenizer.linearization!r}; the {grammar} grammar "
                     f"needs {LINEARIZATION_OF_GRAMMAR[grammar]!r}"
                 )
         else:
+            # The grammar's family gives the tokenizer class (CompositionalTokenizer for paper 003's grammars,
+            # SyntacticTokenizer for TG / TXL) and the grammar its linearization.
+            tokenizer_class = tokenizer_class_for_grammar(grammar)
             vocab_size = setup.vocab_size or preset["model"]["vocab_size"]
-            log(f"training a SentencePiece tokenizer ({vocab_size} pieces requested) on {len(train_trees)} trees")
+            log(f"training a SentencePiece tokenizer ({tokenizer_class.__name__}, {vocab_size} pieces requested) on "
+                f"{len(train_trees)} trees")
             # The trees are already normalized; the options are stored so that tree strings encoded later get
-            # the same normalization.
-            labels = {node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
-                      for node in tree.subtrees()}
-            tokenizer = SyntacticTokenizer.train(train_trees, vocab_size=vocab_size, linearization=LINEARIZATION_OF_GRAMMAR[grammar],
-                                                 extra_nonterminals=labels, **setup.normalize_options)
+            # the same normalization. A tokenizer of unlabeled trees has no labels to learn.
+            labels = {} if reads_unlabeled_trees(tokenizer_class) else dict(extra_nonterminals={
+                node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
+                for node in tree.subtrees()})
+            tokenizer = tokenizer_class.train(train_trees, vocab_size=vocab_size,
+                                              linearization=LINEARIZATION_OF_GRAMMAR[grammar], **labels,
+                                              **setup.normalize_options)
     overrides = dict(setup.model_overrides)
     if prepared is not None and inputs.document_level:
         # Documents (several trees after one <s>) need a document-level grammar in the model and the collator.

@@ -29,9 +29,16 @@ for blocked in ("hf_slm", "nltk"):
 '''
 
 
-def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", linearization="top_down", seed=0, **config):
-    """Train a tokenizer on `trees`, build a small random model, save both to `directory`."""
-    tokenizer = hf_slm.SyntacticTokenizer.train(trees, vocab_size=vocab_size, linearization=linearization)
+def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", linearization=None, seed=0, **config):
+    """Train a tokenizer on `trees`, build a small random model, save both to `directory`.
+
+    The tokenizer is the one `hf-slm train` gives the grammar (its family's class, e.g. CompositionalTokenizer for
+    paper 003's grammars), with the grammar's linearization unless `linearization` says otherwise."""
+    from hf_slm.auto import tokenizer_class_for_grammar
+    from hf_slm.modeling.grammars import grammar_class
+
+    tokenizer = tokenizer_class_for_grammar(grammar).train(
+        trees, vocab_size=vocab_size, linearization=linearization or grammar_class(grammar).linearization)
     options = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
     options.update(config)
     model_config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, **options,

@@ -32,10 +32,18 @@ TREES = [
 ]
 BEAM = dict(beam_size=10, word_beam_size=5)
 GRAMMARS = {  # grammar -> (linearization, family tag, a phrase only that family's text has)
-    "tg": ("top_down", "transformer-grammar", "COMPOSE"),
+    "tg": ("top_down", "transformer-grammar", "A **Transformer Grammar** (TG"),
     "choe_charniak": ("top_down", "txl-cc", "Choe and Charniak (2016)"),
     "terminals": ("terminals", "txl-terminals", "trained on words alone"),
+    # paper 003: a compositional variant (CompositionalTokenizer, unlabeled trees) and the word-level baseline
+    "nb-dn-in-m": ("nb-dn", "compositional-slm", "four independent options"),
+    "gpt2-token": ("terminals", "gpt2-token", "GPT2-token is paper 003's reference point"),
 }
+WORDS_ONLY = ("terminals", "gpt2-token")  # models of p(x): no trees, exact perplexity
+# Bracketing F1 (parse, rerank) is evaluated on labeled gold trees: the families that predict labels.
+LABELED = ("tg", "choe_charniak")
+PRESETS = {"tg": "tg-ptb", "choe_charniak": "txl-cc-ptb", "terminals": "txl-terminals-ptb",
+           "nb-dn-in-m": "nb-dn-in-m-tiny", "gpt2-token": "gpt2-token-tiny"}
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
@@ -45,7 +53,7 @@ def _tiny(directory, grammar):
 
 def _write_training_record(directory, grammar, train_file):
     """training_setup.json through the real writer, with a stand-in for the Trainer's state."""
-    setup = TrainingSetup(preset={"tg": "tg-ptb", "choe_charniak": "txl-cc-ptb", "terminals": "txl-terminals-ptb"}[grammar],
+    setup = TrainingSetup(preset=PRESETS[grammar],
                           train=[str(train_file)], eval=[str(train_file)], output=str(directory),
                           normalize_options={"strip_function_tags": True, "remove_unary": False})
     schedule = {"max_steps": 50, "batch_size": 4, "learning_rate": 1e-3, "warmup_steps": 5,
@@ -95,7 +103,7 @@ def evaluated(tmp_path_factory):
             word_perplexity(model, tokenizer, sentences, beam_options=BEAM, output_dir=results, progress=False)
             run_syntaxgym(model, tokenizer, FIXTURES / "syntaxgym", output_dir=results, limit=3, progress=False, **BEAM)
             run_blimp(model, tokenizer, FIXTURES / "blimp", limit=3, output_dir=results, scorer=_fake_log_probs)
-            if grammar != "terminals":
+            if grammar in LABELED:
                 parse_eval(model, tokenizer, gold, output_dir=results, progress=False, **BEAM)
                 rerank(model, tokenizer, gold, proposals, output_dir=results, progress=False)
             checkpoints[grammar] = (directory, model)
@@ -146,10 +154,10 @@ def test_metadata_has_library_tags_metrics_and_model_index(evaluated, grammar):
     assert card.data.license == "apache-2.0"
     tags = card.data.tags
     assert {"hf-slm", GRAMMARS[grammar][1], "custom_code"} <= set(tags)
-    assert ("syntactic-language-model" in tags) == (grammar != "terminals")
-    assert not ({"transformer-grammar", "txl-cc", "txl-terminals"} - {GRAMMARS[grammar][1]}) & set(tags)
+    assert ("syntactic-language-model" in tags) == (grammar not in WORDS_ONLY)
+    assert not ({tag for _, tag, _ in GRAMMARS.values()} - {GRAMMARS[grammar][1]}) & set(tags)
     expected_metrics = {"perplexity", "sg_score", "blimp_accuracy"}
-    if grammar != "terminals":
+    if grammar in LABELED:
         expected_metrics.add("bracketing_f1")
     assert set(card.data.metrics) == expected_metrics
     training = json.loads((directory / "training_setup.json").read_text())
@@ -161,7 +169,7 @@ def test_metadata_has_library_tags_metrics_and_model_index(evaluated, grammar):
     assert values[("text-generation", "perplexity")] == _saved(directory, "ppl")["metrics"]["perplexity"]
     assert values[("text-generation", "sg_score")] == _saved(directory, "sg")["metrics"]["sg_score"]
     assert values[("text-generation", "blimp_accuracy")] == _saved(directory, "blimp")["metrics"]["accuracy"]
-    if grammar != "terminals":
+    if grammar in LABELED:
         assert values[("constituency-parsing", "bracketing_f1")] == _saved(directory, "parse")["metrics"]["f1"]
         assert values[("parse-reranking", "bracketing_f1")] == _saved(directory, "rerank")["metrics"]["f1"]
         assert len(card.data.eval_results) == 5
@@ -186,7 +194,7 @@ def test_table_numbers_equal_the_saved_results(evaluated, grammar):
     text = build_model_card(directory).content
     rows = _results_by_evaluation(text)
     ppl = _saved(directory, "ppl")
-    label = "Word perplexity, exact" if grammar == "terminals" else "Word perplexity, upper bound"
+    label = "Word perplexity, exact" if grammar in WORDS_ONLY else "Word perplexity, upper bound"
     assert float(rows[label][1]) == pytest.approx(ppl["metrics"]["perplexity"], abs=0.006)
     assert rows[label][4] == ppl["date"][:10]
     assert f"{ppl['metrics']['sentences']} sentences" in rows[label][2]
@@ -208,7 +216,7 @@ def test_table_numbers_equal_the_saved_results(evaluated, grammar):
     for field, accuracy in blimp["metrics"]["by_field"].items():
         assert float(rows[f"BLiMP field: {field}"][1].rstrip("%")) / 100 == pytest.approx(accuracy, abs=6e-4)
 
-    if grammar != "terminals":
+    if grammar in LABELED:
         for name, label in (("parse", "Bracketing F1, beam-search parses"), ("rerank", "Bracketing F1, reranking proposals")):
             saved = _saved(directory, name)
             assert float(rows[label][1]) == pytest.approx(saved["metrics"]["f1"], abs=0.006)
@@ -223,7 +231,7 @@ def test_family_text_matches_the_grammar(evaluated, grammar):
     text = build_model_card(directory).text
     for other, (_, _, phrase) in GRAMMARS.items():
         assert (phrase in text) == (other == grammar), (grammar, phrase)
-    if grammar == "terminals":
+    if grammar in WORDS_ONLY:
         assert "word_synchronous_beam_search" not in text
     else:
         assert "model.word_synchronous_beam_search(" in text and "hf_slm.parse(" in text
@@ -238,7 +246,7 @@ def test_upper_bound_only_for_syntactic_perplexity(evaluated, grammar):
     ppl = _saved(directory, "ppl")["metrics"]
     perplexity = next(r for r in card.data.eval_results if r.metric_type == "perplexity")
     rows = _results_by_evaluation(card.text)
-    if grammar == "terminals":
+    if grammar in WORDS_ONLY:
         assert ppl["is_upper_bound"] is False
         assert "upper bound" not in card.content.lower()
         assert "Word perplexity, exact" in rows and perplexity.metric_name == "word perplexity (exact)"
@@ -315,7 +323,10 @@ def test_details_and_training_come_from_the_checkpoint(evaluated, grammar):
     assert details["hidden size"] == str(config["hidden_size"])
     assert details["feed-forward size"] == str(config["intermediate_size"])
     assert details["parameters"] == f"{model.num_parameters():,}"
-    assert f"[{config['min_relative_position']}, {config['max_relative_position']}]" in details["relative positions"]
+    if config["position_encoding"] == "absolute":  # paper 003's GPT-2 backbone
+        assert details["absolute positions"].startswith("learned embeddings") and "relative positions" not in details
+    else:
+        assert f"[{config['min_relative_position']}, {config['max_relative_position']}]" in details["relative positions"]
     training = dict(_table(_section(text, "Training")))
     record = json.loads((directory / "training_setup.json").read_text())
     assert training["preset"] == f"`{record['preset']}`"
@@ -327,7 +338,7 @@ def test_details_and_training_come_from_the_checkpoint(evaluated, grammar):
 def test_usage_examples_run(evaluated, tmp_path, monkeypatch):
     """The card's Python blocks run as written against the checkpoint (REPO pointed at the folder)."""
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))  # remote-code modules are cached there
-    for grammar in ("tg", "terminals"):
+    for grammar in ("tg", "terminals", "nb-dn-in-m", "gpt2-token"):
         directory, _ = evaluated[grammar]
         text = build_model_card(directory, repo_id="org/tiny", revision=SHA).text
         blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
@@ -340,7 +351,7 @@ def test_usage_examples_run(evaluated, tmp_path, monkeypatch):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exec(compile(code, f"<{grammar} card>", "exec"), namespace)
-        if grammar == "terminals":
+        if grammar in WORDS_ONLY:
             assert float(namespace["log_p"]) < 0
         else:
             assert len(namespace["result"].surprisals) == len(namespace["words"])
@@ -508,3 +519,51 @@ def test_dependency_card_says_what_the_model_is_and_its_examples_run(grammar, sy
         exec(compile(code, f"<{grammar} card>", "exec"), namespace)
     assert len(namespace["result"].surprisals) == len(namespace["words"])
     assert namespace["trees"][0].startswith("a/")  # hf_slm.parse: an inline dependency tree of the words
+
+
+def _compositional_cards():
+    """Every paper 003 model that exists (the variants COMPOSITIONAL_MODEL_VARIANTS names, as they land) and
+    GPT2-tree: a card needs no per-variant code."""
+    from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
+
+    return list(COMPOSITIONAL_MODEL_VARIANTS) + ["gpt2-tree"]
+
+
+@pytest.mark.parametrize("grammar", _compositional_cards())
+def test_compositional_card_states_the_variant_options_and_the_tokenizer(grammar, tmp_path):
+    from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
+
+    directory, _, tokenizer = save_tiny_checkpoint(tmp_path / grammar, TREES, grammar=grammar)
+    card = build_model_card(directory)
+    text = card.text
+    assert card.data.tags == ["hf-slm", "syntactic-language-model",
+                              "gpt2-tree" if grammar == "gpt2-tree" else "compositional-slm", "custom_code"]
+    description = _section(text, "What this model is")
+    # The truth about the vocabulary: SentencePiece, not the paper's GPT-2 BPE.
+    assert "`CompositionalTokenizer`: a SentencePiece unigram model" in description
+    assert f"({len(tokenizer)} ids in all)" in description and "GPT-2's byte-level BPE" in description
+    assert "tokenizer.unlabel" in description
+    details = dict(_table(_section(text, "Model details")))
+    assert details["grammar"] == f"`{grammar}`"
+    assert details["vocabulary"].endswith("(one unlabeled bracket: a `(` and a `)` action)")
+    rules = COMPOSITIONAL_GRAMMARS.get(grammar)
+    if rules is None:  # GPT2-tree: no options table, no composition
+        assert "four independent options" not in text and "A **GPT2-tree** model" in text
+        return
+    assert f"variant **{'-'.join(part.capitalize() for part in grammar.split('-'))}**" in text
+    options = [row for row in _table(description) if row[0].split(" (")[0] in
+               ("tree form", "linearization", "composition", "masking")]
+    chosen = [row[1].split(":")[0] for row in options]
+    assert chosen == ["Bi" if rules.binary else "Nb", "Dn" if rules.top_down else "Up",
+                      "In" if rules.internal else "Ex", "M" if rules.masked else "Nm"]
+    assert [row[2].split(":")[0] for row in options] == [
+        "Nb" if rules.binary else "Bi", "Up" if rules.top_down else "Dn", "Ex" if rules.internal else "In",
+        "Nm" if rules.masked else "M"]
+    config = json.loads((directory / "config.json").read_text())
+    if rules.external_composition:
+        assert details["external composer"].startswith(
+            f"a Transformer of {config['composer_num_layers']} layers, width {config['composer_hidden_size']}")
+    else:
+        assert "external composer" not in details
+        assert details["max sequence length"].endswith("(closing brackets count twice)")
+    assert ("`</s>`" in description) == rules.uses_eos

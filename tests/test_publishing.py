@@ -19,6 +19,7 @@ from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArgum
 
 from hf_slm import SyntacticDataCollator, TransformerGrammarForCausalLM
 from hf_slm.cli import main
+from hf_slm.model_card import FAMILIES
 from hf_slm.modeling.modeling_slm import TransformerGrammarModel
 from hf_slm.modeling.safe_loading import PickleWeightsRefusedError
 from hf_slm.publishing import check_checkpoint, push_checkpoint
@@ -342,8 +343,8 @@ def test_check_checkpoint_names_what_is_missing(published, tmp_path):
         check_checkpoint(sharded)
 
 
-# ---- 5. every dependency family publishes as a TG does ----------------------------------------------------
-DEPENDENCY_CHILD = ISOLATION_PREAMBLE + r'''
+# ---- 5. every other family (dependency, paper 003's compositional) publishes as a TG does ------------------
+FAMILY_CHILD = ISOLATION_PREAMBLE + r'''
 import json, sys, torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -357,29 +358,47 @@ print(json.dumps({"loss": loss, "classes": [type(model).__module__, type(tokeniz
 '''
 
 
-@pytest.mark.parametrize("grammar", ["dtg_swift", "txl_trans"])
-def test_a_dependency_checkpoint_is_pushed_and_loads_pinned_without_hf_slm(hub, api, tmp_path, capsys, grammar):
+def _family_checkpoint(grammar, directory):
+    """(model, tokenizer, the trees its tokenizer reads) of a tiny model of `grammar`, saved to `directory`."""
+    from hf_slm.modeling.compositional_grammars import BASELINE_GRAMMARS, COMPOSITIONAL_GRAMMARS
+
+    if grammar in COMPOSITIONAL_GRAMMARS or grammar in BASELINE_GRAMMARS:  # paper 003: unlabeled trees
+        _, model, tokenizer = save_tiny_checkpoint(directory, TREES, grammar=grammar)
+        return model, tokenizer, [tokenizer.unlabel(tree) for tree in TREES]
     from test_dependency_model import TREES as DEPENDENCY_TREES
     from test_dependency_model import tiny
 
     model, tokenizer = tiny(grammar)
-    directory = tmp_path / "run"
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
+    return model, tokenizer, DEPENDENCY_TREES
+
+
+# The hub code files each family needs beyond TG's.
+FAMILY_HUB_CODE = {"dtg_swift": {"dependency_grammars.py", "tokenization_dependency.py", "transitions.py"},
+                   "txl_trans": {"dependency_grammars.py", "tokenization_dependency.py", "transitions.py"},
+                   "nb-dn-in-m": {"compositional_grammars.py", "tokenization_compositional.py"},
+                   "gpt2-token": {"compositional_grammars.py", "tokenization_compositional.py"}}
+
+
+@pytest.mark.parametrize("grammar", list(FAMILY_HUB_CODE))
+def test_a_family_checkpoint_is_pushed_and_loads_pinned_without_hf_slm(hub, api, tmp_path, capsys, grammar):
+    directory = tmp_path / "run"
+    model, tokenizer, trees = _family_checkpoint(grammar, directory)
     kept, _ = check_checkpoint(directory)
-    assert {"dependency_grammars.py", "tokenization_dependency.py", "transitions.py"} <= set(kept)
+    assert FAMILY_HUB_CODE[grammar] <= set(kept)
 
     repo = f"org/{grammar}-tiny"
     assert main(["push", str(directory), "--repo", repo]) == 0
     sha = capsys.readouterr().out.split("commit ", 1)[1].split()[0]
-    batch = tokenizer(DEPENDENCY_TREES, padding=True, return_tensors="pt")
+    batch = tokenizer(trees, padding=True, return_tensors="pt")
     with torch.no_grad():
         expected = float(model(**batch, labels=batch["input_ids"]).loss)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE"))}
     env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "fresh_hf_home"), HF_HUB_DISABLE_TELEMETRY="1",
                PYTHONPATH="", PYTHONNOUSERSITE="1")
-    (tmp_path / "child.py").write_text(textwrap.dedent(DEPENDENCY_CHILD))
-    result = subprocess.run([sys.executable, str(tmp_path / "child.py"), repo, sha, json.dumps(DEPENDENCY_TREES)],
+    (tmp_path / "child.py").write_text(textwrap.dedent(FAMILY_CHILD))
+    result = subprocess.run([sys.executable, str(tmp_path / "child.py"), repo, sha, json.dumps(trees)],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
@@ -387,3 +406,4 @@ def test_a_dependency_checkpoint_is_pushed_and_loads_pinned_without_hf_slm(hub, 
     assert found["loss"] == pytest.approx(expected, abs=1e-5)
     card = open(hf_hub_download(repo, "README.md"), encoding="utf-8").read()
     assert f'REVISION = "{sha}"' in card
+    assert f"\n- {FAMILIES[grammar].tag}\n" in card  # the family's own card (its hub tag in the metadata)

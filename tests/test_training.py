@@ -358,3 +358,66 @@ def test_dependency_training_errors(conllu_treebank, prepared_wsj, tmp_path):
                                          rf"the dtg_eager grammar, more than .* max_sequence_length {longest - 1}"):
         train(eager_setup(max_sequence_length=longest - 1), log=_quiet)
     assert not (tmp_path / "x").exists()
+
+
+def _one_variant_per_composition():
+    """The first paper 003 model of each composition kind that exists (In; Ex once it lands), from
+    COMPOSITIONAL_MODEL_VARIANTS: the training path has no per-variant code, so one of each stands for the rest."""
+    from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
+    from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
+
+    first = {}
+    for name in COMPOSITIONAL_MODEL_VARIANTS:
+        first.setdefault(COMPOSITIONAL_GRAMMARS[name].internal, name)
+    return list(first.values())
+
+
+@pytest.mark.parametrize("grammar", _one_variant_per_composition())
+def test_a_compositional_model_trains_on_tree_files_through_the_cli_then_parses_scores_and_evaluates(
+        grammar, small_trees, tmp_path, capsys, one_thread):
+    from transformers import AutoTokenizer
+
+    from hf_slm.cli import main
+    from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
+
+    run = tmp_path / "run"
+    assert main(["train", "--preset", f"{grammar}-tiny", "--train", str(small_trees / "train.txt"), "--eval",
+                 str(small_trees / "dev.txt"), "--output", str(run), "--max-steps", "3", "--batch-size", "4",
+                 "--warmup-steps", "1", "--vocab-size", "300", "--eval-steps", "3", *TINY_SET]) == 0, \
+        capsys.readouterr().err
+    capsys.readouterr()
+    record = json.loads((run / "training_setup.json").read_text())
+    assert record["grammar"] == grammar and record["steps_done"] == 3 and record["eval_examples"] == 40
+    assert math.isfinite(record["final_eval_loss"])
+    # The tokenizer the preset's grammar reads: paper 003's, over unlabeled trees in the grammar's linearization.
+    tokenizer = AutoTokenizer.from_pretrained(run)
+    assert type(tokenizer).__name__ == "CompositionalTokenizer"
+    assert tokenizer.linearization == COMPOSITIONAL_GRAMMARS[grammar].linearization
+    assert tokenizer.action_layout["open_nt_stop"] - tokenizer.action_layout["open_nt_start"] == 1
+
+    sentence = "the year is over ."
+    beam = ["--beam-size", "10", "--word-beam-size", "3"]
+    assert main(["parse", "--model", str(run), *beam, sentence]) == 0
+    [parsed] = capsys.readouterr().out.splitlines()
+    # An unlabeled tree over exactly the sentence's words.
+    assert parsed.startswith("( ") and [t for t in parsed.split() if t not in "()"] == sentence.split()
+    assert main(["score", "--model", str(run), *beam, "--constraints", "paper003-sg", sentence]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    assert len(scored["surprisals"]) == 5 and -math.inf < scored["log_prob"] < 0
+    assert math.fsum(scored["surprisals"]) + scored["end_surprisal"] == pytest.approx(-scored["log_prob"], abs=1e-6)
+
+    results = ["--output", str(tmp_path / "results"), *beam, "--constraints", "paper003-sg"]
+    assert main(["eval", "ppl", "--model", str(run), "--data", str(small_trees / "dev.txt"), "--limit", "3",
+                 *results]) == 0
+    ppl = json.loads((tmp_path / "results" / "ppl-dev-limit3.json").read_text())["metrics"]
+    assert ppl["sentences"] == 3 and ppl["is_upper_bound"] is True and ppl["perplexity"] > 1
+    suites = Path(__file__).parent / "fixtures" / "syntaxgym"
+    assert main(["eval", "sg", "--model", str(run), "--suites", str(suites), "--limit", "1", *results]) == 0
+    [sg_path] = (tmp_path / "results").glob("sg-*.json")
+    assert 0 <= json.loads(sg_path.read_text())["metrics"]["sg_score"] <= 1
+    capsys.readouterr()
+
+    # The card of what `train` wrote: the variant's card, with its training record.
+    assert main(["card", str(run)]) == 0
+    card = (run / "README.md").read_text()
+    assert f"(`{grammar}`) takes:" in card and f"`{grammar}-tiny`" in card

@@ -32,8 +32,6 @@ import pyarrow.compute as pc
 from datasets import DatasetDict, load_from_disk
 
 from ..run_journal import LOCK_NAME, RunJournal, data_fingerprint, output_lock
-from ..tokenization.tokenization_dependency import DependencyTokenizer
-from ..tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
 from ..tokenization.trees import parse_tree
 from . import load, loader_options
 from .prepare_dependency import dependency_preparation
@@ -56,8 +54,10 @@ def load_syntactic_tokenizer(directory):
     if not config_path.is_file():
         state = "does not exist" if not directory.exists() else "has no tokenizer_config.json"
         raise ValueError(f"tokenizer directory {str(directory)!r} {state}; expected a saved hf_slm tokenizer")
+    from ..auto import family_tokenizer_classes
+
     name = json.loads(config_path.read_text(encoding="utf-8")).get("tokenizer_class")
-    classes = {cls.__name__: cls for cls in (SyntacticTokenizer, SyntacticWordTokenizer, DependencyTokenizer)}
+    classes = {cls.__name__: cls for cls in family_tokenizer_classes()}
     if name not in classes:
         raise ValueError(
             f"tokenizer {str(directory)!r} is a {name}; expected an hf_slm {' or '.join(classes)}"
@@ -76,9 +76,21 @@ def _locate(error, batch, position, what, unit="tree"):
     return ValueError(f"{where}: cannot encode its {what}: {error}")
 
 
+def reads_unlabeled_trees(tokenizer):
+    """Whether `tokenizer` encodes unlabeled trees only (paper 003's CompositionalTokenizer): it says so by its
+    `unlabel` method, which turns a labeled tree into what it reads; no labels join its vocabulary."""
+    return callable(getattr(tokenizer, "unlabel", None))
+
+
+def trees_for_tokenizer(tokenizer, trees):
+    """Labeled trees (read from tree files, normalized) as `tokenizer` encodes them: unlabeled for a tokenizer of
+    unlabeled trees (its `unlabel`, which leaves the normalization alone for parsed trees), as they are otherwise."""
+    return [tokenizer.unlabel(tree) for tree in trees] if reads_unlabeled_trees(tokenizer) else list(trees)
+
+
 def encode_trees(batch, tokenizer):
     """input_ids of a batch of normalized one-line trees (parsed first, see the module docstring)."""
-    trees = [parse_tree(tree) for tree in batch["tree"]]
+    trees = trees_for_tokenizer(tokenizer, [parse_tree(tree) for tree in batch["tree"]])
     try:
         return {"input_ids": tokenizer(trees)["input_ids"]}
     except ValueError:
