@@ -100,8 +100,8 @@ CASES = [
     CliCase("parse --model a folder holding another kind of model", _parse("{tmp}/m"),
             prepare=_damaged(lambda folder: _set_json(folder / "config.json", model_type="gpt2")),
             message=r"\S*/m/config\.json describes a model of type 'gpt2'; expected an hf-slm model "
-                    r"\(dependency_transformer_grammar or dependency_transformer_xl or slm_transformer_xl or "
-                    r"transformer_grammar\)"),
+                    r"\(compositional_slm or dependency_transformer_grammar or dependency_transformer_xl or "
+                    r"slm_transformer_xl or transformer_grammar\)"),
     CliCase("parse --model with model.safetensors cut in its header", _parse("{tmp}/m"),
             prepare=_damaged(lambda folder: _cut(folder / "model.safetensors", 300)),
             message=r"\S*/m/model\.safetensors cannot be read: .*header.*\(truncated, or not a safetensors file\?\)"),
