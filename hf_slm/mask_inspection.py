@@ -44,6 +44,11 @@ def mask_report(text, grammar_name="tg", tree_format="auto", variant="paper", pi
     vocab = ActionVocabulary.from_action_sequences([actions])
     grammar = get_grammar(grammar_name, vocab.layout)
     sequence = grammar.sequence(vocab.encode(actions, add_eos=grammar_name == "terminals"))
+    return sequence_report(grammar_name, vocab, sequence)
+
+
+def sequence_report(grammar_name, vocab, sequence):
+    """The fields every report has: tokens, position kinds, the attention mask, relative positions and labels."""
     return {
         "grammar": grammar_name,
         "tokens": vocab.decode(sequence.input_ids),
@@ -79,14 +84,7 @@ def compositional_mask_report(text, grammar_name, tree_format="auto", **normaliz
     vocab = ActionVocabulary(words, [""])  # one `(`, one `)`
     ids = [vocab.ids[action] for action in actions]
     sequence = get_grammar(grammar_name, vocab.layout).sequence(ids, starts=starts)
-    report = {
-        "grammar": grammar_name,
-        "tokens": vocab.decode(sequence.input_ids),
-        "kinds": [POSITION_KIND_NAMES[PositionKind(k)] for k in sequence.position_kinds],
-        "attention_mask": sequence.attention_mask.astype(int).tolist(),
-        "relative_positions": sequence.relative_positions.tolist(),
-        "labels": [None if label == IGNORE_INDEX else vocab.tokens[label] for label in sequence.labels],
-    }
+    report = sequence_report(grammar_name, vocab, sequence)
     if sequence.composition_children is not None:
         report["composes"] = [[int(j) for j in row.nonzero()[0]] or None for row in sequence.composition_children]
     if sequence.start_labels is not None:

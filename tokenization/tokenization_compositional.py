@@ -37,7 +37,7 @@ This file is hub code: it imports only its siblings, transformers and sentencepi
 """
 
 from .linearizers import UNLABELED_CLOSE, parse_action_string
-from .tokenization_slm import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SyntacticTokenizer, train_sentencepiece
+from .tokenization_slm import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SyntacticTokenizer, ids_encoding, train_sentencepiece
 from .tree_type import Tree
 from .trees import escape_word, left_binarize_shape, read_tree_string, read_trees, remove_unary_chains
 
@@ -274,8 +274,6 @@ class CompositionalTokenizer(SyntacticTokenizer):
         words, `<s>` and `</s>`; `<s>` is added unless present or add_special_tokens=False. A prefix of a tree
         is accepted. A Bi tokenizer refuses a `)` that does not close two items (ValueError naming it); a word
         of several pieces gets the brackets of its own constituent, as `tokenizer(tree)` gives it."""
-        from transformers.tokenization_utils_base import BatchEncoding
-
         if isinstance(actions, str):
             actions = parse_action_string(actions)
         actions = list(actions)
@@ -295,10 +293,7 @@ class CompositionalTokenizer(SyntacticTokenizer):
                 starts.extend(word_starts)
         if add_special_tokens and ids[0] != BOS_ID:
             ids, starts = [BOS_ID] + ids, [False] + starts
-        encoded = {"input_ids": ids, "attention_mask": [1] * len(ids)}
-        if return_word_starts:
-            encoded["word_starts"] = starts
-        return BatchEncoding(encoded, tensor_type=return_tensors, prepend_batch_axis=return_tensors is not None)
+        return ids_encoding(ids, starts, return_word_starts, return_tensors)
 
     def _check_action_shape(self, actions):
         """A Bi tokenizer's actions close constituents of two items (a one-word sentence's root, one); a top-down

@@ -134,6 +134,15 @@ def _training_corpus(trees, normalize_options):
     return sentences, labels
 
 
+def ids_encoding(ids, starts, return_word_starts=False, return_tensors=None):
+    """The BatchEncoding of one encoded sequence: input_ids, an all-ones attention_mask and, on request, word_starts
+    (whether each id begins a word)."""
+    encoded = {"input_ids": ids, "attention_mask": [1] * len(ids)}
+    if return_word_starts:
+        encoded["word_starts"] = starts
+    return BatchEncoding(encoded, tensor_type=return_tensors, prepend_batch_axis=return_tensors is not None)
+
+
 class SyntacticTokenizerBase(PreTrainedTokenizer):
     """What both tokenizers share: the vocabulary layout, nonterminals, linearization, encoding and decoding.
 
@@ -403,10 +412,7 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         ids, starts = self._actions_to_ids(list(actions), specials_allowed=True)
         if add_special_tokens and ids[0] != BOS_ID:
             ids, starts = [BOS_ID] + ids, [False] + starts
-        encoded = {"input_ids": ids, "attention_mask": [1] * len(ids)}
-        if return_word_starts:
-            encoded["word_starts"] = starts
-        return BatchEncoding(encoded, tensor_type=return_tensors, prepend_batch_axis=return_tensors is not None)
+        return ids_encoding(ids, starts, return_word_starts, return_tensors)
 
     def encode_document(self, sentences, add_special_tokens=True, return_word_starts=False, return_tensors=None):
         """Encode a document, a list of sentences (tree strings, nltk.Trees or word lists), as one sequence.
@@ -430,10 +436,7 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
             ids, starts = [BOS_ID] + ids, [False] + starts
             if self.linearization == "terminals":
                 ids, starts = ids + [EOS_ID], starts + [False]
-        encoded = {"input_ids": ids, "attention_mask": [1] * len(ids)}
-        if return_word_starts:
-            encoded["word_starts"] = starts
-        return BatchEncoding(encoded, tensor_type=return_tensors, prepend_batch_axis=return_tensors is not None)
+        return ids_encoding(ids, starts, return_word_starts, return_tensors)
 
     def tokenize(self, text, is_split_into_words=False, **kwargs):
         """The tokens of one input (pieces, `(S`, `S)`), without added special tokens."""
