@@ -13,12 +13,23 @@ output is up-projected back to the main model's width. Compositions live in the 
 so an earlier composition is read exactly like a token embedding (and the beam-search decoder only keeps each
 position's input embedding).
 
-Two entry points, one computation:
+Three entry points, one computation (`compose_packed`):
 - `compose(children, child_mask)`: a batch of constituents [N, K, d] (K the most children, `child_mask` [N, K]
   which are real) -> [N, d]. The beam-search decoder calls it once per round for every `)` chosen.
 - `compose_by_level(embeddings, children, level)`: training. Every constituent of a batch's trees, bottom-up,
-  one `compose` call per tree level (all constituents whose children are done, across the batch), not one
-  constituent at a time; returns the input embeddings with each `)` position's replaced by its composition.
+  one `compose_packed` call per tree level (all constituents whose children are done, across the batch), not
+  one constituent at a time; returns the input embeddings with each `)` position's replaced by its composition.
+- `compose_packed(children, which, rank, count)`: the constituents' children as one list of rows [M, d], each
+  with its constituent and its rank among that constituent's children.
+
+Packed, not padded: constituents of one level have from 1 to tens of children (a training batch of GUM trees:
+277 constituents of up to 23 children at level 1), so padding every one to the widest would run the layers'
+linear maps (nearly all of f's cost) on about 3.5x more rows than there are children. The linear maps, layer
+norms and feed-forward layers run on the real rows only (summaries + children); only the attention, which is
+per constituent, scatters its queries, keys and values into the padded [N, 1 + K] layout (padding masked as
+keys, so it changes nothing) and reads the real rows back. The last layer computes only the summaries'
+outputs (no other row of it is read), so its children get keys and values but no queries. The result is the
+padded computation's, to float rounding.
 
 The choice of a summary vector (rather than, say, pooling the children's outputs) and the sizes of the heads
 and feed-forward layer are this library's: the paper gives the width and the depth only.
@@ -56,6 +67,37 @@ class ComposerLayer(nn.Module):
         inner = F.dropout(F.gelu(self.ffn_in(self.ln_ffn(hidden))), self.dropout, self.training)
         return hidden + F.dropout(self.ffn_out(inner), self.dropout, self.training)
 
+    def forward_packed(self, hidden, slots, key_mask, count, summaries_only=False):
+        """The same layer over packed rows (ExternalComposer.compose_packed): hidden [R, c], the first `count`
+        rows the constituents' summaries; slots [R] each row's index in the padded [count * (1 + K)] layout;
+        key_mask [count, 1, 1, 1 + K] bool. -> [R, c], or only the summaries' rows [count, c] with
+        `summaries_only` (the last layer: nothing else is read)."""
+        width = hidden.shape[-1]
+        padded_length = key_mask.shape[-1]
+        normed = self.ln_attention(hidden)
+        if summaries_only:  # the children are only keys and values: no queries for them
+            summaries = self.qkv(normed[:count])
+            children = F.linear(normed[count:], self.qkv.weight[width:], self.qkv.bias[width:])
+            # The padded slots stay zero; as keys they are masked.
+            padded = summaries.new_zeros(count * padded_length, 2 * width).index_copy(
+                0, slots, torch.cat([summaries[:, width:], children]))
+            k, v = padded.view(count, padded_length, 2, self.heads, -1).permute(2, 0, 3, 1, 4)
+            q = summaries[:, :width].view(count, 1, self.heads, -1).transpose(1, 2)
+            hidden = hidden[:count]
+        else:
+            qkv = self.qkv(normed)
+            # The padded slots stay zero; as keys they are masked, and their outputs as queries are never read.
+            padded = qkv.new_zeros(count * padded_length, 3 * width).index_copy(0, slots, qkv)
+            q, k, v = padded.view(count, padded_length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask,
+                                                  dropout_p=self.dropout if self.training else 0.0)
+        attended = attended.transpose(1, 2).reshape(-1, width)
+        if not summaries_only:
+            attended = attended.index_select(0, slots)
+        hidden = hidden + F.dropout(self.out(attended), self.dropout, self.training)
+        inner = F.dropout(F.gelu(self.ffn_in(self.ln_ffn(hidden))), self.dropout, self.training)
+        return hidden + F.dropout(self.ffn_out(inner), self.dropout, self.training)
+
 
 class ExternalComposer(nn.Module):
     """f: children's representations -> the constituent's (module docstring). Sizes from the config:
@@ -80,19 +122,37 @@ class ExternalComposer(nn.Module):
         self.final_layer_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
 
     def compose(self, children, child_mask):
-        """children [N, K, d] (the main model's width), child_mask [N, K] bool (real children, a prefix of each
-        row) -> the compositions [N, d]."""
+        """children [N, K, d] (the main model's width), child_mask [N, K] bool (real children; a child's
+        position embedding is that of its column) -> the compositions [N, d]."""
         count, most, _ = children.shape
+        self._check_children(most)
+        which, rank = child_mask.nonzero(as_tuple=True)
+        return self.compose_packed(children[which, rank], which, rank, count)
+
+    def _check_children(self, most):
         if most > self.max_children:
             raise ValueError(f"a constituent has {most} children; the composer's position embeddings cover "
                              f"composer_max_children={self.max_children} (set a larger value in the config)")
-        ranks = torch.arange(most, device=children.device)
-        hidden = self.down(children) + self.child_positions(ranks)[None]
-        hidden = torch.cat([self.summary.expand(count, 1, -1).to(hidden.dtype), hidden], dim=1)
-        keep = torch.cat([child_mask.new_ones(count, 1), child_mask], dim=1)[:, None, None, :]
-        for layer in self.layers:
-            hidden = layer(hidden, keep)
-        return self.up(self.final_layer_norm(hidden[:, 0]))
+
+    def compose_packed(self, children, which, rank, count):
+        """children [M, d]: every child of `count` constituents, one row each; which [M] long: its constituent
+        (0 .. count - 1); rank [M] long: its rank among that constituent's children (its position embedding)
+        -> the compositions [count, d]. A constituent f reads as [summary, child of rank 0, rank 1, ...]."""
+        padded_length = 1 + (int(rank.max()) + 1 if len(rank) else 0)
+        self._check_children(padded_length - 1)
+        summaries = self.summary.expand(count, -1).to(children.dtype)
+        hidden = torch.cat([summaries, self.down(children) + self.child_positions(rank)])
+        # Row r's slot in the padded [count, 1 + K] layout: a summary in front of its constituent's children.
+        constituents = torch.arange(count, device=children.device)
+        slots = torch.cat([constituents * padded_length, which * padded_length + rank + 1])
+        keep = torch.zeros(count * padded_length, dtype=torch.bool, device=children.device)
+        keep[slots] = True
+        keep = keep.view(count, 1, 1, padded_length)
+        for index, layer in enumerate(self.layers):
+            hidden = layer.forward_packed(hidden, slots, keep, count, summaries_only=index == len(self.layers) - 1)
+        if not len(self.layers):
+            hidden = hidden[:count]
+        return self.up(self.final_layer_norm(hidden))
 
     def compose_by_level(self, embeddings, children, level):
         """All compositions of a batch, bottom-up and batched by tree level.
@@ -102,24 +162,68 @@ class ExternalComposer(nn.Module):
         `)`, -1 for positions that are neither (grammar.batch's composition_children / composition_level).
         Returns [B, T', d]: `embeddings` with every `)` position's row replaced by f(its children's rows), its
         children's rows being earlier compositions where they are constituents (hence the order by level).
+
+        The dense children tensor is read once (one nonzero) into (parent, child) pairs; the compositions are
+        kept in a table of their own, in level order, and written into the embeddings once at the end, so that
+        a level reads its children with two gathers instead of copying the whole [B, T', d] tensor per level.
         """
-        highest = int(level.max()) if level.numel() else 0
-        for current in range(1, highest + 1):
-            rows, columns = (level == current).nonzero(as_tuple=True)  # the constituents of this level
-            if not len(rows):
+        count, length, width = embeddings.shape
+        flat = embeddings.reshape(count * length, width)
+        flat_level = level.reshape(-1)
+        constituents = (flat_level > 0).nonzero(as_tuple=True)[0]  # flat positions of the `)`s
+        if not len(constituents):
+            return embeddings
+        # The composition table's order: by level, then position (each level one contiguous block).
+        constituent_level = flat_level[constituents]
+        constituents = constituents[torch.argsort(constituent_level, stable=True)]
+        constituent_level = flat_level[constituents]
+        per_level = torch.bincount(constituent_level).tolist()
+        table_index = torch.full_like(flat_level, -1)
+        table_index[constituents] = torch.arange(len(constituents), device=level.device)
+        rows, parents, kids = children.nonzero(as_tuple=True)  # ordered by row, parent, then child position
+        parent_flat, child_flat = rows * length + parents, rows * length + kids
+        parent_index = table_index[parent_flat]
+        read = parent_index >= 0  # the children of positions that are not `)`s are never read
+        parent_flat, child_flat, parent_index = parent_flat[read], child_flat[read], parent_index[read]
+        counts = torch.bincount(parent_index, minlength=len(constituents))
+        if bool((counts == 0).any()):
+            bad = int(constituents[int((counts == 0).nonzero()[0])])
+            raise ValueError(f"composition_children: the `)` at row {bad // length}, position {bad % length} "
+                             f"(composition_level {int(flat_level[bad])}) has no children; expected its direct "
+                             "children's positions (grammar.batch gives them)")
+        self._check_children(int(counts.max()))
+        # Rank among the parent's children: pairs of one parent are consecutive, its children in position order.
+        order = torch.arange(len(parent_flat), device=level.device)
+        starts = torch.ones(len(parent_flat), dtype=torch.bool, device=level.device)
+        starts[1:] = parent_flat[1:] != parent_flat[:-1]
+        rank = order - torch.cummax(torch.where(starts, order, torch.zeros_like(order)), 0).values
+        child_index = table_index[child_flat]  # -1: a token (or any non-`)`), read from the embeddings
+        parent_level = flat_level[parent_flat]
+        if bool((flat_level[child_flat] >= parent_level).any()):
+            raise ValueError("composition_level: a `)` has a child `)` of the same or a higher level; expected 1 + "
+                             "the highest child's level (grammar.batch gives them)")
+        # Order the pairs by level and, within a level, tokens before composed children: then every token child
+        # of the batch is read with one gather (one scatter in the backward pass, not one [B * T', d] gradient
+        # buffer per level) and split by level, and a level's pairs are one contiguous range.
+        composed = child_index >= 0
+        by_level = torch.argsort(parent_level * 2 + composed, stable=True)
+        parent_level, parent_index, child_flat, child_index, rank, composed = (
+            parent_level[by_level], parent_index[by_level], child_flat[by_level], child_index[by_level],
+            rank[by_level], composed[by_level])
+        levels = len(per_level)
+        pair_counts = torch.bincount(parent_level, minlength=levels).tolist()
+        token_counts = torch.bincount(parent_level[~composed], minlength=levels).tolist()
+        token_children = flat.index_select(0, child_flat[~composed]).split(token_counts)
+        table = flat.new_zeros(0, width)
+        first_pair, first = 0, 0  # the level's first pair, its first constituent's table index
+        for current in range(1, levels):
+            if not per_level[current]:
                 continue
-            which, child = children[rows, columns].nonzero(as_tuple=True)  # ordered by constituent, then position
-            counts = torch.bincount(which, minlength=len(rows))
-            if bool((counts == 0).any()):
-                bad = int((counts == 0).nonzero()[0])
-                raise ValueError(f"composition_children: the `)` at row {int(rows[bad])}, position "
-                                 f"{int(columns[bad])} (composition_level {current}) has no children; expected its "
-                                 "direct children's positions (grammar.batch gives them)")
-            rank = torch.arange(len(which), device=which.device) - (torch.cumsum(counts, 0) - counts)[which]
-            most = int(counts.max())
-            gathered = embeddings.new_zeros(len(rows), most, embeddings.shape[-1])
-            gathered = gathered.index_put((which, rank), embeddings[rows[which], child])
-            mask = torch.zeros(len(rows), most, dtype=torch.bool, device=embeddings.device)
-            mask[which, rank] = True
-            embeddings = embeddings.index_put((rows, columns), self.compose(gathered, mask))
-        return embeddings
+            pairs = slice(first_pair, first_pair + pair_counts[current])
+            composed_children = child_index[pairs][token_counts[current]:]
+            kids_of_level = torch.cat([token_children[current], table.index_select(0, composed_children)])
+            table = torch.cat([table, self.compose_packed(kids_of_level, parent_index[pairs] - first, rank[pairs],
+                                                          per_level[current])])
+            first_pair += pair_counts[current]
+            first += per_level[current]
+        return flat.index_put((constituents,), table).view(count, length, width)

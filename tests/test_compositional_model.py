@@ -313,12 +313,13 @@ def test_compositions_batched_by_level_equal_composing_one_constituent_at_a_time
     children, level = batch["composition_children"], batch["composition_level"]
     composer = model.model.composer
     calls = []
-    compose = composer.compose
-    composer.compose = lambda *arguments: calls.append(len(arguments[0])) or compose(*arguments)
+    compose_packed = composer.compose_packed
+    # compose_packed(children, which, rank, count): count is the number of constituents composed in the call
+    composer.compose_packed = lambda *arguments: calls.append(arguments[3]) or compose_packed(*arguments)
     with torch.no_grad():
         tokens = model.model.decoder.embed_tokens(position_ids)
         batched = composer.compose_by_level(tokens, children, level)
-        del composer.compose
+        del composer.compose_packed
         one_by_one = tokens.clone()
         constituents = 0
         for b in range(len(position_ids)):
@@ -336,6 +337,43 @@ def test_compositions_batched_by_level_equal_composing_one_constituent_at_a_time
     if grammar.startswith("nb-"):  # constituents of different sizes share a call: the padding is masked
         sizes = children.sum(-1)[composed]
         assert len(set(sizes.tolist())) > 1
+
+
+def test_packed_composition_equals_the_padded_computation(one_thread):
+    """The composer runs its layers on the real rows only (summaries + children, packed) and pads only inside
+    the attention; that is the padded computation (every constituent padded to the widest, padding masked as
+    keys, all rows through every layer) to float rounding, outputs and gradients alike."""
+    model, _ = tiny("nb-dn-ex-m")
+    composer = model.model.composer
+    composer.eval()  # no dropout: the two computations draw different masks
+    sizes = torch.tensor([1, 6, 3, 2, 6, 4])
+    mask = torch.arange(6)[None] < sizes[:, None]
+    children = torch.randn(len(sizes), 6, model.config.hidden_size, generator=torch.Generator().manual_seed(0))
+
+    def padded(inputs):
+        count, most, _ = inputs.shape
+        hidden = composer.down(inputs) + composer.child_positions(torch.arange(most))[None]
+        hidden = torch.cat([composer.summary.expand(count, 1, -1), hidden], dim=1)
+        keep = torch.cat([mask.new_ones(count, 1), mask], dim=1)[:, None, None, :]
+        for layer in composer.layers:
+            hidden = layer(hidden, keep)
+        return composer.up(composer.final_layer_norm(hidden[:, 0]))
+
+    results = []
+    for compose in (padded, lambda inputs: composer.compose(inputs, mask)):
+        inputs = children.clone().requires_grad_()
+        out = compose(inputs)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        results.append((out.detach(), inputs.grad, [parameter.grad.clone() for parameter in composer.parameters()]))
+        composer.zero_grad(set_to_none=True)
+    (reference, reference_input, reference_parameters), (packed, packed_input, packed_parameters) = results
+    assert torch.allclose(packed, reference, atol=1e-5)
+    assert torch.allclose(packed_input, reference_input, atol=1e-5)
+    assert torch.equal(packed_input[~mask], torch.zeros_like(packed_input[~mask]))  # padding is never read
+    for new, old in zip(packed_parameters, reference_parameters):
+        assert torch.allclose(new, old, atol=1e-5)
+    # a constituent's composition does not depend on what shares its call
+    assert torch.allclose(composer.compose(children[1:2], mask[1:2]), packed[1:2], atol=1e-5)
 
 
 def test_ex_nm_is_causal_and_composes_under_either_padding_side(one_thread):
