@@ -330,6 +330,47 @@ class CompositionalRules(Grammar):
             return state.trees_complete > 0 and not state.opens
         return state.finished
 
+    def completion_need(self, state):
+        """(positions, terminals) still needed (grammars.LegalityChecks). Dn: close every open `(`, each after the
+        children it still lacks, one piece apiece (Nb: the innermost needs one child; Bi: every constituent two,
+        a one-word sentence's root one). Up: the `)` that join the stack's items into one constituent (Nb: one
+        over them all; Bi: one per pair), then `</s>`."""
+        if state.finished or self.is_complete(state):
+            return 0, 0
+        if state.num_actions == 0:
+            return self.minimum_positions(1, 1), 1
+        close = 2 if self.internal else 1
+        entries = state.entries
+        if self.top_down:
+            if not state.opens:  # a root still to open: `(` w `)`
+                return 2 + close, 1
+            missing = 0
+            for depth, opening in enumerate(state.opens):
+                end = state.opens[depth + 1] + 1 if depth + 1 < len(state.opens) else len(entries)
+                children = end - opening - 1  # an inner `(` counts as its parent's child
+                if not self.binary:
+                    missing += int(children == 0)
+                elif depth == 0 and len(state.opens) == 1 and (children == 0 or entries[-1][2] == _WORD):
+                    missing += int(children == 0)  # the root of a one-word sentence may close over one word
+                else:
+                    missing += 2 - children
+            return close * len(state.opens) + missing, missing
+        if state.sealed:
+            return 1, 0
+        if not entries:
+            return 1 + close + 1, 1
+        if len(entries) == 1 and entries[0][2] == _CONSTITUENT:
+            return 1, 0
+        closes = max(len(entries) - 1, 1) if self.binary else 1
+        return close * closes + 1, 0
+
+    def _step_for_need(self, state, action):
+        # Nb-Up: the `)` that closes the most (from the bottom of the stack) leaves the least to do.
+        start = None
+        if not self.top_down and self._kinds[action] == ActionKind.CLOSE_NT and not self.binary:
+            start = int(self.legal_starts(state)[0])
+        return self.step(state, action, check=False, start=start)
+
     def minimum_positions(self, pieces, words):
         """The fewest positions a sentence of `pieces` terminals expands to, `<s>` included: one constituent over
         them (Nb), or the pieces - 1 constituents of a binary tree over them (Bi; one for a single piece); each

@@ -323,6 +323,28 @@ class DependencyGrammar(LegalityChecks):
             return len(state.items) == 1 and state.root_taken
         return False  # arc-swift ends with `</s>` itself
 
+    def completion_need(self, state):
+        """(positions, terminals) still needed (grammars.LegalityChecks). Arc-standard, exactly: an arc (two
+        positions) for every item but the root, the last one onto the root (the reference variant's POP: one),
+        then `</s>`; a first word if there is none. Arc-eager and arc-swift: a lower bound (an arc for every
+        item without a head, `</s>`), so that the search never refuses a tree that could still finish."""
+        if state.finished:
+            return 0, 0
+        if state.num_actions == 0:
+            return self.minimum_positions(1, 1), 1
+        if state.closed:
+            return 1, 0
+        last_arc = 1 if self.variant == "reference" else 2
+        if self.system == "arc_standard":
+            dependents = len(state.items) - 1
+            if dependents == 0:
+                return 1 + last_arc + 1, 1
+            return 2 * (dependents - 1) + last_arc + 1, 0
+        headless = sum(1 for item in state.items if not item.is_root and not item.has_head)
+        if not state.num_words:
+            return 1 + 2 + 1, 1
+        return 2 * headless + 1, 0
+
     def minimum_positions(self, pieces, words):
         """The fewest positions a sentence of `words` words in `pieces` pieces expands to, the start and `</s>`
         included: each word takes one arc as a dependent (two positions); arc-eager also pops at least the root's

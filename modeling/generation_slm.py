@@ -178,6 +178,8 @@ class WordSynchronousBeamSearch:
             self.grammar, word_start_mask, incomplete_word_ids, self.options.max_nonterminals,
             self.options.max_consecutive_open, self.options.max_structural_per_word,
             self.options.max_nonterminals_per_word,
+            # a hypothesis never grows into a sequence the model cannot read (backbone.SequenceTooLong)
+            max_positions=getattr(config, "max_sequence_length", None),
         )
         self.decoder = decoder or search_decoder_for(model, use_cache=self.options.use_cache)
 

@@ -224,9 +224,48 @@ class _GrammarState:
         return copy
 
 
+# The action kinds whose cost to completion `completion_needs_after` reports, one row each, in this order.
+NEED_KINDS = (ActionKind.OPEN_NT, ActionKind.TERMINAL, ActionKind.CLOSE_NT, ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC,
+              ActionKind.POP, ActionKind.EOS)
+# What an action that is not legal (or cannot lead to a complete sequence) "needs": more than any budget.
+UNREACHABLE = 1 << 40
+
+
 class LegalityChecks:
     """What every grammar derives from its one legality source, `legal_actions(state)`: the kinds it allows, and
     the first checks of an action (the messages for what it refuses are each family's)."""
+
+    def completion_need(self, state):
+        """(positions, terminals): the fewest positions and the fewest terminal pieces still to come before the
+        sequence in `state` is complete (a document: its current tree closed). Each family defines it."""
+        raise NotImplementedError
+
+    def completion_needs_after(self, state):
+        """[len(NEED_KINDS), 2] int64: per action kind, the fewest positions and terminal pieces from now to a
+        complete sequence when the next action is of that kind (the action's own positions and piece included);
+        UNREACHABLE for a kind that is not legal. Search constraints compare it with the positions and pieces left
+        (search_constraints.py); a fast path (hypothesis_rows.py) vectorizes it."""
+        needs = np.full((len(NEED_KINDS), 2), UNREACHABLE, np.int64)
+        legal = self.legal_actions(state)
+        for row, kind in enumerate(NEED_KINDS):
+            ids = np.flatnonzero(legal & (self._kinds == kind))
+            # Every `(` (any label) leaves the same structure, and so does every piece that starts a word (or every
+            # one that continues it); arcs may differ (arc-swift's k).
+            if kind == ActionKind.OPEN_NT:
+                ids = ids[:1]
+            elif kind == ActionKind.TERMINAL:
+                continues = getattr(self, "_continues", None)
+                ids = ids[:1] if continues is None else [g[0] for g in (ids[~continues[ids]], ids[continues[ids]]) if len(g)]
+            for action in ids:
+                after = state.clone()
+                added = len(self._step_for_need(after, int(action)))
+                positions, terminals = self.completion_need(after)
+                needs[row, 0] = min(needs[row, 0], added + positions)
+                needs[row, 1] = min(needs[row, 1], int(kind == ActionKind.TERMINAL) + terminals)
+        return needs
+
+    def _step_for_need(self, state, action):
+        return self.step(state, action, check=False)
 
     def allowed_next_kinds(self, state):
         """The set of ActionKind that `legal_actions(state)` allows (for messages and inspection)."""
@@ -393,6 +432,22 @@ class Grammar(LegalityChecks):
             state = self.start()
             self._one_piece_positions = sum(len(self.step(state, action)) for action in actions)
         return self._one_piece_positions + pieces - 1
+
+    def completion_need(self, state):
+        """(positions, terminals) still needed (LegalityChecks): close every open constituent (TG: COMPOSE and
+        STACK, two positions each), after one word in the innermost if it has no child yet; a words-only grammar
+        needs `</s>`, after a first word."""
+        if state.finished or self.is_complete(state):
+            return 0, 0
+        if state.num_actions == 0:
+            return self.minimum_positions(1, 1), 1
+        if self.words_only:
+            return (1, 0) if state.num_terminals else (2, 1)
+        close = 2 if self.duplicates_closing else 1
+        if not state.open_ids:  # a root still to open (after `<s>`, or between a document's trees)
+            return 2 + close, 1
+        empty = int(state.children[-1] == 0)
+        return close * len(state.open_ids) + empty, empty
 
     def structure_completes_tree(self, state):
         """Whether a closing action now would complete the tree: the root is the only open constituent."""

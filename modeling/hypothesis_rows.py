@@ -7,7 +7,8 @@ sees the grammar through rows:
   rows.step(actions) -> (rows, NewPositions): the successors (row i of self followed by actions[i]; self is
       not changed) and the positions each action expands to, as arrays;
   rows.select(index) / HypothesisRows.concat(list): keep, reorder, join;
-  rows.legal_actions() [H, V] bool tensor; rows.open_total, rows.closes_root, rows.complete [H] tensors.
+  rows.legal_actions() [H, V] bool tensor; rows.open_total, rows.closes_root, rows.complete, rows.positions
+      [H] tensors; rows.completion_needs_after() [H, len(NEED_KINDS), 2] (grammar.completion_needs_after).
 
 `StateListRows` implements them for any grammar with its incremental states (`grammar.step` and
 `grammar.legal_actions`, the one source of legality). A grammar may have a fast path, its state as arrays over
@@ -22,7 +23,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from .grammars import _POSITION_KIND_OF_ACTION, ActionKind, PositionKind, TransformerGrammarRules
+from .grammars import _POSITION_KIND_OF_ACTION, NEED_KINDS, UNREACHABLE, ActionKind, PositionKind, TransformerGrammarRules
 
 
 @dataclass
@@ -158,6 +159,16 @@ class StateListRows(HypothesisRows):
 
     def legal_actions(self):
         return torch.from_numpy(np.stack([self.grammar.legal_actions(s) for s in self.states]))
+
+    def completion_needs_after(self):
+        """[H, len(NEED_KINDS), 2] long: grammar.completion_needs_after of each state."""
+        needs = self.grammar.completion_needs_after
+        return torch.from_numpy(np.stack([needs(s) for s in self.states]).reshape(len(self.states), len(NEED_KINDS), 2))
+
+    @property
+    def positions(self):
+        """Positions of each sequence so far (what the model reads)."""
+        return torch.tensor([s.length for s in self.states], dtype=torch.long)
 
     @property
     def open_total(self):
@@ -332,6 +343,31 @@ class TransformerGrammarRows(HypothesisRows):
         closing_ids = np.broadcast_to(grammar.layout.closing_id_for(self.open_id[rows, innermost]), rows.shape)
         legal[rows[may_close], closing_ids[may_close]] = True
         return torch.from_numpy(legal)
+
+    def completion_needs_after(self):
+        """[H, len(NEED_KINDS), 2]: Grammar.completion_needs_after for TG, row by row (tests hold them equal). With
+        k open NTs: a `(` costs itself, its word and k + 1 closings (two positions each); a word itself and k
+        closings; a closing its two positions and the k - 1 closings left (the parent has a child now)."""
+        count = len(self)
+        rows = np.arange(count)
+        opened = self.open_count
+        children = self.children[rows, np.maximum(opened - 1, 0)]
+        needs = np.full((count, len(NEED_KINDS), 2), UNREACHABLE, np.int64)
+        column = {kind: NEED_KINDS.index(kind) for kind in (ActionKind.OPEN_NT, ActionKind.TERMINAL, ActionKind.CLOSE_NT)}
+        may_open = ~self.finished & (self.num_actions > 0)
+        may_word = ~self.finished & (opened > 0)
+        may_close = may_word & (children > 0)
+        for kind, legal, positions, terminals in (
+                (ActionKind.OPEN_NT, may_open, 2 * opened + 4, 1),
+                (ActionKind.TERMINAL, may_word, 2 * opened + 1, 1),
+                (ActionKind.CLOSE_NT, may_close, 2 * opened, 0)):
+            needs[legal, column[kind], 0] = positions[legal]
+            needs[legal, column[kind], 1] = terminals
+        return torch.from_numpy(needs)
+
+    @property
+    def positions(self):
+        return torch.from_numpy(self.length)
 
     @property
     def open_total(self):

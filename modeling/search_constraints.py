@@ -10,7 +10,10 @@ of legality. Decoding adds its own limits on top, the same for every family:
 - word pieces in free generation: a continuation piece only right after a piece, and necessarily right
   after a bare word start (SentencePiece's lone "\u2581"); `<unk>` is never generated;
 - n_c (`max_nonterminals`), p_c (`max_consecutive_open`) and `max_structural_per_word`;
-- the tree (or the sequence) ends only after the last forced word, and after at least one free word.
+- the tree (or the sequence) ends only after the last forced word, and after at least one free word;
+- every action leaves a hypothesis that can still complete: the grammar's `completion_needs_after` (the fewest
+  positions and pieces from there to a complete tree) fits in the positions the model reads
+  (`max_positions`: config.max_sequence_length) and in the pieces its words can still bring.
 It also says which actions complete a round of word-synchronous beam search (generate the next word, or
 finish the sentence once its words are there).
 
@@ -25,7 +28,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from .grammars import ActionKind
+from .grammars import NEED_KINDS, UNREACHABLE, ActionKind
 from .hypothesis_rows import HypothesisRows, hypothesis_rows
 
 # In free generation a word ends after this many pieces at the latest (a runaway word cannot stall a beam).
@@ -50,7 +53,29 @@ class SentenceWords:
                 self.pieces[s, w, : len(word)] = torch.tensor(word, dtype=torch.long)
                 self.word_lengths[s, w] = len(word)
         self.num_forced = torch.tensor([len(words) for words in forced_words], dtype=torch.long)  # [S]
+        # [S, W + 1]: the pieces of a sentence's words before word w (its last column: all of them)
+        self.pieces_before = torch.nn.functional.pad(self.word_lengths.cumsum(1), (1, 0))
         self.free_words = torch.tensor(list(free_words), dtype=torch.long)  # [S]
+
+    def forced_pieces_left(self, status):
+        """[H]: the pieces of its forced words that each hypothesis has still to generate."""
+        sentence = status.sentence
+        word = torch.minimum(status.word, self.num_forced[sentence])
+        done = self.pieces_before[sentence, word] + torch.where(status.word < self.num_forced[sentence], status.piece, 0)
+        return self.pieces_before[sentence, self.num_forced[sentence]] - done
+
+    def forced_slots_left(self, status, opening=False):
+        """[H]: for a Bi tree over pieces, the most children of open constituents that its forced words left can
+        fill (after one more `(`, with `opening`). A word of k pieces is a constituent of its own (its k - 1 `(`
+        come right before its first piece): not begun, it fills one child, or j + 1 once j of its `(` are open
+        (at most the opening run so far); begun, each of its pieces left fills one."""
+        sentence = status.sentence
+        num_forced = self.num_forced[sentence]
+        in_forced = status.word < num_forced
+        length = self.word_lengths[sentence, status.word.clamp(max=self.word_lengths.shape[1] - 1)]
+        current = torch.where(status.piece > 0, length - status.piece,
+                              torch.minimum(status.consecutive_open + int(opening), (length - 1).clamp(min=0)) + 1)
+        return torch.where(in_forced, current + num_forced - status.word - 1, 0)
 
     def next_forced_piece(self, status):
         """Per hypothesis: whether it is inside its forced words, the piece that must come next (-1 if
@@ -110,11 +135,21 @@ class SearchConstraints:
     word_start_mask: for every id, whether it begins a word (tokenizer.word_start_mask); None: every
         terminal piece is a word.
     incomplete_word_ids: pieces that start a word but spell none of it.
+    max_positions: the most positions a sequence may have (the model's config.max_sequence_length); None: no
+        limit but the words'.
     """
 
     def __init__(self, grammar, word_start_mask=None, incomplete_word_ids=(), max_nonterminals=None,
-                 max_consecutive_open=None, max_structural_per_word=None, max_nonterminals_per_word=1.0):
+                 max_consecutive_open=None, max_structural_per_word=None, max_nonterminals_per_word=1.0,
+                 max_positions=None):
         self.grammar = grammar
+        self.max_positions = max_positions
+        # For every id, its row of grammar.completion_needs_after (NEED_KINDS), or len(NEED_KINDS): a column that
+        # always fits (`<s>`, padding).
+        kind_of_id = torch.from_numpy(grammar._kinds.astype(np.int64))
+        self._need_column = torch.full((grammar.vocab_size,), len(NEED_KINDS), dtype=torch.long)
+        for column, kind in enumerate(NEED_KINDS):
+            self._need_column[kind_of_id == kind] = column
         layout = grammar.layout
         kinds = torch.from_numpy(grammar._kinds.astype(np.int64))
         size = grammar.vocab_size
@@ -194,6 +229,42 @@ class SearchConstraints:
                                     open_before=status.open_before)
         return int(status.word) == len(words) and bool(status.grammar_rows.complete[0])
 
+    def _keep_completable(self, status, words, free_words, new_words, allowed):
+        """Narrow `allowed` [H, V] (in place) to the actions after which a hypothesis can still complete its tree,
+        by the grammar's completion_needs_after: the pieces it needs within the pieces its words can still bring
+        (forced ones left, then the free words, up to MAX_PIECES_PER_WORD each, and the rest of a free word going
+        on; in a Bi tree, where a word of several pieces is its own constituent, the children its words can still
+        fill: SentenceWords.forced_slots_left, and one per free word), and the positions it needs (with every
+        forced piece left, one position each) within max_positions. Where no action fits the positions (a prefix
+        already too long to finish), the positions are not checked: the model then names the length it cannot
+        read, as before. Checked per action kind, so only the rows where some kind does not fit cost [V] work."""
+        needs = status.grammar_rows.completion_needs_after()  # [H, K, 2]
+        free_left = (free_words - new_words.clamp(min=0)).clamp(min=0)
+        if self.structure_between_pieces:  # a Bi tree: what counts is the children the words can still fill
+            pieces_left = (words.forced_slots_left(status) + free_left)[:, None].repeat(1, len(NEED_KINDS))
+            # an opening may be one of the next word's own `(`: it then fills one child more (free words: one piece)
+            pieces_left[:, NEED_KINDS.index(ActionKind.OPEN_NT)] = words.forced_slots_left(status, opening=True) + free_left
+        else:
+            pieces_left = (words.forced_pieces_left(status) + (free_left + 1) * MAX_PIECES_PER_WORD)[:, None]
+        illegal = needs[:, :, 0] >= UNREACHABLE  # the grammar's mask refuses these kinds already
+        # [H, K + 1] per action kind (the last column: ids of no kind in NEED_KINDS)
+        fits_pieces = torch.nn.functional.pad(illegal | (needs[:, :, 1] <= pieces_left), (0, 1), value=True)
+        fits = fits_pieces
+        if self.max_positions is not None:
+            positions_left = self.max_positions - status.grammar_rows.positions
+            # Every forced piece left comes, one position each, beyond the pieces the structure needs anyway.
+            must_come = (words.forced_pieces_left(status)[:, None] - needs[:, :, 1]).clamp(min=0)
+            fits = fits & torch.nn.functional.pad(illegal | (needs[:, :, 0] + must_come <= positions_left[:, None]),
+                                                  (0, 1), value=True)
+        rows = torch.nonzero(~fits.all(1)).squeeze(1)
+        if not len(rows):
+            return allowed
+        narrowed = allowed[rows] & fits[rows][:, self._need_column]
+        stuck = torch.nonzero(~narrowed.any(1)).squeeze(1)
+        narrowed[stuck] = allowed[rows[stuck]] & fits_pieces[rows[stuck]][:, self._need_column]
+        allowed[rows] = narrowed
+        return allowed
+
     def allowed(self, status, words):
         """([H, V] bool allowed actions, [H, V] bool actions that complete the round) for the H hypotheses
         of `status` (a DecodingStatus) searching the sentences of `words` (SentenceWords)."""
@@ -269,6 +340,7 @@ class SearchConstraints:
         forced_rows = forced_rows[forced_piece_ok[forced_rows]]
         permitted[forced_rows, forced_piece[forced_rows]] = True
         allowed = legal & permitted
+        allowed = self._keep_completable(status, words, free_words, new_words, allowed)
         # A round completes with a free word's piece, the root's closing or `</s>` when no free words follow,
         # or the last piece of a forced word. A grammar that ends with `</s>` completes it there, not at the root.
         finishing = between_words & no_free_words

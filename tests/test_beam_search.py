@@ -321,3 +321,29 @@ def test_beam_search_through_remote_code_without_hf_slm(checkpoint, tmp_path):
                                                word_start_mask=tokenizer.word_start_mask)[0]
     assert child["log_prob"] == pytest.approx(local.log_prob, abs=1e-5)
     assert child["tree"] == local.trees[0][0]
+
+
+def test_free_generation_after_a_long_prefix_stays_within_the_model_length():
+    """A document-level TG reads at most max_sequence_length positions: sampled after a prefix that leaves little
+    room, every hypothesis keeps room to close its tree (the search allows only actions after which it still
+    can), so sampling never asks the model to read more (backbone.SequenceTooLong) and every sample fits."""
+    grammar = get_grammar("tg", VOCAB.layout, document_level=True)
+    a, c = VOCAB.ids["a"], VOCAB.ids["c"]
+    s, np_ = VOCAB.layout.open_nt_start, VOCAB.layout.open_nt_start + 1
+    close = VOCAB.layout.closing_id_for
+    sentence = [s, np_, a, c, close(np_), a, close(s)]
+    prefix = [VOCAB.layout.bos_token_id] + sentence * 3
+    prefix_positions = int(grammar.batch([prefix])["lengths"][0])
+    limit = prefix_positions + 9  # room for a few words and brackets, not for what a free sampler would take
+    model = tiny_model("tg", seed=3, document_level=True, max_sequence_length=limit)
+    search = WordSynchronousBeamSearch(model, BeamSearchOptions(beam_size=10, word_beam_size=5))
+    samples = search.generate([[], []], max_new_words=12, top_k=5, num_samples=40, seed=0, prefixes=[prefix, prefix])
+    lengths = []
+    for per_prompt in samples:
+        assert len(per_prompt) == 40
+        for ids, _ in per_prompt:
+            assert ids[: len(prefix)] == prefix
+            grammar.validate(ids)  # a complete document: the summary's tree closed
+            lengths.append(int(grammar.batch([ids])["lengths"][0]))
+    assert max(lengths) <= limit
+    assert max(lengths) > prefix_positions + 4  # more than the shortest tree: the limit, not the words, bound them

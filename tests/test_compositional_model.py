@@ -422,3 +422,25 @@ def test_ex_beam_search_with_cache_equals_reencoding(grammar, one_thread):
     with torch.no_grad():
         joint = model(input_ids=torch.tensor([ids])).logits[0, :-1].log_softmax(-1).gather(1, torch.tensor(ids[1:])[:, None])
     assert cached["trees"][0]["log_prob"] == pytest.approx(float(joint.sum()), abs=1e-4)
+
+
+def test_bi_dn_search_keeps_only_hypotheses_the_words_left_can_complete(one_thread):
+    """A Bi-Dn constituent needs two children, so a hypothesis that opened more `(` than its words left can fill
+    can never finish; at beam 10 on a 20-word sentence such hypotheses used to fill the beam and the search found
+    no tree at all. Now an opening is allowed only while the pieces left can complete every open constituent."""
+    model, tokenizer = tiny("bi-dn-in-m")
+    rules = get_grammar("bi-dn-in-m", ActionLayout(**tokenizer.action_layout))
+    vocabulary = ["the", "blue", "bird", "sings", "a", "dog", "barks", "at", "moon", "essay", "quickly"]
+    sentences = [[vocabulary[(7 * i + shift) % len(vocabulary)] for i in range(20)] for shift in range(2)]
+    pieces = [[tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
+              for words in sentences]
+    assert sum(len(word) for word in pieces[0]) > 40  # words of several pieces: their own brackets come too
+    # no p_c: only the words left limit the openings (with it, the cap hid the failure on these sentences)
+    results = model.word_synchronous_beam_search(pieces, beam_size=10, word_beam_size=10, max_consecutive_open=None,
+                                                 word_start_mask=tokenizer.word_start_mask)
+    for result, sentence in zip(results, pieces):
+        assert result.trees, "no complete tree at beam 10"
+        for ids, log_prob in result.trees:
+            rules.validate(ids)  # a complete binary tree
+            assert [i for i in ids if rules.layout.kind(i) == hf_slm.ActionKind.TERMINAL] == sum(sentence, [])
+            assert log_prob < 0

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hf_slm.action_vocab import ActionVocabulary
-from hf_slm.modeling.grammars import get_grammar
+from hf_slm.modeling.grammars import NEED_KINDS, UNREACHABLE, ActionKind, get_grammar
 from hf_slm.modeling.hypothesis_rows import FAST_ROWS, HypothesisRows, StateListRows, hypothesis_rows
 
 LABELED = ActionVocabulary(["a", "b", "c"], ["S", "NP", "VP"])
@@ -18,8 +18,10 @@ LABELED = ActionVocabulary(["a", "b", "c"], ["S", "NP", "VP"])
 
 def assert_rows_equal(fast, slow):
     assert np.array_equal(fast.legal_actions().numpy(), slow.legal_actions().numpy())
-    for name in ("open_total", "closes_root", "complete"):
+    for name in ("open_total", "closes_root", "complete", "positions"):
         assert np.array_equal(getattr(fast, name).numpy(), getattr(slow, name).numpy()), name
+    # the fewest positions and pieces to complete, per next action kind (the search's length and word limits)
+    assert np.array_equal(fast.completion_needs_after().numpy(), slow.completion_needs_after().numpy())
 
 
 def assert_positions_equal(fast, slow):
@@ -70,3 +72,102 @@ def test_fast_rows_equal_the_incremental_grammar(grammar_name, document_level, s
 def test_a_grammar_without_a_fast_path_uses_its_states():
     grammar = get_grammar("choe_charniak", LABELED.layout)
     assert type(hypothesis_rows(grammar, [grammar.start()])) is StateListRows
+
+
+def _dependency_grammar():
+    from test_dependency_grammars import grammar
+
+    return grammar("arc_standard")
+
+
+def _completions(grammar, state, horizon):
+    """(fewest positions, fewest pieces) over every way to complete `state` within `horizon` positions, by
+    enumerating action sequences (one id per kind for `(` and word starts: labels and spellings do not change
+    the structure; every arc, every continuation piece and every start of a bottom-up `)`); None if none fits."""
+    if grammar.is_complete(state):
+        return 0, 0
+    if horizon <= 0:
+        return None
+    kinds = grammar._kinds
+    legal = np.flatnonzero(grammar.legal_actions(state))
+    continues = getattr(grammar, "_continues", np.zeros(len(kinds), bool))
+    candidates = []
+    for kind in np.unique(kinds[legal]):
+        ids = legal[kinds[legal] == kind]
+        if kind in (ActionKind.OPEN_NT, ActionKind.TERMINAL):
+            ids = [group[0] for group in (ids[~continues[ids]], ids[continues[ids]]) if len(group)]
+        candidates += [int(i) for i in ids]
+    best = None
+    for action in candidates:
+        starts = [None]
+        if getattr(grammar, "takes_start", False) and kinds[action] == ActionKind.CLOSE_NT:
+            starts = [int(s) for s in grammar.legal_starts(state)]
+        for start in starts:
+            after = state.clone()
+            added = len(grammar.step(after, action, check=False) if start is None else
+                        grammar.step(after, action, check=False, start=start))
+            rest = _completions(grammar, after, horizon - added) if added <= horizon else None
+            if rest is None:
+                continue
+            found = (added + rest[0], int(kinds[action] == ActionKind.TERMINAL) + rest[1])
+            best = found if best is None else (min(best[0], found[0]), min(best[1], found[1]))
+    return best
+
+
+@pytest.mark.parametrize("grammar_name", ["tg", "dtg", "bi-dn-in-m", "nb-up-in-m"])
+def test_completion_needs_equal_a_brute_force_search_on_random_prefixes(grammar_name):
+    """grammar.completion_need (and completion_needs_after, per action kind) is the fewest positions and pieces
+    that complete a random prefix, found by enumerating every continuation (within a horizon a little past the
+    answer: fewer would have been found, more cannot be fewest)."""
+    if grammar_name == "dtg":
+        grammar = _dependency_grammar()
+    else:
+        vocab = LABELED if grammar_name == "tg" else ActionVocabulary(["a", "b", "c"], [""])
+        grammar = get_grammar(grammar_name, vocab.layout)
+    random = np.random.default_rng(0)
+    kinds = grammar._kinds
+    checked = 0
+    for _ in range(60):
+        state = grammar.start()
+        grammar.step(state, grammar.start_action_id)
+        for _ in range(random.integers(0, 12)):
+            legal = np.flatnonzero(grammar.legal_actions(state))
+            if not len(legal) or grammar.is_complete(state):
+                break
+            # favour structure that reduces, so that prefixes stay completable within a small horizon
+            weights = np.where(np.isin(kinds[legal], [ActionKind.CLOSE_NT, ActionKind.RIGHT_ARC, ActionKind.LEFT_ARC]),
+                               3.0, 1.0)
+            action = int(random.choice(legal, p=weights / weights.sum()))
+            start = None
+            if getattr(grammar, "takes_start", False) and kinds[action] == ActionKind.CLOSE_NT:
+                start = int(random.choice(grammar.legal_starts(state)))
+            grammar.step(state, action, check=False) if start is None else grammar.step(state, action, False, start)
+        if grammar.is_complete(state):
+            continue
+        positions, pieces = grammar.completion_need(state)
+        if positions > 8:
+            continue  # the enumeration grows exponentially with the horizon
+        assert _completions(grammar, state, positions + 1) == (positions, pieces), (grammar_name, state.num_actions)
+        assert _completions(grammar, state, positions - 1) is None  # nothing shorter completes it
+        # per action kind: the kind's own positions and piece, then the fewest to complete after it
+        needs = grammar.completion_needs_after(state)
+        legal = grammar.legal_actions(state)
+        for row, kind in enumerate(NEED_KINDS):
+            ids = np.flatnonzero(legal & (kinds == kind))
+            if not len(ids):
+                assert needs[row, 0] == UNREACHABLE
+                continue
+            best = None
+            for action in ids:
+                after = state.clone()
+                starts = grammar.legal_starts(state)[:1].tolist() if getattr(grammar, "takes_start", False) and \
+                    kind == ActionKind.CLOSE_NT else [None]
+                added = len(grammar.step(after, int(action), False) if starts[0] is None else
+                            grammar.step(after, int(action), False, starts[0]))
+                rest = _completions(grammar, after, min(needs[row, 0], positions + 4) + 1 - added)
+                if rest is not None:
+                    found = (added + rest[0], int(kind == ActionKind.TERMINAL) + rest[1])
+                    best = found if best is None else (min(best[0], found[0]), min(best[1], found[1]))
+            assert best == (needs[row, 0], needs[row, 1]), (grammar_name, kind.name)
+        checked += 1
+    assert checked >= 15  # enough prefixes were short enough to enumerate

@@ -5,6 +5,7 @@ TXL (terminals) on two fixture documents until they give back the reference summ
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -282,10 +283,55 @@ def test_finetune_errors(tmp_path):
     shutil.rmtree(tmp_path / "words")
 
 
+def _documents_and_lengths(tokenizer, parser):
+    """Two documents (one long), their entries and the positions each context takes under the document grammar."""
+    from hf_slm.summarization import context_ids
+
+    documents = {"long": "The bird sings in the tree .\nA dog barks .\nThe dog sings in the tree .",
+                 "short": "A dog barks ."}
+    entries = document_trees([{"id": key, "document": text} for key, text in documents.items()], tokenizer,
+                             parser=(parser, tokenizer), beam_size=4, word_beam_size=2)
+    grammar = document_grammar(tokenizer)
+    lengths = {entry["id"]: int(grammar.batch([context_ids(tokenizer, entry["document"], PROMPT)])["lengths"][0])
+               for entry in entries}
+    return documents, lengths, {entry["id"]: entry["document"] for entry in entries}
+
+
+def test_summaries_sampled_near_the_model_length_close_in_time(tokenizers):
+    """The long document's context leaves room for a short summary only: the search allows only actions after
+    which a summary can still close within the model's max_sequence_length, so both summaries are sampled (none
+    runs past the length and is lost, as 23 of 50 were in a real run) and each document with its summary fits."""
+    from hf_slm.summarization import context_ids
+
+    tokenizer, _ = tokenizers
+    grammar_fields = dict(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=32, **tokenizer.action_layout)
+    torch.manual_seed(0)
+    parser = causal_lm_for_config(config_for_grammar("tg", **grammar_fields)).eval()
+    documents, lengths, parsed = _documents_and_lengths(tokenizer, parser)
+    limit = lengths["long"] + 7  # one word under up to two constituents; 8 words would take far more
+    torch.manual_seed(0)
+    model = causal_lm_for_config(config_for_grammar("tg", document_level=True, max_sequence_length=limit,
+                                                    **grammar_fields)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no summary is lost to the length
+        found = summarize(model, tokenizer, documents, parser=(parser, tokenizer), max_new_words=8, batch_size=2,
+                          parser_beam_options=dict(beam_size=4, word_beam_size=2))
+    grammar = document_grammar(tokenizer)
+    assert [result["id"] for result in found] == ["long", "short"]
+    for result in found:
+        assert "error" not in result and 1 <= len(result["words"]) <= 8
+        summary = tokenizer(result["tree"])["input_ids"][1:]  # its actions, without `<s>`
+        context = context_ids(tokenizer, parsed[result["id"]], PROMPT)
+        assert int(grammar.batch([context + summary])["lengths"][0]) <= limit
+    assert len(found[0]["words"]) <= 2  # the long one was cut short by the length, not by max_new_words
+
+
 def test_a_summary_past_the_model_length_costs_only_its_document(tokenizers):
     """Two documents sampled in one batch: the long one's context leaves no room for any summary under the
-    model's max_sequence_length, so its summary is left empty and named in a warning; the short one's is sampled
-    as usual (the batch is sampled again one document at a time)."""
+    model's max_sequence_length (not even the shortest tree fits, so the search cannot keep it inside), so its
+    summary is left empty and named in a warning; the short one's is sampled as usual (the batch is sampled
+    again one document at a time)."""
     from hf_slm.summarization import context_ids
 
     tokenizer, _ = tokenizers
