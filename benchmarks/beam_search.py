@@ -31,6 +31,9 @@ TABLE_5 = {10: 310, 30: 352, 100: 416, 300: 435}  # paper 003, Nb-Dn-In-M, forwa
 def load_model(path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from hf_slm import register_auto_classes
+
+    register_auto_classes()  # a checkpoint's model type is hf-slm's: the installed classes load it
     if Path(path).exists():
         return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path), f"checkpoint {path}"
     from hf_slm import SyntacticTokenizer, preset_config, read_trees

@@ -229,6 +229,19 @@ class SearchConstraints:
                                     open_before=status.open_before)
         return int(status.word) == len(words) and bool(status.grammar_rows.complete[0])
 
+    def _nothing_binds(self, status, words, needs):
+        """Whether no hypothesis can be refused by _keep_completable (most rounds: checked in a few reductions, not
+        [H, K] work). Outside Bi trees the pieces budget is at least MAX_PIECES_PER_WORD, so pieces bind only for a
+        larger need; positions cannot bind while the positions so far, every forced piece left and the largest
+        need of any kind fit in max_positions (a bound on what each kind needs with its pieces)."""
+        reachable = needs[:, :, 0] < UNREACHABLE
+        if bool((needs[:, :, 1][reachable] > MAX_PIECES_PER_WORD).any()):
+            return False
+        if self.max_positions is None:
+            return True
+        worst = torch.where(reachable, needs[:, :, 0], 0).amax(1)
+        return bool((status.grammar_rows.positions + words.forced_pieces_left(status) + worst <= self.max_positions).all())
+
     def _keep_completable(self, status, words, free_words, new_words, allowed):
         """Narrow `allowed` [H, V] (in place) to the actions after which a hypothesis can still complete its tree,
         by the grammar's completion_needs_after: the pieces it needs within the pieces its words can still bring
@@ -239,6 +252,8 @@ class SearchConstraints:
         already too long to finish), the positions are not checked: the model then names the length it cannot
         read, as before. Checked per action kind, so only the rows where some kind does not fit cost [V] work."""
         needs = status.grammar_rows.completion_needs_after()  # [H, K, 2]
+        if not self.structure_between_pieces and self._nothing_binds(status, words, needs):
+            return allowed
         free_left = (free_words - new_words.clamp(min=0)).clamp(min=0)
         if self.structure_between_pieces:  # a Bi tree: what counts is the children the words can still fill
             pieces_left = (words.forced_slots_left(status) + free_left)[:, None].repeat(1, len(NEED_KINDS))
