@@ -283,10 +283,15 @@ def test_finetune_errors(tmp_path):
     shutil.rmtree(tmp_path / "words")
 
 
-def _documents_and_lengths(tokenizer, parser):
-    """Two documents (one long), their entries and the positions each context takes under the document grammar."""
+def _length_setup(tokenizer):
+    """(model fields, a tiny TG parser, two documents (one long), the positions each context takes under the
+    document grammar, and each document's parsed sentences)."""
     from hf_slm.summarization import context_ids
 
+    fields = dict(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=32, **tokenizer.action_layout)
+    torch.manual_seed(0)
+    parser = causal_lm_for_config(config_for_grammar("tg", **fields)).eval()
     documents = {"long": "The bird sings in the tree .\nA dog barks .\nThe dog sings in the tree .",
                  "short": "A dog barks ."}
     entries = document_trees([{"id": key, "document": text} for key, text in documents.items()], tokenizer,
@@ -294,7 +299,7 @@ def _documents_and_lengths(tokenizer, parser):
     grammar = document_grammar(tokenizer)
     lengths = {entry["id"]: int(grammar.batch([context_ids(tokenizer, entry["document"], PROMPT)])["lengths"][0])
                for entry in entries}
-    return documents, lengths, {entry["id"]: entry["document"] for entry in entries}
+    return fields, parser, documents, lengths, {entry["id"]: entry["document"] for entry in entries}
 
 
 def test_summaries_sampled_near_the_model_length_close_in_time(tokenizers):
@@ -304,11 +309,7 @@ def test_summaries_sampled_near_the_model_length_close_in_time(tokenizers):
     from hf_slm.summarization import context_ids
 
     tokenizer, _ = tokenizers
-    grammar_fields = dict(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                          intermediate_size=32, **tokenizer.action_layout)
-    torch.manual_seed(0)
-    parser = causal_lm_for_config(config_for_grammar("tg", **grammar_fields)).eval()
-    documents, lengths, parsed = _documents_and_lengths(tokenizer, parser)
+    grammar_fields, parser, documents, lengths, parsed = _length_setup(tokenizer)
     limit = lengths["long"] + 7  # one word under up to two constituents; 8 words would take far more
     torch.manual_seed(0)
     model = causal_lm_for_config(config_for_grammar("tg", document_level=True, max_sequence_length=limit,
@@ -332,20 +333,8 @@ def test_a_summary_past_the_model_length_costs_only_its_document(tokenizers):
     model's max_sequence_length (not even the shortest tree fits, so the search cannot keep it inside), so its
     summary is left empty and named in a warning; the short one's is sampled as usual (the batch is sampled
     again one document at a time)."""
-    from hf_slm.summarization import context_ids
-
     tokenizer, _ = tokenizers
-    grammar_fields = dict(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                          intermediate_size=32, **tokenizer.action_layout)
-    torch.manual_seed(0)
-    parser = causal_lm_for_config(config_for_grammar("tg", **grammar_fields)).eval()
-    documents = {"long": "The bird sings in the tree .\nA dog barks .\nThe dog sings in the tree .",
-                 "short": "A dog barks ."}
-    entries = document_trees([{"id": key, "document": text} for key, text in documents.items()], tokenizer,
-                             parser=(parser, tokenizer), beam_size=4, word_beam_size=2)
-    grammar = document_grammar(tokenizer)
-    lengths = {entry["id"]: int(grammar.batch([context_ids(tokenizer, entry["document"], PROMPT)])["lengths"][0])
-               for entry in entries}
+    grammar_fields, parser, documents, lengths, _ = _length_setup(tokenizer)
     limit = lengths["long"] + 3  # a summary needs at least an opening, a word and a closing (3 + 1 positions)
     assert limit >= lengths["short"] + 4 * 2 + 1  # room for a two-word summary of at most two constituents
     torch.manual_seed(0)
