@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nltk import Tree
-from tree_strategies import action_vocabulary_trees
+from tree_strategies import action_vocabulary_trees, assert_positions_equal_sequence
 
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.cli import main
@@ -310,24 +310,13 @@ def step_through(grammar, ids, starts):
 
 def assert_step_equals_batch(grammar, tree, ids, starts, seq):
     positions, candidates = step_through(grammar, ids, starts)
+    assert_positions_equal_sequence(positions, seq, NONE)
     n = len(positions)
-    assert n == len(seq.input_ids)
-    mask = np.zeros((n, n), dtype=bool)
-    relative = np.zeros((n, n), dtype=np.int64)
-    for row, position in enumerate(positions):
-        mask[row, position.attended] = True
-        relative[row, position.attended] = position.relative_positions
-    assert (mask == seq.attention_mask).all()
-    assert (relative == seq.relative_positions).all()
-    assert [p.input_id for p in positions] == seq.input_ids.tolist()
-    assert [p.kind for p in positions] == seq.position_kinds.tolist()
     assert [p.coordinate for p in positions] == seq.position_coordinates.tolist() == list(range(n))
-    predicts = np.array([p.predicts for p in positions])
-    assert ((seq.labels != NONE) == np.append(predicts[:-1], False)).all()
     assert not np.triu(seq.attention_mask, 1).any() and seq.attention_mask.diagonal().all()
     compositions = expected_compositions(variant_tree(tree, grammar.name), grammar.name)
     if grammar.internal:
-        compose_rows = {i: set(np.flatnonzero(mask[i])) for i in np.flatnonzero(seq.position_kinds == K.CLOSE_COMPOSE)}
+        compose_rows = {i: set(np.flatnonzero(seq.attention_mask[i])) for i in np.flatnonzero(seq.position_kinds == K.CLOSE_COMPOSE)}
         assert compose_rows == {i: {o for o in [opening] if o is not None} | set(kids) | {i}
                                 for i, (opening, kids) in compositions.items()}
     else:

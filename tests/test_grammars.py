@@ -5,6 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nltk import Tree
+from tree_strategies import assert_positions_equal_sequence
 
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.modeling.grammars import ActionKind, PositionKind, get_grammar
@@ -336,23 +337,11 @@ def test_incremental_equals_whole_sequence_and_compose_rule(tree):
         grammar = get_grammar(name, VOCAB.layout)
         seq = grammar.sequence(ids)
         positions = incremental(grammar, ids)
-        n = len(positions)
-        assert n == len(seq.input_ids)
-        mask = np.zeros((n, n), dtype=bool)
-        relpos = np.zeros((n, n), dtype=np.int64)
-        for row, position in enumerate(positions):
-            mask[row, position.attended] = True
-            relpos[row, position.attended] = position.relative_positions
-        assert (mask == seq.attention_mask).all()
-        assert (relpos == seq.relative_positions).all()
-        assert [p.input_id for p in positions] == seq.input_ids.tolist()
-        assert [p.kind for p in positions] == seq.position_kinds.tolist()
-        predicts = np.array([p.predicts for p in positions])
-        assert ((seq.labels != NONE) == np.append(predicts[:-1], False)).all()
+        assert_positions_equal_sequence(positions, seq, NONE)
         assert not np.triu(seq.attention_mask, 1).any()  # causal
         assert seq.attention_mask.diagonal().all()
         if name == "tg":
-            compose = {i: set(np.flatnonzero(mask[i])) for i in np.flatnonzero(seq.position_kinds == PositionKind.CLOSE_COMPOSE)}
+            compose = {i: set(np.flatnonzero(seq.attention_mask[i])) for i in np.flatnonzero(seq.position_kinds == PositionKind.CLOSE_COMPOSE)}
             assert compose == expected_compose_rows(tree)
             # Relative positions are depth differences: >= 0 for STACK rows, 0/-1 for COMPOSE rows.
             stack_rows = seq.position_kinds != PositionKind.CLOSE_COMPOSE

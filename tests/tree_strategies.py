@@ -1,10 +1,12 @@
-"""Hypothesis strategies for random POS-free constituency trees (shared by the tree and linearizer tests).
+"""Hypothesis strategies for random POS-free constituency trees (shared by the tree and linearizer tests), and
+`assert_positions_equal_sequence` (a grammar's step form against its whole-sequence form).
 
 The shape of a tree is read from one drawn byte string rather than from one draw per node: hypothesis pays a
 fixed cost per draw, and drawing node by node made the property tests ~10x slower. Shrinking still works
 (shorter, smaller byte strings give smaller trees), and labels and words still include hypothesis-drawn text.
 """
 
+import numpy as np
 from hypothesis import strategies as st
 from nltk import Tree
 
@@ -63,3 +65,21 @@ def action_vocabulary_trees(**kwargs):
     from hf_slm.action_vocab import SPECIAL_TOKENS
 
     return random_trees(**kwargs).filter(lambda tree: not set(SPECIAL_TOKENS) & set(tree.leaves()))
+
+
+def assert_positions_equal_sequence(positions, seq, ignore_index=-100):
+    """The step form's positions (grammar.step's NewPositions, in order) equal the whole-sequence form `seq`
+    (grammar.sequence): count, mask, relative positions, ids, kinds, and which positions predict."""
+    n = len(positions)
+    assert n == len(seq.input_ids)
+    mask = np.zeros((n, n), dtype=bool)
+    relative = np.zeros((n, n), dtype=np.int64)
+    for row, position in enumerate(positions):
+        mask[row, position.attended] = True
+        relative[row, position.attended] = position.relative_positions
+    assert (mask == seq.attention_mask).all()
+    assert (relative == seq.relative_positions).all()
+    assert [p.input_id for p in positions] == seq.input_ids.tolist()
+    assert [p.kind for p in positions] == seq.position_kinds.tolist()
+    predicts = np.array([p.predicts for p in positions])
+    assert ((seq.labels != ignore_index) == np.append(predicts[:-1], False)).all()
