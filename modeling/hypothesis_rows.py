@@ -187,6 +187,10 @@ class StateListRows(HypothesisRows):
         return torch.tensor([s.finished or is_complete(s) for s in self.states], dtype=torch.bool)
 
 
+# Columns added at once when a row's stack or open NTs outgrow the arrays.
+_SPARE_COLUMNS = 8
+
+
 class TransformerGrammarRows(HypothesisRows):
     """TG's incremental state (grammars.TransformerGrammarRules) as arrays over hypotheses.
 
@@ -257,13 +261,14 @@ class TransformerGrammarRows(HypothesisRows):
         kinds = grammar._kinds[actions]
         rows = np.arange(len(actions))
         new = {name: array.copy() for name, array in self._arrays().items()}
-        # room for one more stack entry and one more open NT
+        # room for one more stack entry and one more open NT (and a few more: growing one column a step costs a copy
+        # of every array a step)
         for names, used in ((("stack", "stack_depth"), self.stack_size), (("open_id", "open_stack_index", "children"),
                                                                           self.open_count)):
             width = int(used.max(initial=0)) + 1
             for name in names:
                 if new[name].shape[1] < width:
-                    new[name] = np.pad(new[name], ((0, 0), (0, width - new[name].shape[1])))
+                    new[name] = np.pad(new[name], ((0, 0), (0, width + _SPARE_COLUMNS - new[name].shape[1])))
         stack, stack_depth, size, opened = new["stack"], new["stack_depth"], new["stack_size"], new["open_count"]
         length = self.length
         closing = kinds == ActionKind.CLOSE_NT
@@ -330,8 +335,7 @@ class TransformerGrammarRows(HypothesisRows):
     def legal_actions(self):
         """[H, V] bool: Grammar.legal_actions for bracketed trees, row by row (tests hold them equal)."""
         grammar = self.grammar
-        tables = np.stack([grammar._mask(), grammar._mask(ActionKind.BOS), grammar._mask(ActionKind.OPEN_NT),
-                           grammar._mask(ActionKind.OPEN_NT, ActionKind.TERMINAL)])
+        tables = _legal_tables(grammar)
         rows = np.arange(len(self))
         innermost = np.maximum(self.open_count - 1, 0)
         children = self.children[rows, innermost]
@@ -382,6 +386,18 @@ class TransformerGrammarRows(HypothesisRows):
         if self.grammar.document_level and not self.grammar.uses_eos:
             return torch.from_numpy(self.finished | ((self.trees_complete > 0) & (self.open_count == 0)))
         return torch.from_numpy(self.finished.copy())
+
+
+def _legal_tables(grammar):
+    """[4, V] read-only: TG's legal actions when finished, at `<s>`, outside any NT, inside one (its closing
+    aside), stacked once per grammar so that legal_actions is one gather."""
+    tables = getattr(grammar, "_rows_legal_tables", None)
+    if tables is None:
+        tables = np.stack([grammar._mask(), grammar._mask(ActionKind.BOS), grammar._mask(ActionKind.OPEN_NT),
+                           grammar._mask(ActionKind.OPEN_NT, ActionKind.TERMINAL)])
+        tables.setflags(write=False)
+        grammar._rows_legal_tables = tables
+    return tables
 
 
 def _windows(table, start, length, own):

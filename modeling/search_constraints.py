@@ -235,7 +235,7 @@ class SearchConstraints:
         larger need; positions cannot bind while the positions so far, every forced piece left and the largest
         need of any kind fit in max_positions (a bound on what each kind needs with its pieces)."""
         reachable = needs[:, :, 0] < UNREACHABLE
-        if bool((needs[:, :, 1][reachable] > MAX_PIECES_PER_WORD).any()):
+        if bool(((needs[:, :, 1] > MAX_PIECES_PER_WORD) & reachable).any()):
             return False
         if self.max_positions is None:
             return True
