@@ -33,6 +33,10 @@ from .hypothesis_rows import HypothesisRows, hypothesis_rows
 
 # In free generation a word ends after this many pieces at the latest (a runaway word cannot stall a beam).
 MAX_PIECES_PER_WORD = 16
+# The columns of SearchConstraints._needs_by_column after NEED_KINDS': a bare word start (it brings the piece
+# that must follow it), and ids of no kind there.
+_BARE_START, _ALWAYS_FITS = len(NEED_KINDS), len(NEED_KINDS) + 1
+_TERMINAL_NEED = NEED_KINDS.index(ActionKind.TERMINAL)
 
 
 class SentenceWords:
@@ -144,10 +148,11 @@ class SearchConstraints:
                  max_positions=None):
         self.grammar = grammar
         self.max_positions = max_positions
-        # For every id, its row of grammar.completion_needs_after (NEED_KINDS), or len(NEED_KINDS): a column that
-        # always fits (`<s>`, padding).
+        # For every id, its column of the needs (_needs_by_column): its kind's row of grammar.completion_needs_after
+        # (NEED_KINDS); for a bare word start, that of a terminal and the piece that must follow it; else a column
+        # that always fits (`<s>`, padding).
         kind_of_id = torch.from_numpy(grammar._kinds.astype(np.int64))
-        self._need_column = torch.full((grammar.vocab_size,), len(NEED_KINDS), dtype=torch.long)
+        self._need_column = torch.full((grammar.vocab_size,), _ALWAYS_FITS, dtype=torch.long)
         for column, kind in enumerate(NEED_KINDS):
             self._need_column[kind_of_id == kind] = column
         layout = grammar.layout
@@ -171,6 +176,7 @@ class SearchConstraints:
         self.continuation_mask = generable & ~starts
         self.incomplete_mask = torch.zeros(size, dtype=torch.bool)
         self.incomplete_mask[[int(i) for i in incomplete_word_ids]] = True
+        self._need_column[self.incomplete_mask & self.terminal_mask] = _BARE_START
         # Which actions a hypothesis may take (or which complete its round) depends on a few per-hypothesis
         # flags: one [2^k, V] table row per combination, so that [H, V] masks are one gather, not k products.
         self._permitted = self._flag_table([self.open_mask, self.close_mask, self.eos_mask, self.start_mask,
@@ -242,6 +248,13 @@ class SearchConstraints:
         worst = torch.where(reachable, needs[:, :, 0], 0).amax(1)
         return bool((status.grammar_rows.positions + words.forced_pieces_left(status) + worst <= self.max_positions).all())
 
+    @staticmethod
+    def _needs_by_column(needs):
+        """[H, K + 1, 2]: the grammar's needs per action kind [H, K, 2], then a bare word start's: a terminal's and one
+        position and piece more, for the continuation piece that must follow it (free generation)."""
+        bare = needs[:, _TERMINAL_NEED] + 1
+        return torch.cat([needs, bare[:, None]], dim=1)
+
     def _keep_completable(self, status, words, free_words, new_words, allowed):
         """Narrow `allowed` [H, V] (in place) to the actions after which a hypothesis can still complete its tree,
         by the grammar's completion_needs_after: the pieces it needs within the pieces its words can still bring
@@ -251,18 +264,18 @@ class SearchConstraints:
         forced piece left, one position each) within max_positions. Where no action fits the positions (a prefix
         already too long to finish), the positions are not checked: the model then names the length it cannot
         read, as before. Checked per action kind, so only the rows where some kind does not fit cost [V] work."""
-        needs = status.grammar_rows.completion_needs_after()  # [H, K, 2]
+        needs = self._needs_by_column(status.grammar_rows.completion_needs_after())  # [H, K + 1, 2]
         if not self.structure_between_pieces and self._nothing_binds(status, words, needs):
             return allowed
         free_left = (free_words - new_words.clamp(min=0)).clamp(min=0)
         if self.structure_between_pieces:  # a Bi tree: what counts is the children the words can still fill
-            pieces_left = (words.forced_slots_left(status) + free_left)[:, None].repeat(1, len(NEED_KINDS))
+            pieces_left = (words.forced_slots_left(status) + free_left)[:, None].repeat(1, needs.shape[1])
             # an opening may be one of the next word's own `(`: it then fills one child more (free words: one piece)
             pieces_left[:, NEED_KINDS.index(ActionKind.OPEN_NT)] = words.forced_slots_left(status, opening=True) + free_left
         else:
             pieces_left = (words.forced_pieces_left(status) + (free_left + 1) * MAX_PIECES_PER_WORD)[:, None]
         illegal = needs[:, :, 0] >= UNREACHABLE  # the grammar's mask refuses these kinds already
-        # [H, K + 1] per action kind (the last column: ids of no kind in NEED_KINDS)
+        # [H, K + 2]: per column of _needs_by_column, then one for ids of no kind there
         fits_pieces = torch.nn.functional.pad(illegal | (needs[:, :, 1] <= pieces_left), (0, 1), value=True)
         fits = fits_pieces
         if self.max_positions is not None:

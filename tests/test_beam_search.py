@@ -323,10 +323,13 @@ def test_beam_search_through_remote_code_without_hf_slm(checkpoint, tmp_path):
     assert child["tree"] == local.trees[0][0]
 
 
-def test_free_generation_after_a_long_prefix_stays_within_the_model_length():
+@pytest.mark.parametrize("bare_start", [False, True])
+def test_free_generation_after_a_long_prefix_stays_within_the_model_length(bare_start):
     """A document-level TG reads at most max_sequence_length positions: sampled after a prefix that leaves little
     room, every hypothesis keeps room to close its tree (the search allows only actions after which it still
-    can), so sampling never asks the model to read more (backbone.SequenceTooLong) and every sample fits."""
+    can), so sampling never asks the model to read more (backbone.SequenceTooLong) and every sample fits. With
+    `bare_start`, "a" is a bare word start (SentencePiece's lone "\u2581") that a continuation piece ("b2") must
+    follow: its need counts that piece too."""
     grammar = get_grammar("tg", VOCAB.layout, document_level=True)
     a, c = VOCAB.ids["a"], VOCAB.ids["c"]
     s, np_ = VOCAB.layout.open_nt_start, VOCAB.layout.open_nt_start + 1
@@ -336,7 +339,10 @@ def test_free_generation_after_a_long_prefix_stays_within_the_model_length():
     prefix_positions = int(grammar.batch([prefix])["lengths"][0])
     limit = prefix_positions + 9  # room for a few words and brackets, not for what a free sampler would take
     model = tiny_model("tg", seed=3, document_level=True, max_sequence_length=limit)
-    search = WordSynchronousBeamSearch(model, BeamSearchOptions(beam_size=10, word_beam_size=5))
+    pieces = {}
+    if bare_start:
+        pieces = dict(word_start_mask=[token != "b2" for token in VOCAB.tokens], incomplete_word_ids=[a])
+    search = WordSynchronousBeamSearch(model, BeamSearchOptions(beam_size=10, word_beam_size=5), **pieces)
     samples = search.generate([[], []], max_new_words=12, top_k=5, num_samples=40, seed=0, prefixes=[prefix, prefix])
     lengths = []
     for per_prompt in samples:
@@ -345,5 +351,8 @@ def test_free_generation_after_a_long_prefix_stays_within_the_model_length():
             assert ids[: len(prefix)] == prefix
             grammar.validate(ids)  # a complete document: the summary's tree closed
             lengths.append(int(grammar.batch([ids])["lengths"][0]))
+            if bare_start:  # a bare start is followed by its continuation, within the same word
+                summary = ids[len(prefix):]
+                assert all(after == VOCAB.ids["b2"] for before, after in zip(summary, summary[1:]) if before == a)
     assert max(lengths) <= limit
     assert max(lengths) > prefix_positions + 4  # more than the shortest tree: the limit, not the words, bound them
