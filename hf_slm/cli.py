@@ -28,8 +28,18 @@ def _tree_options(args):
 
 
 def command_masks(args):
-    from .mask_inspection import format_report, mask_report, plot_report
+    from .mask_inspection import format_report, format_segment_report, mask_report, plot_report, segment_report
 
+    if args.segment_length is None:
+        if args.memory is not None or args.memory_length is not None:
+            raise ValueError("--memory and --memory-length describe segment recurrence; give --segment-length too")
+    else:
+        if args.png:
+            raise ValueError("--png draws the whole-sequence mask; it does not combine with --segment-length")
+        report = segment_report(args.tree, args.grammar, args.segment_length, args.memory_length, args.memory,
+                                args.format, variant=args.variant, pieces=args.pieces, **_tree_options(args))
+        print(json.dumps(report) if args.json else format_segment_report(report))
+        return 0
     report = mask_report(args.tree, args.grammar, args.format, variant=args.variant, pieces=args.pieces,
                          **_tree_options(args))
     if args.json:
@@ -422,6 +432,16 @@ def build_parser():
                             "self-attention on arcs, depths counted up from the top)")
     masks.add_argument("--pieces", action="store_true",
                        help="dependency grammars: read each word as SentencePiece pieces joined by | (e.g. ▁Th|ere/2)")
+    masks.add_argument("--segment-length", type=int, metavar="L",
+                       help="cut the sequence into segments of L positions with a memory (Transformer-XL recurrence, "
+                            "paper 000 section 2.2, Figure 8) and show each segment's mask [L, M + L] (memory columns "
+                            "first), relative positions, memory positions and update matrices. TREE may then be a "
+                            "document: several trees one after another (read after one <s>) or one (DOC ...) tree")
+    masks.add_argument("--memory", choices=["structure", "shift"],
+                       help="with --segment-length: the memory update, 'structure' (keep what the stack may still "
+                            "attend; default for tg and dtg*) or 'shift' (Transformer-XL's; default for the others)")
+    masks.add_argument("--memory-length", type=int, metavar="M",
+                       help="with --segment-length: memory slots (default L, as paper 000's reference)")
     masks.add_argument("--json", action="store_true", help="print one JSON object")
     masks.add_argument("--png", metavar="FILE", help="draw the mask like paper 000 Figure 2b")
     _add_tree_options(masks)

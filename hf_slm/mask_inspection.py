@@ -6,17 +6,21 @@ tree is written inline (`There/2 is/0 a/4 difference/2`); with `pieces`, a word 
 joined by `|` (`▁Th|ere/2`), so that the subword rules of paper 002 (Appendix B) show without a tokenizer.
 Paper 003's compositional grammars (`bi-up-ex-nm`, ...) read the tree as their variant does (unlabeled, unary
 chains removed, left-binarized for `bi`), bottom-up with each `)`'s start, so the output reads against Figure 3.
+With a segment length (`segment_report`), the sequence is cut into segments with a memory, as Transformer-XL
+recurrence reads it (paper 000, section 2.2 and Figure 8; modeling/segments.py), and a tree may be a document.
 """
 
 from .action_vocab import ActionVocabulary
 from .modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
 from .modeling.dependency_grammars import DEPENDENCY_GRAMMARS, DependencyLayout
 from .modeling.grammars import IGNORE_INDEX, POSITION_KIND_NAMES, PositionKind, get_grammar
+from .modeling.segments import segment_sequence
 from .tokenization.dependency_trees import DependencyTree
 from .tokenization.transitions import GEN, POP, transition_system
-from .tokenization.linearizers import (UNLABELED_CLOSE, bottom_up_actions, bottom_up_pointers, is_open_nt,
-                                      terminal_actions, top_down_actions, tree_from_top_down)
-from .tokenization.trees import left_binarize, read_tree_string, remove_unary_chains
+from .tokenization.linearizers import (UNLABELED_CLOSE, bottom_up_actions, bottom_up_pointers, is_close_nt,
+                                      is_open_nt, terminal_actions, top_down_actions, tree_from_top_down)
+from .tokenization.trees import (input_format, left_binarize, normalize_tree, parse_trees, read_tree_string,
+                                 remove_unary_chains)
 
 
 def actions_from_text(text, tree_format="auto", **normalize_options):
@@ -74,15 +78,20 @@ def compositional_actions(tree, grammar_class):
     return ["<s>"] + actions + ["</s>"], [-1] + pointers + [-1]
 
 
-def compositional_mask_report(text, grammar_name, tree_format="auto", **normalize_options):
-    """The report for a tree under a compositional grammar, with each Ex `)`'s composed positions (`composes`)
-    and, for Nb-Up, the position each `)` starts from (`starts`, at the position that predicts the `)`)."""
+def compositional_inputs(text, grammar_name, tree_format="auto", **normalize_options):
+    """(vocabulary, action ids, starts) of a tree under a compositional grammar, over a vocabulary made for it."""
     rules = COMPOSITIONAL_GRAMMARS[grammar_name]
     actions, starts = compositional_actions(read_tree_string(text, "the tree argument", tree_format,
                                                              **normalize_options), rules)
     words = [a for a in actions[1:] if a not in ("</s>", "(", UNLABELED_CLOSE)]
     vocab = ActionVocabulary(words, [""])  # one `(`, one `)`
-    ids = [vocab.ids[action] for action in actions]
+    return vocab, [vocab.ids[action] for action in actions], starts
+
+
+def compositional_mask_report(text, grammar_name, tree_format="auto", **normalize_options):
+    """The report for a tree under a compositional grammar, with each Ex `)`'s composed positions (`composes`)
+    and, for Nb-Up, the position each `)` starts from (`starts`, at the position that predicts the `)`)."""
+    vocab, ids, starts = compositional_inputs(text, grammar_name, tree_format, **normalize_options)
     sequence = get_grammar(grammar_name, vocab.layout).sequence(ids, starts=starts)
     report = sequence_report(grammar_name, vocab, sequence)
     if sequence.composition_children is not None:
@@ -98,6 +107,21 @@ SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<root>")
 def dependency_mask_report(text, grammar_name="dtg", variant="paper", pieces=False):
     """The report for an inline dependency tree under a DTG grammar: the oracle's transitions (the reference
     variant: `<s>` first, and pop_root instead of the last RA), over a vocabulary made for this one tree."""
+    rules, tokens, ids = dependency_inputs(text, grammar_name, variant, pieces)
+    sequence = rules.sequence(ids)
+    return {
+        "grammar": grammar_name,
+        "variant": variant,
+        "tokens": [tokens[i] for i in sequence.input_ids],
+        "kinds": [POSITION_KIND_NAMES[PositionKind(k)] for k in sequence.position_kinds],
+        "attention_mask": sequence.attention_mask.astype(int).tolist(),
+        "relative_positions": sequence.relative_positions.tolist(),
+        "labels": [None if label == IGNORE_INDEX else tokens[label] for label in sequence.labels],
+    }
+
+
+def dependency_inputs(text, grammar_name="dtg", variant="paper", pieces=False):
+    """(grammar, tokens by id, action ids) of an inline dependency tree (`dependency_mask_report`)."""
     tree = DependencyTree.from_inline(text, where="the tree argument")
     grammar_class = DEPENDENCY_GRAMMARS[grammar_name]
     transitions = transition_system(grammar_class.system).transitions(tree, where="the tree argument")
@@ -131,16 +155,108 @@ def dependency_mask_report(text, grammar_name="dtg", variant="paper", pieces=Fal
     if variant == "reference":
         ids[-1] = pop_id  # the arc onto the root is pop_root in the released code
     ids.append(2)
-    sequence = grammar_class(layout, variant=variant).sequence(ids)
-    return {
-        "grammar": grammar_name,
-        "variant": variant,
-        "tokens": [tokens[i] for i in sequence.input_ids],
-        "kinds": [POSITION_KIND_NAMES[PositionKind(k)] for k in sequence.position_kinds],
-        "attention_mask": sequence.attention_mask.astype(int).tolist(),
-        "relative_positions": sequence.relative_positions.tolist(),
-        "labels": [None if label == IGNORE_INDEX else tokens[label] for label in sequence.labels],
-    }
+    return grammar_class(layout, variant=variant), tokens, ids
+
+
+def trees_from_text(text, tree_format="auto", **normalize_options):
+    """The trees of a tree or a document: one tree, or several written one after another (action strings
+    `(S ... S) (S ... S)` or PTB brackets, as `read_tree_string` reads one). A tree with a wrapper root over the
+    sentences, `(DOC (S ...) (S ...))`, is one tree."""
+    found = input_format(text) if tree_format == "auto" else tree_format
+    if found == "ptb":
+        trees = parse_trees(text, "the tree argument")
+        return [normalize_tree(tree, **normalize_options) for tree in trees]
+    if found != "actions":  # plain words, or an unknown format: read_tree_string names the problem
+        return [read_tree_string(text, "the tree argument", tree_format, **normalize_options)]
+    groups, depth = [[]], 0
+    for token in text.split():  # a tree ends where its root's closing bracket brings the depth back to 0
+        groups[-1].append(token)
+        depth += is_open_nt(token) - is_close_nt(token)
+        if depth == 0:
+            groups.append([])
+    groups = [group for group in groups if group]
+    if len(groups) == 1:
+        return [read_tree_string(text, "the tree argument", tree_format)]
+    return [read_tree_string(" ".join(group), f"tree {index} of the document argument", "actions")
+            for index, group in enumerate(groups)]
+
+
+def segment_report(text, grammar_name="tg", segment_length=8, memory_length=None, memory_update=None,
+                   tree_format="auto", variant="paper", pieces=False, **normalize_options):
+    """The report of `hf-slm masks --segment-length L`: per segment (`chunks`), the rows' positions, tokens,
+    kinds, labels and depths, the attention mask and relative positions [L, M + L] (memory columns first), the
+    memory's positions [M] (-1: empty) and the update matrices [M, L] and [M, M] (modeling/segments.py).
+
+    Several trees are a document: `<s>` then the trees, each root a child of `<s>` (Grammar, document_level;
+    paper 000 section 3.1). One tree is a sentence, also when it is a wrapper `(DOC (S ...) (S ...))` over a
+    document's sentences, as in the reference's BLLIP documents: DOC is then a constituent like any other.
+    Dependency grammars read one inline tree, paper 003's grammars one tree, as `mask_report` does."""
+    options, trees = {}, 1
+    if grammar_name in DEPENDENCY_GRAMMARS:
+        rules, tokens, ids = dependency_inputs(text, grammar_name, variant, pieces)
+    elif variant != "paper" or pieces:
+        raise ValueError(f"--variant and --pieces are options of the dependency grammars "
+                         f"({', '.join(DEPENDENCY_GRAMMARS)}), not of {grammar_name}")
+    elif grammar_name in COMPOSITIONAL_GRAMMARS:
+        vocab, ids, options["starts"] = compositional_inputs(text, grammar_name, tree_format, **normalize_options)
+        rules, tokens = get_grammar(grammar_name, vocab.layout), vocab.tokens
+    else:
+        read = trees_from_text(text, tree_format, **normalize_options)
+        trees = len(read)
+        terminals = grammar_name == "terminals"
+        actions = [a for tree in read for a in (terminal_actions(tree) if terminals else top_down_actions(tree))]
+        vocab = ActionVocabulary.from_action_sequences([actions])
+        rules, tokens = get_grammar(grammar_name, vocab.layout, document_level=trees > 1), vocab.tokens
+        ids = vocab.encode(actions, add_eos=terminals)
+    segmented = segment_sequence(rules, ids, segment_length, memory_length, memory_update, **options)
+    chunks = []
+    for tau in range(segmented.num_segments):
+        chunks.append({
+            "positions": segmented.segment_positions[tau].tolist(),
+            "tokens": [tokens[i] for i in segmented.input_ids[tau]],
+            "kinds": [POSITION_KIND_NAMES[PositionKind(k)] for k in segmented.position_kinds[tau]],
+            "labels": [None if label == IGNORE_INDEX else tokens[label] for label in segmented.labels[tau]],
+            "depths": segmented.depth[tau].tolist(),
+            "attention_mask": segmented.attention_mask[tau].astype(int).tolist(),
+            "relative_positions": segmented.relative_positions[tau].tolist(),
+            "memory_positions": segmented.memory_positions[tau].tolist(),
+            "update_from_segment": segmented.update_from_segment[tau].astype(int).tolist(),
+            "update_from_memory": segmented.update_from_memory[tau].astype(int).tolist(),
+        })
+    return {"grammar": grammar_name, "trees": trees, "document_level": trees > 1,
+            "segment_length": segmented.segment_length, "memory_length": segmented.memory_length,
+            "memory_update": segmented.memory_update, "chunks": chunks}
+
+
+def format_segment_report(report):
+    """Plain text: per segment, what each memory slot holds, then one row per position with the original
+    positions it attends (m<slot>=<position> for memory columns) and their relative positions, and the next
+    memory's slots."""
+    M = report["memory_length"]
+    lines = [f"{report['grammar']}: segments of {report['segment_length']} positions, memory of {M} slots "
+             f"({report['memory_update']} update), {report['trees']} tree(s)"]
+    for tau, chunk in enumerate(report["chunks"]):
+        held = [f"{y}:{p}" for y, p in enumerate(chunk["memory_positions"]) if p >= 0]
+        lines.append(f"segment {tau}: memory {' '.join(held) or 'empty'}")
+        for x, position in enumerate(chunk["positions"]):
+            if position < 0:
+                continue
+            attended = []
+            for column, allowed in enumerate(chunk["attention_mask"][x]):
+                if allowed:
+                    where = (f"m{column}={chunk['memory_positions'][column]}" if column < M
+                             else str(chunk["positions"][column - M]))
+                    attended.append(f"{where}({chunk['relative_positions'][x][column]})")
+            lines.append(f"  {position:>4}  {chunk['tokens'][x]:<12} {chunk['kinds'][x]:<14} "
+                         f"{chunk['labels'][x] or '_':<12} {' '.join(attended)}")
+        kept = []
+        for y in range(M):
+            if 1 in chunk["update_from_segment"][y]:
+                kept.append(f"{y}<-{chunk['positions'][chunk['update_from_segment'][y].index(1)]}")
+            elif 1 in chunk["update_from_memory"][y]:
+                kept.append(f"{y}<-{chunk['memory_positions'][chunk['update_from_memory'][y].index(1)]}")
+        lines.append(f"  next memory: {' '.join(kept) or 'empty'}")
+    return "\n".join(lines)
 
 
 def format_report(report):

@@ -580,6 +580,15 @@ class DependencyGrammar(LegalityChecks):
         fields = GrammarSequence.__dataclass_fields__
         return GrammarSequence(**{name: value[0] for name, value in batch.items() if name in fields})
 
+    def stack_lifetimes(self, ids, validate=True, require_complete=True):
+        """(pushed [T'] bool, removal [T'] int64) of one sequence: once position t is read, position j is on the
+        stack (a later position may attend it) iff pushed[j] and j <= t < removal[j] (the last position of the
+        action that removes its item; T' if none does). Segment recurrence keeps these in its memory
+        (segments.py)."""
+        expanded = self._checked_stacks([ids], validate, require_complete).expand()
+        removal = expanded["removal"].astype(np.int64)
+        return removal > expanded["column"], removal
+
 
 class _TransitionStacks:
     """What `step` keeps in `_DependencyState`, for every action of a batch at once: numpy over the sequences
@@ -1022,6 +1031,11 @@ class TransitionTXLGrammar(ArcStandardGrammar):
 
     def minimum_positions(self, pieces, words):
         return 1 + pieces + words + 1  # `<root>`, the pieces, one arc per word, `</s>`
+
+    def stack_lifetimes(self, ids, validate=True, require_complete=True):
+        """Causal: every position stays attendable (not DTG's stack, which this grammar's positions do not have)."""
+        self._checked_stacks([ids], validate, require_complete)
+        return np.ones(len(ids), dtype=bool), np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
 
     def validate_batch(self, sequences, require_complete=True):
         self._checked_stacks(sequences, True, require_complete)

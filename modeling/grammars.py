@@ -800,6 +800,16 @@ class TransformerGrammarRules(Grammar):
     def _coordinates(self, vectors):
         return vectors["depth"]
 
+    def stack_lifetimes(self, ids, validate=True, require_complete=True):
+        """(pushed [T'] bool, removal [T'] int64) of one sequence: once position t is read, position j is on the
+        stack (a later position may attend it) iff pushed[j] and j <= t < removal[j] (its COMPOSE position; past
+        any sequence if never popped). Segment recurrence keeps these in its memory (segments.py)."""
+        flat = _FlatBatch([np.asarray(ids, dtype=np.int64)], self.layout)
+        if validate:
+            self._validate_flat(flat, require_complete)
+        expanded = self._expanded_vectors(flat)
+        return expanded.pushed, expanded.pop_time
+
 
 def tg_depths(expanded):
     """Tree depth of every expanded TG position (<s> 0, root NT 1, its children 2, ...), flat over a batch."""
