@@ -88,8 +88,11 @@ def command_train(args):
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
         embedding_learning_rate_multiplier=args.embedding_lr_multiplier, eval_steps=args.eval_steps,
         save_steps=args.save_steps, seed=args.seed, resume=args.resume, overwrite=args.overwrite,
-        normalize_options=_tree_options(args),
+        normalize_options=_tree_options(args), segment_length=args.segment_length,
+        memory_length=args.memory_length, memory_update=args.memory,
     )
+    if args.segment_length is None and (args.memory_length is not None or args.memory is not None):
+        raise ValueError("--memory-length and --memory describe segment recurrence; give --segment-length too")
     train(setup)
     print(f"saved the model and tokenizer to {args.output}")
     return 0
@@ -491,6 +494,14 @@ def build_parser():
                             "checkpoint-* folders and eval_results/ are removed. Without it such an --output is "
                             "refused. The folder is locked (.hf-slm.lock) while training writes it")
     train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model config field")
+    train.add_argument("--segment-length", type=int, metavar="L",
+                       help="Transformer-XL segment recurrence (paper 000 section 2.2): read each training sequence L "
+                            "positions at a time with a memory carried from segment to segment, so that sequences "
+                            "(documents) longer than max_sequence_length train; batch rows are streams of sequences")
+    train.add_argument("--memory-length", type=int, metavar="M", help="with --segment-length: memory slots (default L)")
+    train.add_argument("--memory", choices=["structure", "shift"],
+                       help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
+                            "still attend; TG and DTG's default) or 'shift' (Transformer-XL's; the others' default)")
     _add_tree_options(train)
     train.set_defaults(function=command_train)
 

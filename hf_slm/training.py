@@ -44,7 +44,10 @@ from .data.prepare_dependency import is_dependency_tokenizer, transition_grammar
 from .modeling.configuration_slm import PRESETS, preset_config
 from .modeling.grammars import grammar_class
 from .modeling.modeling_slm import causal_lm_for_config
+from .modeling.segment_recurrence import check_segment_model
+from .modeling.segments import check_segment_options
 from .run_journal import output_lock
+from .segment_training import DocumentStreams, SegmentTrainer
 from .tokenization.trees import read_trees
 
 def warmup_cosine_schedule(step, warmup_steps, total_steps, initial, peak, final):
@@ -103,7 +106,8 @@ def tree_dataset(tokenizer, trees, grammar, max_length, source="trees"):
     A tree whose expanded length exceeds `max_length` is an error naming it (nothing is dropped). Labeled trees
     given to a tokenizer of unlabeled trees (paper 003's) are unlabeled first.
     """
-    encoded = tokenizer(trees_for_tokenizer(tokenizer, trees))["input_ids"]
+    encoding = tokenizer(trees_for_tokenizer(tokenizer, trees))
+    encoded = encoding["input_ids"]
     doubled = doubled_id_ranges(grammar, tokenizer.action_layout)
     for index, ids in enumerate(encoded):
         expanded = len(ids) + sum(1 for i in ids for start, stop in doubled if start <= i < stop)
@@ -357,6 +361,11 @@ class TrainingSetup:
     disable_progress: bool = False
     max_seconds: float | None = None
     overwrite: bool = False  # replace a trained model (or an interrupted run's checkpoints) in `output`
+    # Transformer-XL segment recurrence (hf_slm/segment_training.py): sequences of any length, read L positions at a
+    # time with a memory of M slots (default L) updated by `memory_update` (default: the grammar's).
+    segment_length: int | None = None
+    memory_length: int | None = None
+    memory_update: str | None = None
 
 
 # Files that make a folder hold a trained model (with config.json).
@@ -506,16 +515,23 @@ def _train(setup, log):
     model = causal_lm_for_config(config)
     log(f"model: {setup.preset} ({grammar}), {sum(p.numel() for p in model.parameters()):,} parameters")
 
+    # With segments a sequence may be as long as it is: the model reads L positions at a time.
+    max_length = config.max_sequence_length if setup.segment_length is None else math.inf
+    if setup.segment_length is not None:
+        record_segment_options(model, setup)
     if prepared is not None:
-        train_dataset = ids_dataset(inputs.train, tokenizer, grammar, config.max_sequence_length,
-                                    f"{prepared} split 'train'")
-        eval_dataset = (ids_dataset(inputs.eval, tokenizer, grammar, config.max_sequence_length, inputs.eval_source)
+        train_dataset = ids_dataset(inputs.train, tokenizer, grammar, max_length, f"{prepared} split 'train'")
+        eval_dataset = (ids_dataset(inputs.eval, tokenizer, grammar, max_length, inputs.eval_source)
                         if inputs.eval is not None else None)
     else:
-        train_dataset = tree_dataset(tokenizer, train_trees, grammar, config.max_sequence_length, "training trees")
+        train_dataset = tree_dataset(tokenizer, train_trees, grammar, max_length, "training trees")
         eval_dataset = None
     if eval_trees:
-        eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, config.max_sequence_length, "evaluation trees")
+        eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, max_length, "evaluation trees")
+    if setup.segment_length is not None and eval_dataset is not None:
+        log("segment recurrence: no evaluation during training (the evaluation data is not used here); measure it "
+            "afterwards with `hf-slm eval ppl`")
+        eval_dataset = None
     trainer = run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, schedule)
     write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
                           prepared=inputs.description() if prepared is not None else None)
@@ -560,10 +576,17 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
         train_sampling_strategy="group_by_length" if setup.group_by_length else "random",
     )
     callbacks = [_TimeLimit(setup.max_seconds)] if setup.max_seconds else []
-    trainer = Trainer(
-        model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, data_collator=collator,
-        optimizers=(optimizer, scheduler), callbacks=callbacks, processing_class=tokenizer,
-    )
+    if setup.segment_length is not None:
+        streams = DocumentStreams(model.grammar, train_dataset["input_ids"], schedule["batch_size"],
+                                  setup.segment_length, setup.memory_length, setup.memory_update,
+                                  disable_progress=setup.disable_progress)
+        trainer = SegmentTrainer(model=model, args=args, train_dataset=streams, optimizers=(optimizer, scheduler),
+                                 callbacks=callbacks, processing_class=tokenizer)
+    else:
+        trainer = Trainer(
+            model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, data_collator=collator,
+            optimizers=(optimizer, scheduler), callbacks=callbacks, processing_class=tokenizer,
+        )
     trainer.train(resume_from_checkpoint=True if setup.resume else None)
     trainer.save_model(str(output))
     # save_model also pickles the TrainingArguments; the final model folder keeps safetensors and JSON only
@@ -571,6 +594,15 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
     (output / "training_args.bin").unlink(missing_ok=True)
     tokenizer.save_pretrained(str(output))
     return trainer
+
+
+def record_segment_options(model, setup):
+    """Check the segment options against the model and keep them in its config (segment_length, memory_length,
+    memory_update), so that evaluation reads documents the way the model was trained."""
+    check_segment_model(model)
+    L, M, rule = check_segment_options(model.grammar, setup.segment_length, setup.memory_length, setup.memory_update)
+    model.config.segment_length, model.config.memory_length, model.config.memory_update = L, M, rule
+    setup.segment_length, setup.memory_length, setup.memory_update = L, M, rule
 
 
 def write_training_record(output, setup, grammar, schedule, trainer, train_examples, eval_examples, prepared=None):
@@ -601,6 +633,8 @@ def write_training_record(output, setup, grammar, schedule, trainer, train_examp
         "final_learning_rate": schedule["final_learning_rate"],
         "embedding_learning_rate_multiplier": schedule.get("embedding_learning_rate_multiplier", 1.0),
         "seed": setup.seed,
+        "segments": ({"segment_length": setup.segment_length, "memory_length": setup.memory_length,
+                      "memory_update": setup.memory_update} if setup.segment_length is not None else None),
         "final_train_loss": train_losses[-1] if train_losses else None,
         "final_eval_loss": eval_losses[-1] if eval_losses else None,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -421,8 +421,25 @@ class SyntacticTransformerDecoder(nn.Module):
 
     def forward(self, position_ids, structure, past_key_values=None, extra_embeddings=None, inputs_embeds=None,
                 output_hidden_states=False):
+        hidden, all_hidden, _ = self._run(position_ids, structure, past_key_values, None, extra_embeddings,
+                                          inputs_embeds, output_hidden_states)
+        return hidden, all_hidden
+
+    def forward_segment(self, position_ids, structure, memory, extra_embeddings=None):
+        """One segment of a Transformer-XL recurrence (modeling/segment_recurrence.py): the structure's S = M + L
+        slots are the M memory slots, then the L positions of the segment; `memory` holds, per layer, the layer's
+        inputs at the memory slots [B, M, d] (zeros where empty: the mask hides them). Keys and values of layer k
+        read the memory through layer k's own input LayerNorm (pre-LN) and projections, as Transformer-XL's
+        [SG(m); h]. Positions are not checked against max_sequence_length: only relative positions within the
+        memory and the segment are read. Returns (hidden [B, L, d], the layer inputs of the segment: a tuple per
+        layer of [B, L, d], from which the caller builds the next memory)."""
+        hidden, _, layer_inputs = self._run(position_ids, structure, None, memory, extra_embeddings, None, False)
+        return hidden, layer_inputs
+
+    def _run(self, position_ids, structure, past_key_values, memory, extra_embeddings, inputs_embeds,
+             output_hidden_states):
         longest = structure.num_position_values
-        if longest > self.config.max_sequence_length:
+        if memory is None and longest > self.config.max_sequence_length:
             raise SequenceTooLong(
                 f"input of {longest} positions is longer than the model's maximum of {self.config.max_sequence_length} "
                 "(config.max_sequence_length)"
@@ -435,11 +452,16 @@ class SyntacticTransformerDecoder(nn.Module):
         hidden = F.dropout(hidden, self.config.embedding_dropout, self.training)
         encodings = self.relative_encodings(hidden.device, hidden.dtype)
         all_hidden = [hidden] if output_hidden_states else None
+        layer_inputs = []
         slots_per_layer = max(len(layer.attention_modules()) for layer in self.layers)
         for layer_index, layer in enumerate(self.layers):
+            layer_inputs.append(hidden)
+            remembered = None
+            if memory is not None:  # the memory as the layer's attention reads its input (pre-LN: normalized)
+                remembered = layer.ln_attention(memory[layer_index]) if layer.pre_layer_norm else memory[layer_index]
 
-            def cache_kv(slot, attention, x, layer_index=layer_index):
-                keys, values = attention.project(x)
+            def cache_kv(slot, attention, x, layer_index=layer_index, remembered=remembered):
+                keys, values = attention.project(x if remembered is None else torch.cat([remembered, x], dim=1))
                 if past_key_values is not None:
                     keys, values = past_key_values.update(keys, values, layer_index * slots_per_layer + slot)
                 return keys, values
@@ -449,7 +471,7 @@ class SyntacticTransformerDecoder(nn.Module):
                 all_hidden.append(hidden)
         if self.final_layer_norm is not None:
             hidden = self.final_layer_norm(hidden)
-        return hidden, (tuple(all_hidden) if output_hidden_states else None)
+        return hidden, (tuple(all_hidden) if output_hidden_states else None), tuple(layer_inputs)
 
 
 def init_backbone_weights(module, config):

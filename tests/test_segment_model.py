@@ -1,0 +1,106 @@
+"""Transformer-XL segment recurrence in the model (modeling/segment_recurrence.py, issue 16): segment by segment
+with a memory large enough, a model gives the whole sequence's log-probabilities; the memory carries no gradient;
+streams in one batch do not mix; a small memory changes what is attended."""
+
+import numpy as np
+import pytest
+import torch
+from test_segments import VOCAB, random_case
+
+from hf_slm.modeling.configuration_slm import config_for_grammar
+from hf_slm.modeling.grammars import get_grammar
+from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.modeling.segment_recurrence import collate_segments, empty_memory, segment_forward, segment_log_probs
+from hf_slm.modeling.segments import segment_sequence, structure_memory_needed
+
+# (grammar, config overrides): TG with and without hybrid heads and distinct COMPOSE attention, the TXL baselines.
+MODELS = [
+    ("tg", {}),
+    ("tg", {"num_unrestricted_heads": 1, "distinct_compose_attention": True}),
+    ("tg", {"pre_layer_norm": False}),
+    ("choe_charniak", {}),
+    ("terminals", {}),
+    ("dtg", {}),
+    ("dtg_eager", {}),
+    ("txl_trans", {}),
+]
+
+
+def tiny_model(grammar, seed=0, **overrides):
+    config = config_for_grammar(
+        grammar=grammar.name if hasattr(grammar, "name") else grammar, vocab_size=grammar.vocab_size, hidden_size=16,
+        num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, document_level=grammar.document_level,
+        **grammar.layout.to_dict(), **variant_of(grammar), **overrides)
+    torch.manual_seed(seed)
+    return causal_lm_for_config(config).eval()
+
+
+def variant_of(grammar):
+    """A dependency grammar's variant (config.dependency_variant), so that the model reads the grammar's sequences."""
+    variant = getattr(grammar, "variant", None)
+    return {} if variant is None else {"dependency_variant": variant}
+
+
+def whole_log_probs(model, ids):
+    """log p(action t + 1 | actions up to t) over the whole sequence at once, [T - 1]."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, :-1]
+    return torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+
+
+def big_enough_memory(grammar, ids, L, rule):
+    if rule == "shift":
+        return len(grammar.batch([ids])["input_ids"][0])
+    return max(1, structure_memory_needed(*grammar.stack_lifetimes(ids), L)) if not grammar.causal else \
+        len(grammar.batch([ids])["input_ids"][0])
+
+
+@pytest.mark.parametrize("name, overrides", MODELS)
+def test_segments_with_a_large_enough_memory_equal_the_whole_sequence(name, overrides):
+    rng = np.random.default_rng(7)
+    for case in range(6):
+        grammar, ids, _ = random_case(rng, name)
+        model = tiny_model(grammar, seed=case, **overrides)
+        expected = whole_log_probs(model, ids)
+        for L in (4, 8):
+            # Hybrid heads attend every earlier position: a structure memory (the stack) holds fewer.
+            structure = name in ("tg", "dtg", "dtg_eager") and "num_unrestricted_heads" not in overrides
+            rules = ["shift"] + (["structure"] if structure else [])
+            for rule in rules:
+                M = big_enough_memory(grammar, ids, L, rule)
+                got = segment_log_probs(model, grammar, [ids], L, M, rule)[0]
+                assert got.shape == expected.shape
+                torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_streams_in_one_batch_equal_each_alone():
+    rng = np.random.default_rng(3)
+    cases = [random_case(rng, "tg")[:2] for _ in range(3)]
+    model = tiny_model(cases[0][0], **{"num_unrestricted_heads": 1})
+    grammar = get_grammar("tg", VOCAB.layout, document_level=True)  # reads one tree or several
+    together = segment_log_probs(model, grammar, [ids for _, ids in cases], 4, 6)
+    assert len({len(ids) for _, ids in cases}) > 1  # streams of different lengths
+    for (_, ids), got in zip(cases, together):
+        torch.testing.assert_close(got, segment_log_probs(model, grammar, [ids], 4, 6)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_the_memory_carries_no_gradient_and_a_small_memory_forgets():
+    rng = np.random.default_rng(11)
+    while True:
+        grammar, ids, _ = random_case(rng, "terminals")
+        if len(ids) >= 12:
+            break
+    model = tiny_model(grammar).train()
+    segmented = segment_sequence(grammar, ids, 4, 4, "shift")
+    memory = empty_memory(model, 1, 4)
+    out = segment_forward(model, collate_segments([(segmented, 0)]), memory)
+    assert all(not layer.requires_grad for layer in out.memory)
+    second = segment_forward(model, collate_segments([(segmented, 1)]), out.memory)
+    second.loss.backward()  # reaches the parameters through segment 1 only: segment 0's graph is not kept
+    assert any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
+    model.eval()
+    # The third segment's first row attends 8 positions back with a memory of 8, not with a memory of 4.
+    small = segment_log_probs(model, grammar, [ids], 4, 4, "shift")[0]
+    large = segment_log_probs(model, grammar, [ids], 4, 8, "shift")[0]
+    assert torch.allclose(small[:8], large[:8], atol=1e-6)  # the first two segments see everything either way
+    assert not torch.allclose(small[8:], large[8:], atol=1e-4)

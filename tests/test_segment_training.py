@@ -1,0 +1,150 @@
+"""Training with segment recurrence (hf_slm/segment_training.py, issue 16): documents four times longer than the
+model's max_sequence_length train through `hf-slm train --segment-length`, a resumed run gives the losses of an
+uninterrupted one (the memory is restored), the streams keep Transformer-XL's order, and a long document is
+scored."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from hf_slm import SyntacticTokenizer, register_auto_classes
+from hf_slm.cli import main
+from hf_slm.data.prepare import prepare_dataset
+from hf_slm.modeling.segment_recurrence import segment_log_probs
+from hf_slm.modeling.segments import segment_sequence, structure_memory_needed
+from hf_slm.segment_training import DocumentStreams, split_into_streams
+from hf_slm.training import TrainingSetup, train
+
+SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
+MAX_LENGTH = 64
+TINY = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+            max_sequence_length=MAX_LENGTH)
+
+
+def _quiet(*_):
+    pass
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory):
+    """GUM documents of 14 trees, BLLIP-style (a blank line between documents), prepared document-level."""
+    directory = tmp_path_factory.mktemp("documents")
+    trees = [line for line in (SAMPLE / "train.txt").read_text().splitlines() if line.strip()]
+    chunks = [trees[i : i + 14] for i in range(0, 14 * 4, 14)]
+    raw = directory / "raw"
+    raw.mkdir()
+    for split, chosen in (("train", chunks[:3]), ("dev", chunks[3:]), ("test", chunks[3:])):
+        (raw / f"{split}.txt").write_text("\n\n".join("\n".join(chunk) for chunk in chosen) + "\n")
+    tokenizer = SyntacticTokenizer.train(trees[:200], vocab_size=300)
+    tokenizer.save_pretrained(directory / "tokenizer")
+    prepare_dataset("bllip", raw, directory / "tokenizer", directory / "prepared", document_level=True, log=_quiet)
+    return directory
+
+
+def setup_for(documents, output, **changes):
+    options = dict(preset="tg-ptb", train=[documents / "prepared"], output=str(output), model_overrides=TINY,
+                   max_steps=8, batch_size=2, learning_rate=3e-3, warmup_steps=2, save_steps=4, logging_steps=1,
+                   disable_progress=True, segment_length=32, memory_length=32)
+    options.update(changes)
+    return TrainingSetup(**options)
+
+
+def test_documents_longer_than_the_model_train_in_segments_and_resume_exactly(documents, tmp_path):
+    from datasets import load_from_disk
+
+    lengths = [len(ids) for ids in load_from_disk(str(documents / "prepared" / "train"))["input_ids"]]
+    assert min(lengths) > 4 * MAX_LENGTH  # each document is over four times what the model reads at once
+    with pytest.raises(ValueError, match="max_sequence_length 64"):  # without segments they do not fit
+        train(setup_for(documents, tmp_path / "whole", segment_length=None, memory_length=None), log=_quiet)
+
+    first, _ = train(setup_for(documents, tmp_path / "a"), log=_quiet)
+    full = {e["step"]: e["loss"] for e in first.state.log_history if "loss" in e}
+    assert sorted(full) == list(range(1, 9)) and all(np.isfinite(list(full.values())))
+    assert (tmp_path / "a" / "checkpoint-4" / "segment_memory.safetensors").is_file()
+    config = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert (config["segment_length"], config["memory_length"], config["memory_update"]) == (32, 32, "structure")
+    record = json.loads((tmp_path / "a" / "training_setup.json").read_text())
+    assert record["segments"] == {"segment_length": 32, "memory_length": 32, "memory_update": "structure"}
+
+    (tmp_path / "b").mkdir()
+    shutil.copytree(tmp_path / "a" / "checkpoint-4", tmp_path / "b" / "checkpoint-4")
+    second, _ = train(setup_for(documents, tmp_path / "b", resume=True), log=_quiet)
+    resumed = {e["step"]: e["loss"] for e in second.state.log_history if "loss" in e and e["step"] > 4}
+    assert sorted(resumed) == [5, 6, 7, 8]
+    for step in resumed:
+        assert resumed[step] == full[step], (step, resumed[step], full[step])
+
+    # Without the memory the checkpoint saved, step 5 reads another memory and gives another loss.
+    (tmp_path / "c").mkdir()
+    shutil.copytree(tmp_path / "a" / "checkpoint-4", tmp_path / "c" / "checkpoint-4")
+    (tmp_path / "c" / "checkpoint-4" / "segment_memory.safetensors").unlink()
+    with pytest.raises(ValueError, match="segment_memory.safetensors"):
+        train(setup_for(documents, tmp_path / "c", resume=True), log=_quiet)
+
+
+def test_a_trained_model_scores_a_long_document_through_segments(documents, tmp_path):
+    """The model of a segment run, loaded through the Auto classes, scores a test document (over 4x its
+    max_sequence_length) segment by segment; with a memory that holds every attendable position this equals the
+    whole-sequence computation of the same weights (run with max_sequence_length raised)."""
+    from datasets import load_from_disk
+
+    assert main(["train", "--preset", "tg-ptb", "--train", str(documents / "prepared"), "--output", str(tmp_path / "m"),
+                 "--max-steps", "2", "--batch-size", "2", "--warmup-steps", "1", "--segment-length", "16",
+                 "--save-steps", "100", *[f"--set={k}={v}" for k, v in TINY.items()]]) == 0
+    register_auto_classes()
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "m").eval()
+    ids = load_from_disk(str(documents / "prepared" / "test"))["input_ids"][0]
+    grammar = model.grammar
+    needed = structure_memory_needed(*grammar.stack_lifetimes(ids), 16)
+    scored = segment_log_probs(model, grammar, [ids], 16, needed, "structure")[0]
+    assert len(scored) == len(ids) - 1 and bool(torch.isfinite(scored).all())
+    model.config.max_sequence_length = 4096
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, :-1]
+    whole = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+    torch.testing.assert_close(scored, whole, rtol=1e-4, atol=1e-4)
+    # With the memory of training (M = L = 16) the deep stacks of a document do not all fit: an approximation.
+    assert needed > 16
+    assert not torch.allclose(segment_log_probs(model, grammar, [ids], 16, 16, "structure")[0], whole, atol=1e-4)
+
+
+def test_streams_are_contiguous_and_every_segment_is_read_once():
+    lengths = [5, 1, 7, 2, 2, 9, 3]
+    parts = split_into_streams(lengths, 3)
+    assert [i for part in parts for i in part] == list(range(len(lengths)))  # contiguous, in order, none lost
+    totals = [sum(lengths[i] for i in part) for part in parts]
+    assert max(totals) <= sum(lengths) / 3 + max(lengths)  # each part its share, give or take one sequence
+    few = split_into_streams([4, 4], 4)  # more rows than sequences: some rows stay idle, none reads twice
+    assert [i for part in few for i in part] == [0, 1]
+    with pytest.raises(ValueError, match="streams 0"):
+        split_into_streams(lengths, 0)
+
+
+def test_document_streams_carry_each_row_through_its_documents():
+    from test_segments import VOCAB, random_document
+
+    from hf_slm.modeling.grammars import get_grammar
+
+    rng = np.random.default_rng(0)
+    grammar = get_grammar("tg", VOCAB.layout, document_level=True)
+    sequences = [VOCAB.encode([a for tree in random_document(rng) for a in tree]) for _ in range(7)]
+    streams = DocumentStreams(grammar, sequences, 3, 8, disable_progress=True)
+    seen = {b: [] for b in range(3)}
+    for step in range(len(streams)):
+        batch = streams[step]
+        assert batch["input_ids"].shape[0] == 3
+        for b in range(3):
+            if bool((batch["positions"][b, streams.memory_length:] >= 0).any()):  # a real segment, not padding
+                seen[b].append((bool(batch["memory_reset"][b]), batch["input_ids"][b].tolist()))
+    # Each row reads its documents' segments in order; a new document starts with memory_reset.
+    segmented = [segment_sequence(grammar, ids, 8) for ids in sequences]
+    assert streams.segment_counts == [s.num_segments for s in segmented]
+    for b, part in enumerate(split_into_streams(streams.segment_counts, 3)):
+        expected = [(tau == 0, segmented[i].input_ids[tau].tolist()) for i in part for tau in range(segmented[i].num_segments)]
+        assert seen[b] == expected
+    assert sum(len(rows) for rows in seen.values()) == sum(streams.segment_counts)  # every segment read once
