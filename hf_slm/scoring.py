@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from .collator import SyntacticDataCollator
 from .modeling.grammars import ActionLayout, grammar_for_config
+from .modeling.segment_recurrence import segment_log_probs
 
 
 def collator_for(model, **kwargs):
@@ -25,8 +26,12 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
     """For each action-id sequence (`<s>` first), the array of log p(a_t | a_<t) for t = 1..n (natural log).
 
     TG's COMPOSE copies predict nothing, so every grammar yields exactly one number per action after `<s>`.
+    A model trained with segment recurrence (config.segment_length) reads the sequences as it was trained:
+    segment by segment with its memory (modeling/segment_recurrence.py), whatever their length.
     """
     model.eval()
+    if getattr(model.config, "segment_length", None):
+        return _segment_action_log_probs(model, sequences, batch_size, progress)
     collate = collator_for(model)
     device = next(model.parameters()).device
     results = []
@@ -40,6 +45,19 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
         picked = log_probs.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
         for row in range(len(targets)):
             results.append(picked[row][targets[row] != -100].numpy().astype(np.float64))
+    return results
+
+
+def _segment_action_log_probs(model, sequences, batch_size, progress):
+    """action_log_probs through segments (config.segment_length, memory_length, memory_update): batch_size sequences
+    at a time, one per stream."""
+    config = model.config
+    results = []
+    for start in tqdm(range(0, len(sequences), batch_size), desc="scoring", disable=not progress, unit="batch"):
+        chunk = [list(ids) for ids in sequences[start : start + batch_size]]
+        for values in segment_log_probs(model, model.grammar, chunk, config.segment_length,
+                                        getattr(config, "memory_length", None), getattr(config, "memory_update", None)):
+            results.append(values.numpy().astype(np.float64))
     return results
 
 

@@ -148,3 +148,37 @@ def test_document_streams_carry_each_row_through_its_documents():
         expected = [(tau == 0, segmented[i].input_ids[tau].tolist()) for i in part for tau in range(segmented[i].num_segments)]
         assert seen[b] == expected
     assert sum(len(rows) for rows in seen.values()) == sum(streams.segment_counts)  # every segment read once
+
+
+def test_exact_document_perplexity_of_a_terminals_model_reads_long_documents_in_segments(tmp_path):
+    """A terminals model with segment options (config.segment_length) scores documents longer than its
+    max_sequence_length exactly, through segments; with a memory holding the whole document the perplexity equals
+    the whole-sequence one of the same weights, with a short memory it is the model's own (another) number."""
+    from hf_slm.evaluation.perplexity import word_perplexity
+    from hf_slm.modeling.configuration_slm import config_for_grammar
+    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+
+    trees = [line for line in (SAMPLE / "train.txt").read_text().splitlines() if line.strip()]
+    tokenizer = SyntacticTokenizer.train(trees[:300], vocab_size=300, linearization="terminals")
+    config = config_for_grammar(grammar="terminals", vocab_size=len(tokenizer), document_level=True,
+                                **TINY, **tokenizer.action_layout)
+    torch.manual_seed(0)
+    model = causal_lm_for_config(config).eval()
+    from nltk import Tree
+
+    sentences = [" ".join(Tree.fromstring(tree).leaves()) for tree in trees]
+    # sentences that fit in the model (2 positions for <s> and </s>), documents that do not
+    sentences = [s for s in sentences if len(tokenizer(s.split(), is_split_into_words=True)["input_ids"]) < MAX_LENGTH - 2][:24]
+    data = tmp_path / "documents.txt"
+    data.write_text("\n".join(sentences[:12]) + "\n\n" + "\n".join(sentences[12:]) + "\n")
+    with pytest.raises(ValueError, match="maximum"):  # each document is longer than the 64 positions read at once
+        word_perplexity(model, tokenizer, data, document_level=True, progress=False)
+    model.config.segment_length, model.config.memory_length, model.config.memory_update = 16, 4096, "shift"
+    in_segments = word_perplexity(model, tokenizer, data, document_level=True, progress=False)
+    assert "left_out" not in in_segments and in_segments["estimate"] == "exact" and in_segments["words"] == sum(len(s.split()) for s in sentences)
+    model.config.segment_length, model.config.max_sequence_length = None, 4096
+    whole = word_perplexity(model, tokenizer, data, document_level=True, progress=False)
+    assert in_segments["perplexity"] == pytest.approx(whole["perplexity"], rel=1e-5)
+    model.config.segment_length, model.config.memory_length = 16, 16
+    short_memory = word_perplexity(model, tokenizer, data, document_level=True, progress=False)
+    assert np.isfinite(short_memory["perplexity"]) and short_memory["perplexity"] != pytest.approx(whole["perplexity"])
