@@ -23,6 +23,8 @@ MODELS = [
     ("dtg", {}),
     ("dtg_eager", {}),
     ("txl_trans", {}),
+    ("nb-dn-in-m", {"position_encoding": "relative"}),  # paper 003's In variants, on relative positions
+    ("bi-up-in-nm", {"position_encoding": "relative"}),
 ]
 
 
@@ -104,3 +106,20 @@ def test_the_memory_carries_no_gradient_and_a_small_memory_forgets():
     large = segment_log_probs(model, grammar, [ids], 4, 8, "shift")[0]
     assert torch.allclose(small[:8], large[:8], atol=1e-6)  # the first two segments see everything either way
     assert not torch.allclose(small[8:], large[8:], atol=1e-4)
+
+
+@pytest.mark.parametrize("name, overrides, message", [
+    ("nb-dn-in-m", {}, "absolute positions has no segment recurrence"),  # paper 003's GPT-2 positions
+    ("nb-dn-ex-m", {"position_encoding": "relative"}, "composes `\\)` externally"),
+])
+def test_models_without_segment_recurrence_are_named(name, overrides, message):
+    rng = np.random.default_rng(1)
+    grammar, ids, _ = random_case(rng, name.replace("-ex-", "-in-"))
+    model = tiny_model(grammar, **overrides) if "-in-" in name else None
+    if model is None:
+        from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
+
+        model = tiny_model(COMPOSITIONAL_GRAMMARS[name](grammar.layout), **overrides)
+    segmented = segment_sequence(grammar, ids, 4, 4, "shift")
+    with pytest.raises(ValueError, match=message):
+        segment_forward(model, collate_segments([(segmented, 0)]), empty_memory(model, 1, 4))
