@@ -329,3 +329,20 @@ def test_parse_eval_scores_the_beam_search_trees(tiny, tmp_path):
     assert record["evaluation"] == "parse" and record["options"]["beam"]["beam_size"] == 10
     assert parse_eval(model, tokenizer, gold, limit=1, beam_size=10, word_beam_size=3, max_nonterminals=3,
                       progress=False)["sentences"] == 1
+
+
+def test_parsing_and_reranking_name_why_an_unlabeled_model_is_not_scored():
+    """Paper 003's models predict unlabeled trees: eval parse / rerank (labeled EVALB) refuse them saying so, not
+    with the words-only message of a terminals model."""
+    from hf_slm.evaluation.parsing import parse_eval, rerank
+    from hf_slm.modeling.configuration_slm import preset_config
+    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+    from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
+
+    tokenizer = CompositionalTokenizer.train(["(S (NP the bird) (VP sings loudly))"], vocab_size=20)
+    model = causal_lm_for_config(preset_config("nb-dn-in-m-tiny", vocab_size=len(tokenizer), **tokenizer.action_layout))
+    gold = ["(S (NP (DT the) (NN bird)) (VP (VBZ sings) (ADVP (RB loudly))))"]
+    with pytest.raises(ValueError, match="'nb-dn' \\(paper 003's unlabeled trees\\), whose unlabeled scoring is not"):
+        parse_eval(model, tokenizer, gold, progress=False)
+    with pytest.raises(ValueError, match="reranking scores labeled trees"):
+        rerank(model, tokenizer, gold, [["(S (NP the bird) (VP sings loudly))"]], progress=False)

@@ -125,9 +125,14 @@ def write_proposals(path, proposals):
 
 def _check_syntactic(model, tokenizer, what):
     check_tokenizer_matches(model.config, tokenizer)
-    if getattr(tokenizer, "linearization", "top_down") != "top_down":
+    linearization = getattr(tokenizer, "linearization", "top_down")
+    if linearization == "terminals":
         raise ValueError(f"{what} needs a syntactic model (a top_down tokenizer, grammar tg or choe_charniak); this "
-                         f"tokenizer linearizes {tokenizer.linearization!r} and its model scores words only")
+                         "tokenizer linearizes 'terminals' and its model scores words only")
+    if linearization != "top_down":
+        raise ValueError(f"{what} scores labeled trees with EVALB against labeled gold trees; this tokenizer linearizes "
+                         f"{linearization!r} (paper 003's unlabeled trees), whose unlabeled scoring is not implemented "
+                         "here; its models are scored by perplexity (hf-slm eval ppl), SyntaxGym and BLiMP")
 
 
 def _gold_list(gold_trees, limit):
