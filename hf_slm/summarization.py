@@ -52,6 +52,7 @@ from pathlib import Path
 
 from .beam import SentencesLeftOut, tree_string
 from .checks import LINEARIZATION_OF_GRAMMAR
+from .data.prepare import trees_for_tokenizer
 from .modeling.backbone import SequenceTooLong
 from .modeling.generation_slm import CONSTRAINT_SETTINGS, BeamSearchOptions, WordSynchronousBeamSearch, prompt_words
 from .modeling.grammars import ActionLayout, get_grammar, grammar_for_config
@@ -119,12 +120,16 @@ def sentence_word_count(sentence):
     return len(sentence.split())
 
 
-def as_sentence(item):
-    """A sentence as the tokenizer should get it: a PTB bracket string parsed into a tree (not normalized: silver
+def as_sentence(item, tokenizer=None):
+    """A sentence as `tokenizer` should get it: a PTB bracket string parsed into a tree (not normalized: silver
     trees are already in the tokenizer's form, and "auto" POS detection would take `(S (NP It) (VP rained))`
-    for a POS-tagged tree), anything else (word lists, action strings, inline dependency trees) as it is."""
+    for a POS-tagged tree), unlabeled for a tokenizer of unlabeled trees (paper 003's: the parser's and the
+    prompt's labels are dropped, as training trees' are), anything else (word lists, action strings, inline
+    dependency trees) as it is."""
     if isinstance(item, str) and input_format(item) == "ptb":
-        return parse_tree(item)
+        item = parse_tree(item)
+    if isinstance(item, Tree) and tokenizer is not None:
+        return trees_for_tokenizer(tokenizer, [item])[0]
     return item
 
 
@@ -201,7 +206,7 @@ def prompt_ids(tokenizer, prompt, grammar):
     """The action ids of the prompt (no `<s>`), checked to be one complete tree of `grammar` (or its words, for a
     words-only grammar); a ValueError naming the prompt otherwise."""
     try:
-        encoded = tokenizer.encode_document([as_sentence(prompt)])["input_ids"]
+        encoded = tokenizer.encode_document([as_sentence(prompt, tokenizer)])["input_ids"]
     except (ValueError, TypeError) as error:
         raise ValueError(f"the summary prompt {prompt!r} cannot be encoded by this tokenizer: {error}; give a prompt "
                          "tree whose labels and words the tokenizer knows (e.g. --prompt '(S Summary :)')") from None
@@ -215,12 +220,12 @@ def prompt_ids(tokenizer, prompt, grammar):
     except ValueError as error:
         raise ValueError(f"the summary prompt {prompt!r} is not one complete tree for the {grammar.name} grammar "
                          f"({error}); expected a tree in the tokenizer's format, e.g. {PROMPT!r}") from None
-    return tokenizer.encode_document([as_sentence(prompt)], add_special_tokens=False)["input_ids"]
+    return tokenizer.encode_document([as_sentence(prompt, tokenizer)], add_special_tokens=False)["input_ids"]
 
 
 def context_ids(tokenizer, sentences, prompt):
     """`<s>`, the document's sentences (trees or word lists) and the prompt: what the summary follows."""
-    sentences = [as_sentence(sentence) for sentence in sentences] + [as_sentence(prompt)]
+    sentences = [as_sentence(sentence, tokenizer) for sentence in [*sentences, prompt]]
     return [tokenizer.bos_token_id] + tokenizer.encode_document(sentences, add_special_tokens=False)["input_ids"]
 
 
@@ -249,7 +254,7 @@ def summarization_sequence(tokenizer, document, summary, document_id, summary_fo
     prompt_ids(tokenizer, summary_format.prompt, grammar)  # a clear error for a prompt it cannot encode
     try:
         context = context_ids(tokenizer, document, summary_format.prompt)
-        sentences = [as_sentence(sentence) for sentence in [*document, summary_format.prompt, *summary]]
+        sentences = [as_sentence(sentence, tokenizer) for sentence in [*document, summary_format.prompt, *summary]]
         ids = tokenizer.encode_document(sentences)["input_ids"]
         grammar.validate(ids, require_complete=True)
     except ValueError as error:

@@ -576,7 +576,7 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
         train_sampling_strategy="group_by_length" if setup.group_by_length else "random",
     )
     callbacks = [_TimeLimit(setup.max_seconds)] if setup.max_seconds else []
-    if setup.segment_length is not None:
+    if getattr(setup, "segment_length", None) is not None:  # hf-slm train's option (not fine-tuning's)
         streams = DocumentStreams(model.grammar, train_dataset["input_ids"], schedule["batch_size"],
                                   setup.segment_length, setup.memory_length, setup.memory_update,
                                   disable_progress=setup.disable_progress)
@@ -634,7 +634,7 @@ def write_training_record(output, setup, grammar, schedule, trainer, train_examp
         "embedding_learning_rate_multiplier": schedule.get("embedding_learning_rate_multiplier", 1.0),
         "seed": setup.seed,
         "segments": ({"segment_length": setup.segment_length, "memory_length": setup.memory_length,
-                      "memory_update": setup.memory_update} if setup.segment_length is not None else None),
+                      "memory_update": setup.memory_update} if getattr(setup, "segment_length", None) else None),
         "final_train_loss": train_losses[-1] if train_losses else None,
         "final_eval_loss": eval_losses[-1] if eval_losses else None,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

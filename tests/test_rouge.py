@@ -42,6 +42,7 @@ def test_stemming_is_on_and_identical_summaries_score_one():
     ["(S (NP the cat) (VP lay))", "(S (PP on (NP a mat)))"],  # one tree per sentence
     "(S (NP the cat NP) (VP lay VP) S) (S (PP on (NP a mat NP) PP) S)",
     "the/2 cat/3 lay/0 on/3 a/6 mat/4",  # an inline dependency tree
+    "( ( the cat ) ( lay ( on ( a mat ) ) ) )",  # paper 003's unlabeled tree: no word is taken for a label
     Tree.fromstring("(S (NP the cat) (VP lay (PP on (NP a mat))))"),
 ])
 def test_words_come_out_of_trees_and_labels_are_never_scored(summary):
@@ -51,6 +52,7 @@ def test_words_come_out_of_trees_and_labels_are_never_scored(summary):
 def test_cut_short_trees_and_escaped_brackets():
     assert summary_words("(S (NP the cat) (VP lay (PP on") == ["the", "cat", "lay", "on"]
     assert summary_words("(S (NP the cat NP) (VP lay") == ["the", "cat", "lay"]
+    assert summary_words("( ( the cat ) ( lay ( on") == ["the", "cat", "lay", "on"]
     assert summary_words("(S (NP -LRB- it -RRB-) -lrb- x -rrb-)") == ["(", "it", ")", "(", "x", ")"]
     assert summary_words("") == [] and summary_words("  ") == []
     # "(NP" scored as a word would add "np": a tree scores as its words do.

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..run_journal import map_in_chunks
 from ..sentence_splitting import lead_sentence, text_words, treebank_words
+from ..tokenization.tokenization_compositional import is_unlabeled_tree_string
 from ..tokenization.tokenization_dependency import is_inline_tree
 from ..tokenization.tree_type import Tree
 from ..tokenization.trees import input_format, tree_to_string
@@ -68,6 +69,7 @@ def summary_words(summary):
     sequence of actions or words; any other list holds one summary part (a sentence's tree) per item. A string
     is read as
     - an inline dependency tree (`There/2 is/0 a/4 difference/2`): the words before the slashes;
+    - an unlabeled tree (`( ( the bird ) sings )`, paper 003's): every token but `(` and `)`;
     - a top-down action sequence (`(S (NP the bird NP) S)`, trees.input_format): every token but `(X` and
       `X)`; a sequence cut short, or several trees one after another, read the same way;
     - PTB brackets, with or without POS tags, one or several trees, complete or cut short: every token but the
@@ -87,6 +89,8 @@ def summary_words(summary):
         return []
     if is_inline_tree(text):
         return _unescaped([item.rpartition("/")[0] for item in text.split()])
+    if is_unlabeled_tree_string(text):  # paper 003's unlabeled trees: `(` and `)` are tokens, there are no labels
+        return _unescaped([token for token in text.split() if token not in ("(", ")")])
     found = input_format(text)
     if found == "actions":
         return _unescaped([t for t in text.split() if not (t.startswith("(") or t.endswith(")"))])
