@@ -63,7 +63,10 @@ def _incomplete_word_ids(tokenizer):
 
 def position_limit(config):
     """(the most positions the model reads in one sequence, the config field that says so):
-    config.max_sequence_length, or max_position_embeddings for a config that has only transformers' name."""
+    config.max_sequence_length, or max_position_embeddings for a config that has only transformers' name; (None,
+    None) for a model with segment recurrence (config.segment_length), which reads any length through its memory."""
+    if getattr(config, "segment_length", None):
+        return None, None
     for name in ("max_sequence_length", "max_position_embeddings"):
         if getattr(config, name, None):
             return int(getattr(config, name)), name
@@ -236,17 +239,30 @@ def bracketed_tree(tokenizer, ids, words=(), pieces=()):
         return " ".join(actions)
 
 
-def tree_string(tokenizer, ids, words=(), pieces=()):
+def tree_string(tokenizer, ids, words=(), pieces=(), starts=None):
     """The tree of action ids with the given words as its first words: a dependency tokenizer writes its own
-    (inline `There/2 is/0 ...`), a constituency one gets `bracketed_tree`."""
+    (inline `There/2 is/0 ...`), a constituency one gets `bracketed_tree`. `starts`: a Nb-Up tree's constituent
+    starts (indices into `ids`; by default those the ids carry, generation_slm.ActionIds)."""
     if hasattr(tokenizer, "tree_with_words"):
+        starts = getattr(ids, "starts", None) if starts is None else starts
+        if starts is not None:
+            return tokenizer.tree_with_words([int(i) for i in ids], words, starts=list(starts))
         return tokenizer.tree_with_words([int(i) for i in ids], words)
     return bracketed_tree(tokenizer, ids, words, pieces)
 
 
+def _without_prefix(ids, prefix_length):
+    """(ids, starts) after the first `prefix_length` actions; a Nb-Up tree's starts (ActionIds) shift with them."""
+    starts = getattr(ids, "starts", None)
+    if starts is None:
+        return ids[prefix_length:], None
+    return ids[prefix_length:], [s - prefix_length if s >= 0 else -1 for s in starts[prefix_length:]]
+
+
 def _readable(tokenizer, words, pieces, result, unit, prefix_length=1):
     """A SentenceResult as a dict of words, numbers in `unit` and trees (the prefix left out)."""
-    trees = [tree_string(tokenizer, ids[prefix_length:], words, pieces) for ids, _ in result.trees]
+    trees = [tree_string(tokenizer, *_with_pieces(_without_prefix(ids, prefix_length), words, pieces))
+             for ids, _ in result.trees]
     return {
         "words": words,
         "surprisals": [s * unit for s in result.surprisals],
@@ -255,6 +271,11 @@ def _readable(tokenizer, words, pieces, result, unit, prefix_length=1):
         "tree": trees[0],
         "trees": [{"tree": t, "log_prob": lp * unit} for t, (_, lp) in zip(trees, result.trees)],
     }
+
+
+def _with_pieces(ids_and_starts, words, pieces):
+    ids, starts = ids_and_starts
+    return ids, words, pieces, starts
 
 
 def _sequence_positions(grammar, ids):
@@ -396,7 +417,9 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
         top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words, seed=seed,
         beam_options=beam_options or None,
     )
-    return [tree_string(tokenizer, row.tolist(), words, pieces) for row in output]
+    starts = getattr(output, "constituent_starts", None)  # a Nb-Up model's (syntactic_generate)
+    return [tree_string(tokenizer, row.tolist(), words, pieces, None if starts is None else starts[index].tolist())
+            for index, row in enumerate(output)]
 
 
 def gold_tree_coverage(tokenizer, trees, grammar="tg", **beam_options):
@@ -422,6 +445,6 @@ def gold_tree_coverage(tokenizer, trees, grammar="tg", **beam_options):
                     words.append([piece])
                 else:
                     words[-1].append(piece)
-        if not constraints.reachable(encoded["input_ids"], words):
+        if not constraints.reachable(encoded["input_ids"], words, encoded.get("constituent_starts")):
             unreachable.append(index)
     return 1 - len(unreachable) / max(len(trees), 1), unreachable

@@ -89,7 +89,7 @@ def command_train(args):
         embedding_learning_rate_multiplier=args.embedding_lr_multiplier, eval_steps=args.eval_steps,
         save_steps=args.save_steps, seed=args.seed, resume=args.resume, overwrite=args.overwrite,
         normalize_options=_tree_options(args), segment_length=args.segment_length,
-        memory_length=args.memory_length, memory_update=args.memory,
+        memory_length=args.memory_length, memory_update=args.memory, pieces=args.pieces,
     )
     if args.segment_length is None and (args.memory_length is not None or args.memory is not None):
         raise ValueError("--memory-length and --memory describe segment recurrence; give --segment-length too")
@@ -476,6 +476,9 @@ def build_parser():
     train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
                        "prepared --train, the tokenizer saved in it)")
     train.add_argument("--vocab-size", type=int, help="word pieces of a newly trained tokenizer (default: the preset's)")
+    train.add_argument("--pieces", choices=["sentencepiece", "byte_bpe"],
+                       help="the piece model of a newly trained tokenizer: SentencePiece's unigram model (default) or "
+                            "a GPT-2-style byte-level BPE (paper 003's models read GPT-2's vocabulary)")
     train.add_argument("--max-steps", type=int)
     train.add_argument("--batch-size", type=int)
     train.add_argument("--learning-rate", type=float, help="peak learning rate")

@@ -37,6 +37,11 @@ class SyntacticDataCollator:
     composer's output over their children:
         composition_children [B, T', T'] bool, row t of a `)` position marks its direct children's positions
         composition_level    [B, T'] long, 0 for a token, 1 + its highest child's for a `)`, -1 otherwise
+    and, for a grammar whose `)` points at its start (paper 003's Nb-Up variants; each feature then carries the
+    tokenizer's "constituent_starts", one per action):
+        constituent_starts   [B, T] long, the start (action index, `<s>` = 0) of each `)`, -1 elsewhere: the
+                             start pointer's targets
+        start_candidates     [B, T', T'] bool, per predicting position the positions of the feasible starts C_k
 
     Works as `data_collator` of transformers.Trainer. Features may be dicts with "input_ids" (other keys,
     such as a tokenizer's attention_mask, are ignored) or plain lists of ids.
@@ -75,6 +80,7 @@ class SyntacticDataCollator:
         pad = self.grammar.layout.pad_token_id
         sequences = [_strip_trailing(np.asarray(s, dtype=np.int64), pad) for s in sequences]
         given_labels = _given_labels(features, sequences)
+        starts = _given_starts(features, sequences) if getattr(self.grammar, "takes_start", False) else None
         # Explicit R only where the model cannot derive it from coordinates and kinds (DTG-eager, -swift, the
         # reference variant): it is the largest array of the batch.
         explicit = self.grammar.explicit_relative_positions and self.grammar.relative_affine_by_kind is None
@@ -84,6 +90,7 @@ class SyntacticDataCollator:
             pad_to_multiple_of=self.pad_to_multiple_of,
             max_length=self.max_length,
             with_relative_positions=explicit,
+            **({} if starts is None else {"starts": starts}),
         )
         lengths = batch["action_lengths"]
         width = int(lengths.max())
@@ -107,7 +114,29 @@ class SyntacticDataCollator:
         if "composition_children" in batch:  # Ex: what the composer reads, bottom-up by level
             collated["composition_children"] = torch.from_numpy(batch["composition_children"])
             collated["composition_level"] = torch.from_numpy(batch["composition_level"])
+        if starts is not None:  # Nb-Up: the pointer's targets and candidates
+            padded_starts = np.full((len(sequences), width), -1, dtype=np.int64)
+            padded_starts[real] = np.concatenate(starts)
+            collated["constituent_starts"] = torch.from_numpy(padded_starts)
+            collated["start_candidates"] = torch.from_numpy(batch["start_candidates"])
         return collated
+
+
+def _given_starts(features, sequences):
+    """Per sequence, the features' "constituent_starts" (a Nb-Up tokenizer's output), cut to the sequence; a
+    feature without them is a ValueError (a Nb-Up `)` cannot be expanded without its start)."""
+    starts = []
+    for row, (feature, sequence) in enumerate(zip(features, sequences)):
+        given = feature.get("constituent_starts") if isinstance(feature, dict) else None
+        if given is None:
+            raise ValueError(f"feature {row} has no constituent_starts: a Nb-Up grammar's `)` needs its start (paper "
+                             "003, section 2.2); keep the tokenizer's constituent_starts beside input_ids")
+        given = np.asarray(given, dtype=np.int64)
+        if len(given) < len(sequence):
+            raise ValueError(f"feature {row}: {len(given)} constituent_starts for {len(sequence)} actions; expected "
+                             "one per action (-1 where there is none)")
+        starts.append(given[: len(sequence)])
+    return starts
 
 
 def _given_labels(features, sequences):

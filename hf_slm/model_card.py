@@ -492,6 +492,7 @@ def model_details(config, parameters):
                     f"{_config_value(config, 'final_dropout')}"),
         ("sequences", "documents: the sentences of a document one after another after a single `<s>`"
                       if config.get("document_level") else "single sentences"),
+        *_segment_rows(config),
         ("layer norm", "pre-LN" if config.get("pre_layer_norm") else "post-LN"),
         ("tied input and output embeddings", "yes" if config.get("tie_word_embeddings", True) else "no"),
     ]
@@ -551,6 +552,17 @@ def _files(paths):
     if not paths:
         return "none"
     return ", ".join(f"`{_name_of(p)}`" for p in paths)
+
+
+def _segment_rows(config):
+    """The row of a model trained with segment recurrence (config.segment_length), else none."""
+    if not config.get("segment_length"):
+        return []
+    rule = {"structure": "the positions still on the grammar's stack (paper 000's structure-aware update)",
+            "shift": "the last positions (Transformer-XL's shift)"}.get(config.get("memory_update"), config.get("memory_update"))
+    return [("segment recurrence", f"read {config['segment_length']} positions at a time with a memory of "
+             f"{config.get('memory_length')} positions per layer holding {rule}; sequences of any length are scored "
+             "this way, as the model was trained (paper 000, section 2.2)")]
 
 
 def training_details(record):
@@ -705,6 +717,8 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         binary=bool(getattr(grammar_class(grammar), "binary", False)),
         uses_eos=bool(getattr(grammar_class(grammar), "uses_eos", False)),
         vocab_size=config.get("vocab_size", NOT_RECORDED),
+        # the tokenizer's piece model (tokenization_slm.SyntacticTokenizer): a saved byte-level BPE says itself
+        pieces="byte_bpe" if (directory / "byte_bpe.json").is_file() else "sentencepiece",
         evaluation_rows=[row for entry in reported for row in entry.rows],
         license=license,
         library_version=_library_version(),

@@ -13,7 +13,9 @@ from .modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearc
 def sample_trees(model, num_samples=3, max_words=20, temperature=1.0, word_start_mask=None, incomplete_word_ids=(),
                  seed=None):
     """Sample `num_samples` action-id sequences (`<s>` first) from a model, each a complete tree (or, for a
-    words-only model, words then `</s>`) of 1 to `max_words` words.
+    words-only model, words then `</s>`) of 1 to `max_words` words. A Nb-Up model's `)` are drawn with their starts
+    (log p(")") + log p(start | ")")); its samples are generation_slm.ActionIds, whose `starts` the tokenizer's
+    `tree_with_words` reads.
 
     word_start_mask / incomplete_word_ids: as the tokenizer gives them (`tokenizer.word_start_mask`,
     `tokenizer.incomplete_word_ids`), so that words made of several pieces are told apart.

@@ -116,7 +116,10 @@ def tree_dataset(tokenizer, trees, grammar, max_length, source="trees"):
                 f"{source}: tree {index} expands to {expanded} positions under the {grammar} grammar, more than "
                 f"the model's max_sequence_length {max_length}; raise it or remove the tree"
             )
-    return Dataset.from_dict({"input_ids": encoded})
+    columns = {"input_ids": encoded}
+    if "constituent_starts" in encoding:  # Nb-Up (paper 003): each `)`'s start travels with the ids
+        columns["constituent_starts"] = encoding["constituent_starts"]
+    return Dataset.from_dict(columns)
 
 
 PREPARED_MARKERS = (PREPARE_RECORD, "dataset_dict.json")
@@ -252,7 +255,9 @@ def ids_dataset(data, tokenizer, grammar, max_length, source):
             )
         start += len(chunk)
     # Per-action labels (summarization: only the summary is trained) travel with the ids to the collator.
-    return data.select_columns(["input_ids"] + (["labels"] if "labels" in data.column_names else []))
+    # Nb-Up trees (paper 003) carry each `)`'s start beside the ids.
+    return data.select_columns(["input_ids"] + [name for name in ("labels", "constituent_starts")
+                                                if name in data.column_names])
 
 
 @dataclass
@@ -366,6 +371,7 @@ class TrainingSetup:
     segment_length: int | None = None
     memory_length: int | None = None
     memory_update: str | None = None
+    pieces: str | None = None  # a new tokenizer's piece model: "sentencepiece" (None: the default) or "byte_bpe"
 
 
 # Files that make a folder hold a trained model (with config.json).
@@ -445,6 +451,9 @@ def _train(setup, log):
             raise ValueError(f"tree file {str(path)!r} does not exist")
     output = Path(setup.output)
     _check_output(setup, log)
+    if setup.pieces is not None and (setup.resume or setup.tokenizer or prepared_dataset_dir(setup.train) is not None):
+        raise ValueError(f"--pieces {setup.pieces}: it chooses the piece model of a tokenizer trained here, and this run "
+                         "uses a given one (--tokenizer, --resume or the prepared dataset's); leave --pieces out")
     resumed, resumed_from = resumed_tokenizer(output, setup.tokenizer) if setup.resume else (None, None)
 
     prepared = prepared_dataset_dir(setup.train)
@@ -484,15 +493,16 @@ def _train(setup, log):
             # SyntacticTokenizer for TG / TXL) and the grammar its linearization.
             tokenizer_class = tokenizer_class_for_grammar(grammar)
             vocab_size = setup.vocab_size or preset["model"]["vocab_size"]
-            log(f"training a SentencePiece tokenizer ({tokenizer_class.__name__}, {vocab_size} pieces requested) on "
+            log(f"training a {setup.pieces or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, {vocab_size} pieces requested) on "
                 f"{len(train_trees)} trees")
             # The trees are already normalized; the options are stored so that tree strings encoded later get
             # the same normalization. A tokenizer of unlabeled trees has no labels to learn.
             labels = {} if reads_unlabeled_trees(tokenizer_class) else dict(extra_nonterminals={
                 node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
                 for node in tree.subtrees()})
+            pieces = {} if setup.pieces is None else {"pieces": setup.pieces}
             tokenizer = tokenizer_class.train(train_trees, vocab_size=vocab_size,
-                                              linearization=LINEARIZATION_OF_GRAMMAR[grammar], **labels,
+                                              linearization=LINEARIZATION_OF_GRAMMAR[grammar], **labels, **pieces,
                                               **setup.normalize_options)
     overrides = dict(setup.model_overrides)
     if prepared is not None and inputs.document_level:

@@ -143,7 +143,14 @@ class PositionStructure:
     # level of each position (0 token, 1 + highest child for a `)`, -1 neither): the composer's inputs.
     composition_children: torch.Tensor | None = None
     composition_level: torch.Tensor | None = None
+    # Nb-Up grammars (paper 003): [B, T, T] bool, per predicting row the positions of the feasible starts C_k of a
+    # `)` it would predict (the start pointer's candidates; modeling/start_pointer.py). Unused by the backbone.
+    start_candidates: torch.Tensor | None = None
+    position_actions: torch.Tensor | None = None  # [B, T] long: the action (column of input_ids) of each position
     relative_affine: tuple | None = None
+    # A model with segment recurrence reading through its memory (segment_recurrence.py, search_decoders.py): its
+    # positions may run past max_sequence_length (only relative positions are read, clipped to their range).
+    segmented: bool = False
 
     def __post_init__(self):
         if self.relative_affine is not None and self.coordinates.numel():
@@ -439,7 +446,7 @@ class SyntacticTransformerDecoder(nn.Module):
     def _run(self, position_ids, structure, past_key_values, memory, extra_embeddings, inputs_embeds,
              output_hidden_states):
         longest = structure.num_position_values
-        if memory is None and longest > self.config.max_sequence_length:
+        if memory is None and not structure.segmented and longest > self.config.max_sequence_length:
             raise SequenceTooLong(
                 f"input of {longest} positions is longer than the model's maximum of {self.config.max_sequence_length} "
                 "(config.max_sequence_length)"

@@ -271,16 +271,8 @@ class DependencyTransformerXLConfig(DependencyTransformerGrammarConfig):
         super().__init__(**kwargs)
 
 
-def _needs_what(name):
-    """Why a compositional variant is not a model yet (None once it is): what part of paper 003 it needs."""
-    rules = COMPOSITIONAL_GRAMMARS[name]
-    needs = ["the start-position pointer (section 2.2, Nb-Up)"] * rules.takes_start
-    return " and ".join(needs) or None
-
-
-# The compositional variants that are models today: all but Nb-Up's (In and Ex), which need the pointer the
-# model does not have yet.
-COMPOSITIONAL_MODEL_VARIANTS = tuple(name for name in COMPOSITIONAL_GRAMMAR_NAMES if _needs_what(name) is None)
+# The compositional variants that are models: all sixteen (Nb-Up's with the start pointer, modeling/start_pointer.py).
+COMPOSITIONAL_MODEL_VARIANTS = COMPOSITIONAL_GRAMMAR_NAMES
 
 
 class CompositionalSLMConfig(SyntacticTransformerConfig):
@@ -300,7 +292,9 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
         composer_intermediate_size: f's feed-forward width (the paper does not say; 4 x its width here).
         composer_max_children: the most children a constituent may have: f's table of child position embeddings
             (Figure 2) has this many rows. A Bi constituent has two; a longer Nb constituent is a ValueError.
-    Nb-Up (the start pointer) is refused until the model has it.
+    Nb-Up variants add the start pointer of section 2.2 (modeling/start_pointer.py): a learned Θ of
+    [2 head_dim, 2 head_dim] over the outputs of the final layer's first two attention heads, so they need
+    num_attention_heads >= 2; its loss is added to the LM loss.
     """
 
     model_type = "compositional_slm"
@@ -318,10 +312,6 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
             except ValueError as error:
                 raise ValueError(f"{type(self).__name__}: {error}, or a baseline {sorted(BASELINE_GRAMMARS)}") from None
         if grammar in COMPOSITIONAL_GRAMMARS:
-            needs = _needs_what(grammar)
-            if needs is not None:
-                raise ValueError(f"compositional variant {grammar!r} is not implemented yet as a model: it needs {needs}; "
-                                 f"the variants that are: {list(COMPOSITIONAL_MODEL_VARIANTS)}")
             if kwargs.get("document_level") and not COMPOSITIONAL_GRAMMARS[grammar].top_down:
                 raise ValueError(f"grammar {grammar!r} reads one sentence per sequence (bottom-up, `</s>` ends it): "
                                  "document_level is for the top-down (dn) variants")
@@ -337,6 +327,10 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
         self.composer_intermediate_size = composer_intermediate_size
         self.composer_max_children = composer_max_children
         super().__init__(position_encoding=position_encoding, **kwargs)
+        if getattr(COMPOSITIONAL_GRAMMARS.get(self.grammar), "takes_start", False) and self.num_attention_heads < 2:
+            raise ValueError(f"grammar {self.grammar!r} points at each constituent's start from the outputs of the final "
+                             "layer's first two attention heads (paper 003, section 2.2): num_attention_heads must be "
+                             f"at least 2, got {self.num_attention_heads}")
 
 
 FAMILY_CONFIGS = (TransformerGrammarConfig, TransformerXLConfig, DependencyTransformerGrammarConfig,

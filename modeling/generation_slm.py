@@ -11,6 +11,11 @@ Semantics follow rnng-pytorch's word-synchronous beam search. For each word posi
 The marginal log p(x_<=t) is the logsumexp of the word beam's joint scores (after pruning by default, or
 before, as the DTG reference); surprisal(t) = marginal(t - 1) - marginal(t).
 
+Paper 003's Nb-Up grammars (`grammar.takes_start`): a `)` also says where its constituent starts (section 2.2), so
+the search never picks a bare `)`: each hypothesis that may close gets one candidate successor per feasible start
+s in C_k (the grammar's `legal_starts`), scored log p(")") + log p(s | ")") with the decoder's start pointer, and
+the chosen start goes to the grammar's step. Their trees are ActionIds: ids that carry their starts.
+
 Words are pieces: after the first piece of a word only its next piece is legal, and a hypothesis has
 generated word t when it generates the word's last piece. In free generation hypotheses synchronize on
 every terminal piece.
@@ -112,6 +117,19 @@ class _Task:
     prefixes: list | None = None  # per sentence, the action ids before it (document-level models)
 
 
+class ActionIds(list):
+    """Action ids (a list) that also carry `starts`: per action, the start (action index, `<s>` = 0) of a Nb-Up
+    `)` (paper 003, section 2.2), -1 elsewhere. The beam search's trees for a grammar that `takes_start` are
+    these, so that they still read as (ids, score) pairs and a tokenizer's `tree_with_words(ids, words)` finds
+    the starts without being told."""
+
+    def __init__(self, ids, starts):
+        super().__init__(ids)
+        if len(starts) != len(self):
+            raise ValueError(f"{len(self)} action ids but {len(starts)} starts; expected one per action")
+        self.starts = list(starts)
+
+
 @dataclass
 class SentenceResult:
     """What forced-word beam search finds for one sentence (natural logarithms)."""
@@ -119,7 +137,8 @@ class SentenceResult:
     surprisals: list  # per word, marginal(t - 1) - marginal(t)
     end_surprisal: float  # marginal(last word) - log p(x): the cost of ending the sentence there
     log_prob: float  # log p(x) lower bound: logsumexp over the final beam of complete trees
-    trees: list  # [(action ids with <s> (and the prefix, if any), joint log-probability)], best first
+    trees: list  # [(action ids with <s> (and the prefix, if any), joint log-probability)], best first; Nb-Up: the ids
+    # are ActionIds, which carry each `)`'s start
     forward_calls: int  # forward calls of the whole batch while this sentence was searched
 
 
@@ -133,6 +152,7 @@ class _Beam:
     actions: torch.Tensor  # [H, L] long action ids, -1 past each row's end
     decoder_state: object = None
     log_probs: torch.Tensor | None = None  # [H, V] float32
+    starts: torch.Tensor | None = None  # [H, L] long, Nb-Up: each `)`'s start, -1 elsewhere (None: no grammar start)
 
     def __len__(self):
         return len(self.score)
@@ -143,16 +163,25 @@ class _Beam:
 
     def select(self, rows):
         """Rows `rows` of the hypotheses; the decoder's output is not carried (its state is opaque here)."""
-        return _Beam(self.status.select(rows), self.score[rows], self.actions[rows])
+        return _Beam(self.status.select(rows), self.score[rows], self.actions[rows],
+                     starts=None if self.starts is None else self.starts[rows])
 
     @staticmethod
     def concat(beams):
         width = max(b.actions.shape[1] for b in beams)
-        actions = torch.cat([torch.nn.functional.pad(b.actions, (0, width - b.actions.shape[1]), value=-1) for b in beams])
-        return _Beam(DecodingStatus.concat([b.status for b in beams]), torch.cat([b.score for b in beams]), actions)
+
+        def padded(name):
+            return torch.cat([torch.nn.functional.pad(getattr(b, name), (0, width - b.actions.shape[1]), value=-1)
+                              for b in beams])
+
+        return _Beam(DecodingStatus.concat([b.status for b in beams]), torch.cat([b.score for b in beams]),
+                     padded("actions"), starts=None if beams[0].starts is None else padded("starts"))
 
     def ids(self, row):
-        return self.actions[row][self.actions[row] >= 0].tolist()
+        """Row `row`'s action ids (ActionIds with their starts, Nb-Up)."""
+        real = self.actions[row] >= 0
+        ids = self.actions[row][real].tolist()
+        return ids if self.starts is None else ActionIds(ids, self.starts[row][real].tolist())
 
 
 def _rows(mask):
@@ -178,10 +207,13 @@ class WordSynchronousBeamSearch:
             self.grammar, word_start_mask, incomplete_word_ids, self.options.max_nonterminals,
             self.options.max_consecutive_open, self.options.max_structural_per_word,
             self.options.max_nonterminals_per_word,
-            # a hypothesis never grows into a sequence the model cannot read (backbone.SequenceTooLong)
-            max_positions=getattr(config, "max_sequence_length", None),
+            # a hypothesis never grows into a sequence the model cannot read (backbone.SequenceTooLong); a segment
+            # model reads any length (through its memory)
+            max_positions=None if getattr(config, "segment_length", None) else getattr(config, "max_sequence_length", None),
         )
         self.decoder = decoder or search_decoder_for(model, use_cache=self.options.use_cache)
+        # Nb-Up (paper 003, section 2.2): a `)` is chosen with its start, scored log p(")") + log p(start | ")")
+        self.takes_start = bool(getattr(self.grammar, "takes_start", False))
 
     @property
     def forward_calls(self):
@@ -270,7 +302,8 @@ class WordSynchronousBeamSearch:
             actions[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
         # n_c counts the nonterminals of this sentence only: open_before holds those of the prefix.
         status = DecodingStatus.start(hypothesis_rows(grammar, states), [s[-1] for s in sequences])
-        return _Beam(status, torch.zeros(len(sequences), dtype=torch.float64), actions, decoder_state, log_probs)
+        starts = torch.full_like(actions, -1) if self.takes_start else None  # a prefix holds no `)` (Up: sentences)
+        return _Beam(status, torch.zeros(len(sequences), dtype=torch.float64), actions, decoder_state, log_probs, starts)
 
     def _run(self, task):
         self.model.eval()
@@ -326,13 +359,21 @@ class WordSynchronousBeamSearch:
             # float32 for choosing; the successors' scores add up in float64
             scores = active.log_probs[:, columns] + active.score.float()[:, None]
             scores = scores.masked_fill_(~allowed, float("-inf"))
+            choices_with_starts = None
+            if self.takes_start:
+                scores, completing, columns, choices_with_starts = self._with_starts(active, scores, completing, columns,
+                                                                                     words)
             if sampling:
                 parents, choices = self._sample(scores, task.top_k, generator, task.temperature)
                 fast = torch.zeros(len(parents), dtype=torch.bool)
             else:
                 parents, choices, fast = self._select(scores, completing, active.status.sentence, count)
             actions = columns[choices]
-            children, steps, complete = self._children(active, parents, actions, words)
+            picked_starts = None
+            if choices_with_starts is not None:
+                starts, pointer = choices_with_starts
+                picked_starts = (starts[parents, choices], pointer[parents, choices])
+            children, steps, complete = self._children(active, parents, actions, words, picked_starts)
             completes_round = completing[parents, choices]
             sentence = children.status.sentence
             reached += torch.bincount(sentence[completes_round], minlength=count)
@@ -357,19 +398,62 @@ class WordSynchronousBeamSearch:
             active = next_active
         return pending, finished_completed
 
-    def _children(self, parents_beam, parents, actions, words):
+    def _children(self, parents_beam, parents, actions, words, picked_starts=None):
         """The successors (parents[i], actions[i]): their beam rows (without decoder state yet), what the
-        grammar says of each action (its new positions), and whether each completes its tree."""
+        grammar says of each action (its new positions), and whether each completes its tree. Nb-Up:
+        picked_starts = (starts [N], -1 but for a `)`, and the pointer's log p(start) [N], 0 but for a `)`)."""
         status = parents_beam.status.select(parents)
-        grammar_rows, steps = status.grammar_rows.step(actions)  # the constraints took them from legal_actions
+        if picked_starts is None:
+            grammar_rows, steps = status.grammar_rows.step(actions)  # the constraints took them from legal_actions
+        else:  # ... and the starts from legal_starts (_with_starts)
+            grammar_rows, steps = status.grammar_rows.step(actions, picked_starts[0])
         counters = self.constraints.counters_after(status, actions, words)
         status = DecodingStatus(grammar_rows, status.sentence, actions, **counters, open_before=status.open_before)
         lengths = parents_beam.lengths[parents]
+        rows = torch.arange(len(parents))
         history = torch.nn.functional.pad(parents_beam.actions[parents], (0, 1), value=-1)
-        history[torch.arange(len(parents)), lengths] = actions
+        history[rows, lengths] = actions
         score = parents_beam.score[parents] + parents_beam.log_probs[parents, actions].double()
-        beam = _Beam(status, score, history)
+        start_history = None
+        if parents_beam.starts is not None:
+            start_history = torch.nn.functional.pad(parents_beam.starts[parents], (0, 1), value=-1)
+            if picked_starts is not None:
+                start_history[rows, lengths] = picked_starts[0]
+                score = score + picked_starts[1].double()  # p((")", s)) = p(")") p(s | ")")
+        beam = _Beam(status, score, history, starts=start_history)
         return beam, steps, grammar_rows.complete  # in a document: the current sentence's root closed
+
+    def _with_starts(self, active, scores, completing, columns, words):
+        """Nb-Up (paper 003, section 2.2): replace the `)` column of `scores` [H, K] (joint scores of each successor)
+        by one column per feasible start (grammar.legal_starts, via the rows' start_choices; only the bottom one
+        for the last `)` that n_c allows: SearchConstraints.final_close_only), scored joint + log
+        p(start | `)`) from the decoder's pointer. Returns (scores, completing, columns: the action id of each
+        column, (starts [H, K'] the start each column takes, -1 but for the new ones; pointer [H, K'] its log
+        p(start), 0 but for the new ones)), or the inputs unchanged (and None) when no hypothesis may close."""
+        close = torch.nonzero(columns == self.layout.close_nt_start).squeeze(1)
+        if not len(close):
+            return scores, completing, columns, None
+        close = int(close[0])
+        closing = torch.isfinite(scores[:, close])
+        if not bool(closing.any()):
+            return scores, completing, columns, None
+        starts, positions = active.status.grammar_rows.start_choices()
+        pointer = self.decoder.start_log_probs(active.decoder_state, positions)  # [H, C], -inf on padding
+        starts = torch.from_numpy(starts)
+        feasible = (starts >= 0) & closing[:, None]
+        feasible[self.constraints.final_close_only(active.status, words), 1:] = False
+        start_scores = (scores[:, close : close + 1] + pointer).masked_fill(~feasible, float("-inf"))
+        scores = scores.clone()
+        scores[:, close] = float("-inf")  # a `)` is chosen with its start only
+        completing = completing.clone()
+        closes_round = completing[:, close : close + 1] & feasible
+        completing[:, close] = False
+        width = scores.shape[1]
+        rows = len(scores)
+        all_starts = torch.cat([torch.full((rows, width), -1, dtype=torch.long), starts.masked_fill(~feasible, -1)], 1)
+        all_pointer = torch.cat([torch.zeros((rows, width)), pointer.masked_fill(~feasible, 0.0)], 1)
+        return (torch.cat([scores, start_scores], 1), torch.cat([completing, closes_round], 1),
+                torch.cat([columns, columns[close].repeat(starts.shape[1])]), (all_starts, all_pointer))
 
     def _prune(self, pending, finished_completed, marginals, task):
         """Prune each sentence's word beam to `word_beam_size` (sampling keeps all), record the marginal, and
@@ -513,7 +597,10 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
     """What `model.generate` does for TG and TXL (CC): complete each prompt into a tree.
 
     Returns a LongTensor [B * num_return_sequences, L] of action ids (`<s>` first, right-padded with the pad
-    id) that `tokenizer.decode` turns into bracketed trees. With do_sample, every action is drawn among the
+    id) that `tokenizer.decode` turns into bracketed trees. For a Nb-Up model (paper 003) the tensor also has an
+    attribute `constituent_starts` [B * num_return_sequences, L] (each `)`'s start, -1 elsewhere), without which
+    its trees cannot be read: `tokenizer.decode(output[i], starts=output.constituent_starts[i].tolist())`.
+    With do_sample, every action is drawn among the
     top-k legal ones (k = top_k, default 2 as paper 003; 0 means no top-k filtering, as in transformers:
     all legal actions); otherwise word-synchronous beam search with a word
     beam of num_beams (at least num_return_sequences) and an action beam ten times larger, unless
@@ -551,4 +638,8 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
     output = torch.full((len(rows), width), layout.pad_token_id, dtype=torch.long)
     for index, row in enumerate(rows):
         output[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+    if search.takes_start:
+        output.constituent_starts = torch.full((len(rows), width), -1, dtype=torch.long)
+        for index, row in enumerate(rows):
+            output.constituent_starts[index, : len(row)] = torch.tensor(row.starts, dtype=torch.long)
     return output

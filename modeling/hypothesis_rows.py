@@ -145,12 +145,15 @@ class StateListRows(HypothesisRows):
     def _concat(rows_list):
         return StateListRows(rows_list[0].grammar, [state for rows in rows_list for state in rows.states])
 
-    def step(self, actions):
+    def step(self, actions, starts=None):
+        """starts [H]: a Nb-Up `)`'s start (grammar.step's `start`; -1 or None: none)."""
         states, steps = [], []
         step = self.grammar.step
-        for state, action in zip(self.states, _numpy_rows(actions).tolist()):
+        # only the grammars that take a start have the `start` argument
+        with_start = [{}] * len(self.states) if starts is None else [{"start": s} for s in _numpy_rows(starts).tolist()]
+        for state, action, extra in zip(self.states, _numpy_rows(actions).tolist(), with_start):
             state = state.clone()
-            steps.append(step(state, action, check=False))  # the caller took it from legal_actions
+            steps.append(step(state, action, check=False, **extra))  # the caller took it from legal_actions
             states.append(state)
         grammar = self.grammar
         return StateListRows(grammar, states), NewPositions.from_lists(
@@ -159,6 +162,18 @@ class StateListRows(HypothesisRows):
 
     def legal_actions(self):
         return torch.from_numpy(np.stack([self.grammar.legal_actions(s) for s in self.states]))
+
+    def start_choices(self):
+        """Nb-Up (a grammar that `takes_start`): ([H, C] the feasible starts C_k of a `)` now, as action indices,
+        [H, C] the positions the pointer reads for them), -1 past each row's own (grammar.legal_starts and
+        legal_start_positions: empty where a `)` is not legal)."""
+        starts = [self.grammar.legal_starts(s) for s in self.states]
+        positions = [self.grammar.legal_start_positions(s) for s in self.states]
+        width = max([len(row) for row in starts] + [1])
+        table = np.full((2, len(starts), width), -1, dtype=np.int64)
+        for h, (row_starts, row_positions) in enumerate(zip(starts, positions)):
+            table[0, h, : len(row_starts)], table[1, h, : len(row_positions)] = row_starts, row_positions
+        return table[0], table[1]
 
     def completion_needs_after(self):
         """[H, len(NEED_KINDS), 2] long: grammar.completion_needs_after of each state."""

@@ -21,6 +21,8 @@ paper 003's compositional SLMs with its GPT-2 baselines (`CompositionalSLM*`). A
 Hub code: imports only torch, transformers and its sibling files.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -37,6 +39,7 @@ from .configuration_slm import (
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
 from .grammars import ActionLayout, PositionKind, grammar_for_config
 from .safe_loading import SafetensorsOnlyLoading
+from .start_pointer import FinalLayerHeads, StartPointer
 
 IGNORE_INDEX = -100
 # What transformers' generate passes to forward and this model does not need: positions come from the
@@ -50,6 +53,26 @@ STRUCTURE_INPUTS = ("expansion_index", "position_mask", "position_coordinates", 
 DEPENDENCY_STRUCTURE_INPUTS = ("position_relative_positions", "head_token_index")
 # What the collator adds for grammars with external composition (paper 003's Ex variants).
 COMPOSITION_STRUCTURE_INPUTS = ("composition_children", "composition_level")
+
+
+@dataclass
+class SyntacticModelOutput(BaseModelOutputWithPast):
+    """BaseModelOutputWithPast plus, for a model with the start pointer (paper 003's Nb-Up), start_log_probs
+    [B, T, T] float32: [b, t, j] = log p(the constituent of a `)` at action t + 1 starts with action j | `)`), -inf
+    where action j is not a feasible start (modeling/start_pointer.py)."""
+
+    start_log_probs: torch.FloatTensor | None = None
+
+
+@dataclass
+class SyntacticCausalLMOutput(CausalLMOutputWithPast):
+    """CausalLMOutputWithPast plus, for a model with the start pointer (paper 003's Nb-Up): start_log_probs (as in
+    SyntacticModelOutput), and with labels lm_loss (the mean NLL of the actions), start_loss (the mean NLL of the
+    gold starts of the `)` among their feasible starts); loss is their sum."""
+
+    lm_loss: torch.FloatTensor | None = None
+    start_loss: torch.FloatTensor | None = None
+    start_log_probs: torch.FloatTensor | None = None
 
 
 def _one_cache(cache, past_key_values):
@@ -84,6 +107,8 @@ class SyntacticTransformerPreTrainedModel(SafetensorsOnlyLoading, PreTrainedMode
             nn.init.normal_(module.summary, std=self.config.initializer_range)
         if isinstance(module, SyntacticTransformerForCausalLM):
             nn.init.zeros_(module.output_bias)
+        if isinstance(module, StartPointer):
+            module.reset_parameters()
 
 
 class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
@@ -99,7 +124,11 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
               position_coordinates [B, T'] (R_ij = c_i - c_j); position_kinds [B, T'] PositionKind;
               prediction_index [B, T] the position whose output predicts action t + 1;
             and, for grammars with external composition (paper 003's Ex), composition_children [B, T', T'] and
-            composition_level [B, T'] (grammar.batch's fields).)
+            composition_level [B, T'] (grammar.batch's fields); for Nb-Up, constituent_starts [B, T] (each `)`'s
+            start, an action index with `<s>` = 0, -1 elsewhere: the tokenizer's field), or with the precomputed
+            structure start_candidates [B, T', T'] (the collator's).)
+    Nb-Up grammars: the output is a SyntacticModelOutput whose start_log_probs are the start pointer's
+    (modeling/start_pointer.py); `self.start_pointer` holds its Θ (None for the other grammars).
     Ex grammars: before the layers, every `)` position's input embedding becomes the external composer's
     output over its children (modeling/composer.py), all of a batch's compositions bottom-up, one composer
     call per tree level; `self.composer` is that module (None for the other grammars).
@@ -111,6 +140,9 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         self.grammar = grammar_for_config(config)
         self.decoder = SyntacticTransformerDecoder(config)
         self.composer = ExternalComposer(config) if getattr(self.grammar, "external_composition", False) else None
+        # Nb-Up (paper 003, section 2.2): Θ of the start pointer, over the final layer's first two heads.
+        self.start_pointer = StartPointer(config.head_dim) if getattr(self.grammar, "takes_start", False) else None
+        self.final_heads = FinalLayerHeads(self.decoder) if self.start_pointer is not None else None
         self.post_init()
 
     def get_input_embeddings(self):
@@ -140,9 +172,12 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
     def _needs_explicit_relative_positions(self):
         return self.grammar.explicit_relative_positions and self.grammar.relative_affine_by_kind is None
 
-    def positions_of_actions(self, input_ids, attention_mask=None, past_length=0, precomputed=None):
-        """(position ids [B, T'], PositionStructure, prediction_index [B, T]) for action ids [B, T]."""
+    def positions_of_actions(self, input_ids, attention_mask=None, past_length=0, precomputed=None, starts=None):
+        """(position ids [B, T'], PositionStructure, prediction_index [B, T]) for action ids [B, T]; `starts` [B, T]
+        are the constituent starts of a Nb-Up grammar's `)` (the tokenizer's constituent_starts; -1 elsewhere).
+        For a model with the start pointer the structure also has start_candidates and position_actions."""
         batch, length = input_ids.shape
+        self._check_starts(input_ids, starts, precomputed)
         device = input_ids.device
         if attention_mask is not None and attention_mask.dim() != 2:
             raise ValueError(
@@ -168,10 +203,13 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                                      "(SyntacticDataCollator gives them for an Ex grammar)")
                 structure.composition_children = precomputed["composition_children"].bool()
                 structure.composition_level = precomputed["composition_level"]
+            if self.start_pointer is not None:
+                structure.start_candidates = precomputed["start_candidates"].bool()
+                structure.position_actions = precomputed["expansion_index"]
             return input_ids.gather(1, precomputed["expansion_index"]), structure, precomputed["prediction_index"]
         padding = attention_mask.bool() if attention_mask is not None else None
         if self.grammar.causal:
-            return self._causal_positions(input_ids, padding, past_length)
+            return self._causal_positions(input_ids, padding, past_length, starts)
         if past_length:
             raise ValueError(
                 f"a {self.config.grammar} model's positions depend on the whole tree, so it cannot extend a cache from "
@@ -188,7 +226,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         # explicitly.
         explicit = self._needs_explicit_relative_positions()
         grammar_batch = self.grammar.batch([ids[b, where] for b, where in enumerate(real)], require_complete=False,
-                                           with_relative_positions=explicit)
+                                           with_relative_positions=explicit, **self._grammar_starts(starts, real))
         prediction_index = np.zeros((batch, length), dtype=np.int64)
         for b, where in enumerate(real):
             prediction_index[b, where] = grammar_batch["prediction_index"][b, : len(where)]
@@ -203,7 +241,40 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         if "composition_children" in grammar_batch:  # Ex: the `)` positions' children and levels
             structure.composition_children = torch.from_numpy(grammar_batch["composition_children"]).to(device)
             structure.composition_level = torch.from_numpy(grammar_batch["composition_level"]).to(device)
+        if self.start_pointer is not None:  # Nb-Up: C_k of every predicting row, and each position's action
+            structure.start_candidates = torch.from_numpy(grammar_batch["start_candidates"]).to(device)
+            structure.position_actions = torch.from_numpy(grammar_batch["expansion_index"]).to(device)
         return torch.from_numpy(grammar_batch["input_ids"]).to(device), structure, torch.from_numpy(prediction_index).to(device)
+
+    def _check_starts(self, input_ids, starts, precomputed):
+        """A model with the start pointer needs each `)`'s start (a ValueError naming what to pass); another model
+        takes none."""
+        if self.start_pointer is None:
+            if starts is not None:
+                raise ValueError(f"constituent_starts are for the Nb-Up grammars (paper 003's start pointer); a "
+                                 f"{self.config.grammar} model takes none")
+            return
+        if precomputed is not None:
+            if precomputed.get("start_candidates") is None:
+                raise ValueError(f"a {self.config.grammar} model needs start_candidates with the precomputed structure "
+                                 "(SyntacticDataCollator gives them for a Nb-Up grammar)")
+            return
+        if starts is None and bool((input_ids == self.layout.close_nt_start).any()):
+            raise ValueError(f"a {self.config.grammar} model needs constituent_starts [B, T] with action ids that hold a "
+                             "`)`: where each constituent starts (paper 003, section 2.2); the tokenizer returns them "
+                             "(model(**tokenizer(trees)))")
+        if starts is not None and tuple(starts.shape) != tuple(input_ids.shape):
+            raise ValueError(f"constituent_starts has shape {tuple(starts.shape)}; expected that of input_ids "
+                             f"{tuple(input_ids.shape)} (one start per action, -1 where there is none)")
+
+    def _grammar_starts(self, starts, real):
+        """The `starts=` argument of grammar.batch for the real actions of each row (none without the pointer)."""
+        if self.start_pointer is None:
+            return {}
+        if starts is None:
+            return {"starts": None}
+        values = starts.cpu().numpy()
+        return {"starts": [values[b, where] for b, where in enumerate(real)]}
 
     def input_additions(self, position_ids, head_ids, extra_embeddings=None):
         """What is added to the positions' token embeddings: `extra_embeddings`, plus, where `head_ids` [B, T']
@@ -240,7 +311,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             return None
         return torch.where(slots >= 0, position_ids.gather(1, slots.clamp(min=0)), torch.full_like(slots, -1))
 
-    def _causal_positions(self, input_ids, padding, past_length):
+    def _causal_positions(self, input_ids, padding, past_length, starts=None):
         """Causal grammars have one position per action: the structure follows the batch's own layout (left or
         right padding, a cache), with each slot's index among the real tokens of its row as coordinate."""
         batch, length = input_ids.shape
@@ -266,35 +337,43 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             if self.composer is None:
                 self.grammar.validate_batch(rows, require_complete=False)
             else:  # Ex + Nm: causal, and the `)` positions compose (one position per action)
-                composition = self._causal_composition(rows, keep, input_ids.device)
+                composition = self._causal_composition(rows, keep, input_ids.device,
+                                                       self._grammar_starts(starts, [np.flatnonzero(k) for k in keep]))
         positions = padding.long().cumsum(-1) - 1
         positions = positions.masked_fill(~padding, -1)
         structure = self._structure(None, positions.clamp(min=0), positions, None)
         structure.mask = structure.causal_mask(length)
         if composition is not None:
-            structure.composition_children, structure.composition_level = composition
+            structure.composition_children, structure.composition_level, structure.start_candidates = composition
+            if structure.start_candidates is not None:  # one position per action: its index among the real ones
+                structure.position_actions = positions.clamp(min=0)
         return input_ids, structure, torch.arange(length, device=input_ids.device).expand(batch, -1)
 
-    def _causal_composition(self, rows, keep, device):
-        """composition_children [B, T, T] and composition_level [B, T] in the batch's own slots (left or right
-        padding) for a causal grammar with external composition: grammar.batch (which validates) numbers each
-        row's positions from 0, and a causal grammar has one position per action, in order."""
-        grammar_batch = self.grammar.batch(rows, require_complete=False, with_relative_positions=False)
+    def _causal_composition(self, rows, keep, device, grammar_starts):
+        """composition_children [B, T, T], composition_level [B, T] and (Nb-Up, else None) start_candidates
+        [B, T, T] in the batch's own slots (left or right padding) for a causal grammar with external composition:
+        grammar.batch (which validates) numbers each row's positions from 0, and a causal grammar has one position
+        per action, in order."""
+        grammar_batch = self.grammar.batch(rows, require_complete=False, with_relative_positions=False, **grammar_starts)
         count, width = keep.shape
         children = np.zeros((count, width, width), dtype=bool)
         level = np.full((count, width), -1, dtype=np.int64)
+        candidates = np.zeros((count, width, width), dtype=bool) if "start_candidates" in grammar_batch else None
         for b, where in enumerate(keep):
             slots = np.flatnonzero(where)
             children[b][np.ix_(slots, slots)] = grammar_batch["composition_children"][b, : len(slots), : len(slots)]
             level[b, slots] = grammar_batch["composition_level"][b, : len(slots)]
-        return torch.from_numpy(children).to(device), torch.from_numpy(level).to(device)
+            if candidates is not None:
+                candidates[b][np.ix_(slots, slots)] = grammar_batch["start_candidates"][b, : len(slots), : len(slots)]
+        return (torch.from_numpy(children).to(device), torch.from_numpy(level).to(device),
+                None if candidates is None else torch.from_numpy(candidates).to(device))
 
     # ---- forward ----------------------------------------------------------------------------------------
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, inputs_embeds=None,
                 output_hidden_states=None, return_dict=True, extra_embeddings=None, expansion_index=None,
                 position_mask=None, position_coordinates=None, position_kinds=None, prediction_index=None, cache=None,
                 position_relative_positions=None, head_token_index=None, composition_children=None,
-                composition_level=None, **unused):
+                composition_level=None, constituent_starts=None, start_candidates=None, **unused):
         _reject_unknown_inputs(self, unused)
         past_key_values = _one_cache(cache, past_key_values)
         if input_ids is None:
@@ -313,18 +392,37 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             raise ValueError(f"the precomputed structure needs all of {list(given)}; got only {present}")
         if present:  # a dependency grammar's additions (DEPENDENCY_STRUCTURE_INPUTS), an Ex grammar's (COMPOSITION_...)
             given.update(position_relative_positions=position_relative_positions, head_token_index=head_token_index,
-                         composition_children=composition_children, composition_level=composition_level)
+                         composition_children=composition_children, composition_level=composition_level,
+                         start_candidates=start_candidates)
         position_ids, structure, prediction_index = self.positions_of_actions(
-            input_ids, attention_mask, past_length, given if present else None)
+            input_ids, attention_mask, past_length, given if present else None,
+            starts=None if present else constituent_starts)
         extra_embeddings = self.input_additions(position_ids, self.head_ids(position_ids, structure), extra_embeddings)
         hidden, all_hidden = self.decoder(position_ids, structure, past_key_values if use_cache or past_length else None,
                                           extra_embeddings=extra_embeddings,
                                           inputs_embeds=self.input_embeddings(position_ids, structure),
                                           output_hidden_states=bool(output_hidden_states))
         per_action = hidden.gather(1, prediction_index[:, :, None].expand(-1, -1, hidden.shape[-1]))
-        return BaseModelOutputWithPast(
-            last_hidden_state=per_action, hidden_states=all_hidden, **{CACHE_FIELD: past_key_values if use_cache else None}
-        )
+        cache_output = {CACHE_FIELD: past_key_values if use_cache else None}
+        if self.start_pointer is None:
+            return BaseModelOutputWithPast(last_hidden_state=per_action, hidden_states=all_hidden, **cache_output)
+        return SyntacticModelOutput(last_hidden_state=per_action, hidden_states=all_hidden, **cache_output,
+                                    start_log_probs=self.start_log_probs(structure, prediction_index, input_ids.shape[1]))
+
+    def start_log_probs(self, structure, prediction_index, num_actions):
+        """[B, T, A] float32 (A = num_actions): [b, t, j] = log p(start = action j of its sequence (`<s>` = 0) | the
+        action after column t is a `)`), from the final layer's heads of the last forward call (start_pointer.py);
+        -inf where action j is no feasible start."""
+        heads = self.final_heads.take(structure.kinds)  # [B, T', D]
+        rows = prediction_index[:, :, None].expand(-1, -1, heads.shape[-1])
+        query = heads.gather(1, rows)  # [B, T, D] h_{k-1}: the output that predicts the `)`
+        candidates = structure.start_candidates.gather(
+            1, prediction_index[:, :, None].expand(-1, -1, structure.start_candidates.shape[-1]))
+        by_position = self.start_pointer.log_probs(query, heads, candidates)  # [B, T, T']
+        # Each item is one position (a token; a `)`'s COMPOSE copy under In): move it to its action's column.
+        columns = structure.position_actions[:, None, :].expand_as(by_position)
+        by_action = by_position.new_full(by_position.shape[:2] + (num_actions,), float("-inf"))
+        return by_action.scatter_reduce(2, columns.clamp(max=num_actions - 1), by_position, "amax")
 
 
 class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, GenerationMixin):
@@ -333,6 +431,8 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
     forward(...) takes the inputs of SyntacticTransformerModel and `labels` [B, T]: action ids, shifted inside
     (labels=input_ids is the usual choice); the loss is the mean NLL of the predicted actions. Labels equal to
     the pad id or under a 0 of the attention mask are ignored, as are -100s.
+    A model with the start pointer (paper 003's Nb-Up) also takes `constituent_starts` [B, T] (each `)`'s start,
+    the tokenizer's field) and returns a SyntacticCausalLMOutput: with labels, loss = lm_loss + start_loss.
     """
 
     base_model_class = SyntacticTransformerModel
@@ -367,7 +467,10 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         return self.lm_head(hidden) + self.output_bias
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, past_key_values=None, use_cache=None,
-                output_hidden_states=None, return_dict=True, cache=None, **inputs):
+                output_hidden_states=None, return_dict=True, cache=None, constituent_starts=None, **inputs):
+        # constituent_starts is named here so that Trainer keeps a dataset's column of them (Nb-Up).
+        if constituent_starts is not None:
+            inputs["constituent_starts"] = constituent_starts
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask,
                              past_key_values=_one_cache(cache, past_key_values), use_cache=use_cache,
                              output_hidden_states=output_hidden_states, **inputs)
@@ -378,9 +481,34 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
             if attention_mask is not None and attention_mask.shape == labels.shape:
                 targets = targets.masked_fill(attention_mask == 0, IGNORE_INDEX)
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
-        return CausalLMOutputWithPast(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)}
+        start_log_probs = getattr(outputs, "start_log_probs", None)
+        if start_log_probs is None:
+            return CausalLMOutputWithPast(
+                loss=loss, logits=logits, hidden_states=outputs.hidden_states, **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)}
+            )
+        start_loss = None
+        if labels is not None:
+            start_loss = self._start_loss(start_log_probs, inputs.get("constituent_starts"), targets)
+        return SyntacticCausalLMOutput(
+            loss=None if loss is None else loss + start_loss, logits=logits, hidden_states=outputs.hidden_states,
+            lm_loss=loss, start_loss=start_loss, start_log_probs=start_log_probs,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
+
+    @staticmethod
+    def _start_loss(start_log_probs, starts, targets):
+        """Paper 003, section 2.2: the mean NLL of the gold start of every `)` that is trained (its label not
+        ignored) among its feasible starts; 0 when there is none. starts [B, T] (constituent_starts, -1 where an
+        action has none), targets [B, T] the labels, IGNORE_INDEX where ignored."""
+        if starts is None:
+            raise ValueError("the start pointer's loss needs constituent_starts [B, T] with labels (the tokenizer "
+                             "and SyntacticDataCollator give them for a Nb-Up grammar)")
+        gold = starts[:, 1:].to(start_log_probs.device)
+        trained = (gold >= 0) & (targets[:, 1:] != IGNORE_INDEX)
+        picked = start_log_probs[:, :-1].gather(2, gold.clamp(min=0)[:, :, None])[:, :, 0]
+        if not bool(trained.any()):
+            return picked.new_zeros(())
+        return -picked[trained].mean()
 
     def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None, output_index=None,
                           inputs_embeds=None):

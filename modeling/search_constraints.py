@@ -218,19 +218,22 @@ class SearchConstraints:
             consecutive_open=torch.where(opening, status.consecutive_open + 1, 0),
         )
 
-    def reachable(self, sequence, words):
+    def reachable(self, sequence, words, starts=None):
         """Whether the action sequence `sequence` (`<s>` first, a whole tree over the given `words`, each a
-        list of piece ids) stays inside these constraints at every step: whether forced-word beam search
-        can find it at all."""
+        list of piece ids; Nb-Up: with its constituent `starts`, one per action) stays inside these constraints at
+        every step: whether forced-word beam search can find it at all."""
         state = self.grammar.start()
         self.grammar.step(state, sequence[0])
         status = DecodingStatus.start(hypothesis_rows(self.grammar, [state]), [sequence[0]])
         table = SentenceWords([words], [0])
-        for action in sequence[1:]:
+        for index, action in enumerate(sequence[1:], start=1):
             if not bool(self.allowed(status, table)[0][0, action]):
                 return False
             actions = torch.tensor([action])
-            rows, _ = status.grammar_rows.step(actions)
+            if starts is None:
+                rows, _ = status.grammar_rows.step(actions)
+            else:  # a Nb-Up `)` with its start (the grammar checks it is in C_k)
+                rows, _ = status.grammar_rows.step(actions, torch.tensor([starts[index]]))
             status = DecodingStatus(rows, status.sentence, actions, **self.counters_after(status, actions, table),
                                     open_before=status.open_before)
         return int(status.word) == len(words) and bool(status.grammar_rows.complete[0])
@@ -265,6 +268,10 @@ class SearchConstraints:
         already too long to finish), the positions are not checked: the model then names the length it cannot
         read, as before. Checked per action kind, so only the rows where some kind does not fit cost [V] work."""
         needs = self._needs_by_column(status.grammar_rows.completion_needs_after())  # [H, K + 1, 2]
+        # A forced word's bare start is one of its forced pieces: the piece after it is forced too, and already
+        # counted in the forced pieces (slots, Bi) left, so it needs what any terminal does.
+        in_forced = words.next_forced_piece(status)[0]
+        needs[in_forced, _BARE_START] = needs[in_forced, _TERMINAL_NEED]
         if not self.structure_between_pieces and self._nothing_binds(status, words, needs):
             return allowed
         free_left = (free_words - new_words.clamp(min=0)).clamp(min=0)
@@ -292,6 +299,20 @@ class SearchConstraints:
         narrowed[stuck] = allowed[rows[stuck]] & fits_pieces[rows[stuck]][:, self._need_column]
         allowed[rows] = narrowed
         return allowed
+
+    def nonterminal_limit(self, status, words):
+        """[H] n_c of each hypothesis's sentence: max_nonterminals, or max_nonterminals_per_word times its words
+        (forced and free), rounded up, at least 1."""
+        sentence = status.sentence
+        if self.max_nonterminals is not None:
+            return torch.full_like(sentence, self.max_nonterminals)
+        per_word = self.max_nonterminals_per_word * (words.num_forced[sentence] + words.free_words[sentence]).double()
+        return per_word.ceil().long().clamp(min=1)  # float64, so that the rounding is Python's math.ceil
+
+    def final_close_only(self, status, words):
+        """[H] bool, Nb-Up: a `)` now would be the last that n_c allows, so it must close the whole stack (start at its
+        bottom item, the first of grammar.legal_starts): a tree it leaves open could never close."""
+        return self.nonterminal_limit(status, words) - (status.grammar_rows.open_total - status.open_before) == 1
 
     def allowed(self, status, words):
         """([H, V] bool allowed actions, [H, V] bool actions that complete the round) for the H hypotheses
@@ -332,11 +353,7 @@ class SearchConstraints:
         words_done = ~in_forced & ((new_words > 0) | (free_words == 0))
         no_free_words = free_words == 0
 
-        if self.max_nonterminals is not None:
-            limit = torch.full_like(num_forced, self.max_nonterminals)
-        else:  # float64, so that the rounding is Python's math.ceil
-            per_word = self.max_nonterminals_per_word * (num_forced + free_words).double()
-            limit = per_word.ceil().long().clamp(min=1)
+        limit = self.nonterminal_limit(status, words)
         if self.structure_between_pieces:
             limit = limit + sentence_brackets
         may_open = structure_here & may_start_word & (open_total - status.open_before < limit)
@@ -351,12 +368,21 @@ class SearchConstraints:
             structural_ok = words_done | (status.structural < self.max_structural_per_word)
         # the root closes only after the last forced word (and a first new word, if any)
         may_close = structure_here & structural_ok & (words_done | ~closes_root)
+        takes_start = getattr(self.grammar, "takes_start", False)
+        if takes_start:
+            # Nb-Up (paper 003, section 2.6: n_c for Nb-#-#-#): bottom-up, each `)` makes a constituent and may close
+            # a single item, so n_c bounds the `)`. The last one n_c allows must close the tree (its start the
+            # bottom item: final_close_only), so it waits for the words; after it only `</s>` may come.
+            closes_left = limit - (open_total - status.open_before)
+            may_close &= (closes_left > 1) | ((closes_left == 1) & words_done)
         may_end = between_words & words_done
         if self.structure_between_pieces:
             may_end &= ~needs_close
 
         free = ~in_forced & (free_words > 0)
         may_start_free_word = free & may_start_word & ~bare_start
+        if takes_start:  # a word after the last `)` n_c allows could never be closed over
+            may_start_free_word &= closes_left > 0
         # Only a new word continues (status.piece counts its pieces); a forced word is complete. A Bi tree would
         # need a free word's length before its first piece (its brackets): free words are one piece there.
         continues = free & self.terminal_mask[status.last_action] & (status.piece > 0) & (status.piece < MAX_PIECES_PER_WORD)

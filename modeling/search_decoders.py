@@ -7,7 +7,9 @@ The search (generation_slm.py) keeps hypotheses as rows and knows no model famil
       `state` followed by actions[i]; log_probs [H, V];
   select(state, rows) -> state: keep these rows (a long tensor), in this order;
   concat(states) -> state: the rows of several states, one after the other;
-  retain(state) -> state: from now on only `state` (or rows of it) will be used: free everything else.
+  retain(state) -> state: from now on only `state` (or rows of it) will be used: free everything else;
+  start_log_probs(state, positions) -> [H, C] (models with paper 003's start pointer, Nb-Up): log p(start) of the
+      candidate positions [H, C] (-1 padding) of a `)` that each row of `state` would take next.
 A state is opaque to the search: a Transformer decoder's says where each row's keys and values are (and, for a
 model with an external composer, each position's input embedding, which a later composition reads), a
 recurrent decoder's is its hidden state.
@@ -28,6 +30,7 @@ import numpy as np
 import torch
 
 from .backbone import PositionStructure
+from .segment_recurrence import read_prefixes
 
 # The key/value pool grows by at least this many positions at a time.
 POOL_CHUNK = 1024
@@ -60,6 +63,10 @@ class SearchDecoder:
     def retain(self, state):
         return state
 
+    def start_log_probs(self, state, positions):
+        raise ValueError(f"{type(self).__name__} cannot score the start positions of a Nb-Up `)` (paper 003, section "
+                         "2.2); search with the KV-cache decoder (use_cache=True)")
+
 
 @dataclass
 class _KeyValueRows:
@@ -87,8 +94,12 @@ class _KeyValuePool:
         self.device = device
         self.keys, self.values = {}, {}  # per cache layer: [capacity, heads, head_dim]
         self.inputs = {}  # {0: [capacity, d]} input embeddings, kept only for a model that composes
+        self.pointer_states = {}  # {0: [capacity, 2 d_head]} h of the start pointer, kept only for Nb-Up models
         self.coordinates = np.zeros(0, dtype=np.int64)
         self.token_ids = np.zeros(0, dtype=np.int64)
+        # Whether a slot holds keys and values: a prefix read through a segment model's memory leaves holes for the
+        # positions the memory dropped, masked wherever they are attended.
+        self.readable = np.zeros(0, dtype=bool)
         self.used = 0
 
     def allocate(self, coordinates, token_ids):
@@ -96,12 +107,13 @@ class _KeyValuePool:
         start, stop = self.used, self.used + len(coordinates)
         if stop > len(self.coordinates):
             size = max(stop, 2 * len(self.coordinates), POOL_CHUNK)
-            for name in ("coordinates", "token_ids"):
-                grown = np.zeros(size, dtype=np.int64)
+            for name, dtype in (("coordinates", np.int64), ("token_ids", np.int64), ("readable", bool)):
+                grown = np.zeros(size, dtype=dtype)
                 grown[: self.used] = getattr(self, name)[: self.used]
                 setattr(self, name, grown)
         self.coordinates[start:stop] = coordinates
         self.token_ids[start:stop] = token_ids
+        self.readable[start:stop] = True
         self.used = stop
         return np.arange(start, stop)
 
@@ -128,8 +140,17 @@ class _KeyValuePool:
         storage = self.inputs[0]
         return storage.index_select(0, slots.reshape(-1)).view(*slots.shape, storage.shape[-1])
 
+    def write_pointer_states(self, slots, states):
+        """Store the start pointer's h [N, D] of the positions at `slots` (a long tensor)."""
+        self._storage(self.pointer_states, 0, states).index_copy_(0, slots, states)
+
+    def read_pointer_states(self, slots):
+        """The pointer's h stored at `slots` (a long tensor of any shape): [*slots.shape, D]."""
+        storage = self.pointer_states[0]
+        return storage.index_select(0, slots.reshape(-1)).view(*slots.shape, storage.shape[-1])
+
     def nbytes(self):
-        return sum(t.numel() * t.element_size() for table in (self.keys, self.values, self.inputs)
+        return sum(t.numel() * t.element_size() for table in (self.keys, self.values, self.inputs, self.pointer_states)
                    for t in table.values())
 
     def keep(self, live):
@@ -138,8 +159,10 @@ class _KeyValuePool:
         self.keys = {layer: storage.index_select(0, index) for layer, storage in self.keys.items()}
         self.values = {layer: storage.index_select(0, index) for layer, storage in self.values.items()}
         self.inputs = {layer: storage.index_select(0, index) for layer, storage in self.inputs.items()}
+        self.pointer_states = {layer: storage.index_select(0, index) for layer, storage in self.pointer_states.items()}
         self.coordinates = self.coordinates[live]
         self.token_ids = self.token_ids[live]
+        self.readable = self.readable[live]
         self.used = len(live)
 
 
@@ -188,12 +211,58 @@ class TransformerSearchDecoder(SearchDecoder):
         # Unrestricted heads see every earlier position of their sequence, whatever the grammar's mask.
         self.attends_everything = bool(getattr(config, "num_unrestricted_heads", 0) or getattr(config, "num_unrestricted_layers", 0))
         self.composer = getattr(model.model, "composer", None)
+        self.start_pointer = getattr(model.model, "start_pointer", None)  # Nb-Up: Θ, over final-layer heads h
+        # A model trained with segment recurrence reads document prefixes through its memory (_start_from_memory).
+        self.reads_memory = bool(getattr(config, "segment_length", None))
         self.pool = _KeyValuePool(self.device)
 
     def _start(self, sequences, steps):
         self.pool = _KeyValuePool(self.device)
+        if self.reads_memory and max(len(sequence) for sequence in sequences) > 1:
+            return self._start_from_memory(sequences, steps)
         empty = _KeyValueRows(np.zeros((len(sequences), 0), dtype=np.int64))
         return self._advance(empty, torch.arange(len(sequences)), None, steps)
+
+    def _start_from_memory(self, sequences, steps):
+        """A segment model (config.segment_length) reads a document prefix as it was trained: segment by segment
+        (segment_recurrence.read_prefixes). The search then continues from the memory the prefix leaves: its slots'
+        keys and values are the memory's, through each layer's own LayerNorm and projections; the prefix positions
+        the memory does not hold are holes, never read. (The search's own positions are not cut into segments:
+        they attend the memory and each other, an approximation where a sentence is longer than a segment.)"""
+        if self.start_pointer is not None:
+            raise ValueError("a Nb-Up model's start pointer reads the outputs of earlier positions, which a segment "
+                             "model's memory does not keep; search it without segments")
+        config, model = self.model.config, self.model
+        found = {}
+
+        def read():
+            found["memory"], found["positions"], logits = read_prefixes(
+                model, model.model.grammar, sequences, config.segment_length, getattr(config, "memory_length", None),
+                getattr(config, "memory_update", None))
+            return logits
+
+        log_probs = self._log_probs(read)
+        owner, slot = np.nonzero(steps.valid)
+        new_slots = self.pool.allocate(steps.coordinate[owner, slot], steps.input_id[owner, slot])
+        slots = np.full(steps.valid.shape, -1, dtype=np.int64)
+        slots[owner, slot] = new_slots
+        self.pool.readable[new_slots] = False
+        rows, columns = np.nonzero(found["positions"] >= 0)
+        held = slots[rows, found["positions"][rows, columns]]
+        self.pool.readable[held] = True
+        held_slots = torch.from_numpy(held).to(self.device)
+        layers = model.model.decoder.layers
+        slots_per_layer = max(len(layer.attention_modules()) for layer in layers)
+        with torch.no_grad():
+            for index, (layer, memory) in enumerate(zip(layers, found["memory"])):
+                states = memory[torch.from_numpy(rows).to(self.device), torch.from_numpy(columns).to(self.device)]
+                states = layer.ln_attention(states) if layer.pre_layer_norm else states
+                for position, attention in enumerate(layer.attention_modules()):
+                    keys, values = attention.project(states[None])  # [1, heads, N, head_dim]
+                    self.pool.write(index * slots_per_layer + position, held_slots, keys[0].transpose(0, 1),
+                                    values[0].transpose(0, 1))
+        self.peak_cache_bytes = max(self.peak_cache_bytes, self.pool.nbytes())
+        return _KeyValueRows(slots), log_probs
 
     def select(self, state, rows):
         rows = rows.numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
@@ -259,6 +328,7 @@ class TransformerSearchDecoder(SearchDecoder):
             attended == own_position[attending], width - 1, attended)
         mask = np.zeros((total, 1, width), dtype=bool)
         mask[attending, 0, attended_column] = True
+        mask[:, 0] &= self.pool.readable[reads]  # holes: prefix positions a segment model's memory dropped
         coordinates = self.pool.coordinates[reads] * (positions >= 0)
         relative = None
         if self.explicit_relative_positions:  # DTG's COMPOSE rows
@@ -283,7 +353,7 @@ class TransformerSearchDecoder(SearchDecoder):
             to_device(mask), to_device(coordinates), to_device(positions),
             to_device(steps.kind[owner, slot][:, None]),
             config.min_relative_position, config.relative_attention,
-            None if relative is None else to_device(relative),
+            None if relative is None else to_device(relative), segmented=self.reads_memory,
         )
         input_ids = to_device(input_ids[:, None])
         extra = self.model.model.input_additions(input_ids, to_device(head_ids)) if len(with_head) else None
@@ -295,8 +365,26 @@ class TransformerSearchDecoder(SearchDecoder):
         log_probs = self._log_probs(self.model.forward_positions, input_ids, structure, cache, extra,
                                     output_index=(to_device(output), torch.zeros(count, dtype=torch.long, device=device)),
                                     inputs_embeds=inputs_embeds)
+        if self.start_pointer is not None:  # every new position's h, read by later `)` (as candidates or queries)
+            heads = self.model.model.final_heads.take(structure.kinds)[:, 0]
+            self.pool.write_pointer_states(torch.from_numpy(new_slots).to(device), heads)
         self.peak_cache_bytes = max(self.peak_cache_bytes, self.pool.nbytes())
         return _KeyValueRows(slots), log_probs
+
+    @torch.no_grad()
+    def start_log_probs(self, state, positions):
+        """[H, C] float32 log p(s = i) (start_pointer.py) of the candidate positions `positions` [H, C] (-1 padding)
+        of a `)` after each row of `state`: h_{k-1} is the row's last position's (the one that predicts the next
+        action), h_i the candidates'; -inf on padding."""
+        slots = state.slots
+        rows = np.arange(len(slots))
+        last = slots[rows, (slots >= 0).sum(1) - 1]
+        candidate_slots = np.where(positions >= 0, slots[rows[:, None], np.maximum(positions, 0)], 0)
+        to_device = lambda array: torch.from_numpy(array).to(self.device)  # noqa: E731
+        query = self.pool.read_pointer_states(to_device(last))[:, None]  # [H, 1, D]
+        keys = self.pool.read_pointer_states(to_device(candidate_slots))  # [H, C, D]
+        log_probs = self.start_pointer.log_probs(query, keys, to_device(positions >= 0)[:, None])
+        return log_probs[:, 0].float().cpu()
 
     def _composed_inputs(self, input_ids, composed_from, slot, owner, slots, new_slots):
         """The input embeddings [N, d] of the new positions, stored in the pool: their tokens' embeddings, and at
@@ -327,6 +415,9 @@ class ReencodingSearchDecoder(SearchDecoder):
 
     def __init__(self, model):
         super().__init__()
+        if getattr(model.model, "start_pointer", None) is not None:
+            raise ValueError(f"a {model.config.grammar} model's `)` carry start positions that an action-id prefix does "
+                             "not hold, so it cannot be re-encoded; search it with the KV-cache decoder (use_cache=True)")
         self.model = model
         self.device = next(model.parameters()).device
         self.pad_id = model.config.pad_token_id

@@ -185,3 +185,32 @@ def segment_log_probs(model, grammar, sequences, segment_length, memory_length=N
                 where = torch.nonzero(labels != IGNORE_INDEX)[:, 0]
                 results[b].append(log_probs[b, where].gather(1, labels[where][:, None])[:, 0].cpu())
     return [torch.cat(parts) for parts in results]
+
+
+@torch.no_grad()
+def read_prefixes(model, grammar, sequences, segment_length, memory_length=None, memory_update=None):
+    """Read action sequences (document prefixes that a search continues) segment by segment, one per batch row.
+    Returns (the memory after each sequence, per layer [B, M, d]; the original position each memory slot holds
+    [B, M] numpy, -1 empty; the logits [B, V] at each sequence's last position: its next action's)."""
+    from .segments import padding_segment, segment_sequence
+
+    segmented = [segment_sequence(grammar, list(ids), segment_length, memory_length, memory_update) for ids in sequences]
+    count, first = len(segmented), segmented[0]
+    device = next(model.parameters()).device
+    memory = empty_memory(model, count, first.memory_length)
+    final = [list(layer) for layer in memory]  # per layer, per row: the memory after the row's last segment
+    logits = [None] * count
+    padding = padding_segment(first.segment_length, first.memory_length, int(grammar.layout.pad_token_id),
+                              first.coordinates is not None, first.head_ids is not None)
+    for tau in range(max(s.num_segments for s in segmented)):
+        rows = [(s, tau) if tau < s.num_segments else (padding, 0) for s in segmented]
+        out = segment_forward(model, collate_segments(rows).to(device), memory, compute_loss=False)
+        memory = out.memory
+        for b, sequence in enumerate(segmented):
+            if tau == sequence.num_segments - 1:  # the row's last segment: keep what it leaves
+                last = int(np.flatnonzero(sequence.segment_positions[tau] >= 0)[-1])
+                logits[b] = out.logits[b, last]
+                for layer, state in zip(final, out.memory):
+                    layer[b] = state[b]
+    positions = np.stack([s.next_memory_positions()[-1] for s in segmented])
+    return tuple(torch.stack(layer) for layer in final), positions, torch.stack(logits)

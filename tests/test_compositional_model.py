@@ -1,7 +1,7 @@
-"""Paper 003's compositional SLMs as models (CompositionalSLMConfig / ...ForCausalLM, CompositionalTokenizer): the
-In and Ex variants but Nb-Up's and the GPT2-token / GPT2-tree baselines train, save, load through the Auto classes in
-an interpreter without hf-slm with the same logits, and parse; the external composer batched by level; the
-tokenizer's trees, errors and word pieces."""
+"""Paper 003's compositional SLMs as models (CompositionalSLMConfig / ...ForCausalLM, CompositionalTokenizer): all
+sixteen variants and the GPT2-token / GPT2-tree baselines train, save, load through the Auto classes in an interpreter
+without hf-slm with the same logits (and, Nb-Up, start pointer), and parse; the external composer batched by level;
+Nb-Up's start pointer (section 2.2) trained, cached and searched; the tokenizer's trees, errors and word pieces."""
 
 import json
 import subprocess
@@ -21,6 +21,7 @@ from hf_slm.modeling.grammars import get_grammar, ActionLayout
 from hf_slm.modeling.modeling_slm import causal_lm_for_config
 from hf_slm.modeling.search_constraints import SearchConstraints
 from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
+from hf_slm.tokenization.linearizers import bottom_up_actions, bottom_up_pointers
 from hf_slm.tokenization.trees import left_binarize, left_binarize_shape, parse_tree
 
 LABELED = ["(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",
@@ -63,6 +64,8 @@ inputs = tokenizer(trees, return_tensors="pt", padding=True)
 with torch.no_grad():
     result = model(**inputs, labels=inputs["input_ids"])
 found = {"class": type(model).__name__, "module": type(model).__module__, "loss": float(result.loss)}
+if getattr(result, "start_log_probs", None) is not None:  # Nb-Up: the start pointer
+    found["start_log_probs"] = result.start_log_probs
 if model.config.grammar != "gpt2-token":  # a tree model parses: forced-word beam search, the card's call
     pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
     best = model.word_synchronous_beam_search([pieces], beam_size=20, word_beam_size=5,
@@ -82,16 +85,18 @@ def test_a_variant_trains_saves_loads_without_hf_slm_and_parses(grammar, tmp_pat
     model, tokenizer = tiny(grammar, vocab_size=30, sentencepiece_options={"model_type": "word"})
     trees = unlabeled_trees(tokenizer)
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout)
-    ids = tokenizer(trees)["input_ids"]
+    encoded = tokenizer(trees)  # Nb-Up: input_ids and constituent_starts
+    columns = {name: encoded[name] for name in ("input_ids", "constituent_starts") if name in encoded}
+    features = [dict(zip(columns, values)) for values in zip(*columns.values())]
     contract = tokenizer(trees, padding=True, return_tensors="pt")
     with torch.no_grad():  # the collator's fast path and the HF contract: one loss
-        before = float(model(**collator(ids)).loss)
+        before = float(model(**collator(features)).loss)
         assert before == pytest.approx(float(model(**contract, labels=contract["input_ids"]).loss), abs=1e-5)
     composer = None if model.model.composer is None else [p.detach().clone() for p in model.model.composer.parameters()]
     args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=3, max_steps=12,
                              learning_rate=3e-2, logging_steps=100, save_strategy="no", report_to=[], disable_tqdm=True,
                              use_cpu=True)
-    Trainer(model=model, args=args, train_dataset=Dataset.from_dict({"input_ids": ids * 4}),
+    Trainer(model=model, args=args, train_dataset=Dataset.from_dict({name: value * 4 for name, value in columns.items()}),
             data_collator=collator).train()
     model.eval()
     with torch.no_grad():
@@ -114,6 +119,11 @@ def test_a_variant_trains_saves_loads_without_hf_slm_and_parses(grammar, tmp_pat
     real = contract["attention_mask"].bool()
     assert torch.allclose(out["logits"][real], after.logits[real], atol=1e-5)
     assert found["loss"] == pytest.approx(float(after.loss), abs=1e-5)
+    if "nb-up" in grammar:  # the start pointer's Θ is saved and loaded with the rest
+        assert float(after.start_loss) > 0
+        finite = torch.isfinite(after.start_log_probs)
+        assert finite.any() and torch.equal(torch.isfinite(found["start_log_probs"]), finite)
+        assert torch.allclose(found["start_log_probs"][finite], after.start_log_probs[finite], atol=1e-5)
     if grammar == "gpt2-token":
         return
     best = hf_slm.score(model, tokenizer, [SENTENCE], beam_size=20, word_beam_size=5, progress=False)[0]
@@ -203,6 +213,33 @@ def test_the_tokenizer_writes_each_linearization_and_decodes_it_back():
         assert tokenizer(figure_1)["input_ids"] == ids
 
 
+def test_the_nb_up_tokenizer_gives_each_closing_bracket_its_start_and_reads_trees_back_with_them():
+    """Figure 1's Nb-Up example, `<s> Write an essay ) quickly ) </s>`: the first `)` starts at `an` (2), the second at
+    `Write` (1); a constituent that begins with a constituent points at that one's `)` (C_k holds it, not its first
+    word), as linearizers.bottom_up_pointers says; padding fills -1 on either side; decoding needs the starts."""
+    tokenizer = CompositionalTokenizer.train([LABELED[2], "(S (NP a dog) (VP barks))"], vocab_size=12,
+                                             linearization="nb-up", sentencepiece_options={"model_type": "word"})
+    figure_1 = tokenizer("( Write ( an essay ) quickly )")
+    assert tokenizer.convert_ids_to_tokens(figure_1["input_ids"]) == \
+        ["<s>", "\u2581Write", "\u2581an", "\u2581essay", ")", "\u2581quickly", ")", "</s>"]
+    assert figure_1["constituent_starts"] == [-1, -1, -1, -1, 2, -1, 1, -1]
+    nested = "( ( a dog ) barks )"
+    encoded = tokenizer(nested)
+    assert encoded["constituent_starts"] == [-1, -1, -1, 1, -1, 3, -1]
+    actions, first_actions = bottom_up_actions(parse_tree(nested.replace("( ", "(X ")))
+    assert [-1] + [-1 if p is None else p + 1 for p in bottom_up_pointers(actions, first_actions)] + [-1] == \
+        encoded["constituent_starts"]
+    assert tokenizer.decode(encoded["input_ids"], starts=encoded["constituent_starts"]) == nested
+    assert tokenizer.decode(encoded["input_ids"]) == "a dog ) barks )"  # no starts: the actions, not a guessed tree
+    for side in ("right", "left"):
+        batch = tokenizer(["( Write ( an essay ) quickly )", nested], padding=True, padding_side=side)
+        pad = [-1] * (len(figure_1["input_ids"]) - len(encoded["input_ids"]))
+        assert batch["constituent_starts"][1] == (encoded["constituent_starts"] + pad if side == "right" else
+                                                  pad + encoded["constituent_starts"])
+    assert "constituent_starts" not in CompositionalTokenizer.train([LABELED[2]], vocab_size=10, linearization="bi-up",
+                                                                    sentencepiece_options={"model_type": "word"})(nested)
+
+
 def test_bi_words_of_several_pieces_are_their_own_binary_constituents():
     tokenizer = CompositionalTokenizer.train(LABELED, vocab_size=30, linearization="bi-dn")
     p = tokenizer.convert_ids_to_tokens(tokenizer("dog", is_split_into_words=True, add_special_tokens=False)["input_ids"])
@@ -229,8 +266,9 @@ def test_the_tokenizer_refuses_labeled_trees_and_non_binary_actions():
     with pytest.raises(ValueError, match=r"action 4 \('\)'\) closes a constituent of 3 item\(s\): a bi-dn tokenizer "
                                          r"reads binary trees"):
         tokenizer.encode_actions("( the blue bird ) )")
-    with pytest.raises(ValueError, match="linearization 'nb-up' is not implemented yet: it needs the start-position pointer"):
-        CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="nb-up")
+    up = CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="nb-up")  # no longer refused
+    with pytest.raises(ValueError, match=r"a nb-up `\)` does not say where its constituent starts"):
+        up.encode_actions("the blue bird ) </s>")
     nb = CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="nb-dn")
     assert nb.encode_actions("( the blue bird )")["input_ids"] == nb("( the blue bird )")["input_ids"]
     model, _ = tiny("bi-dn-in-m")
@@ -251,17 +289,15 @@ def _unlabel(tree):
 # ---- the config, presets and fast paths ----------------------------------------------------------------------
 
 
-def test_the_config_refuses_unknown_and_not_yet_implemented_variants():
+def test_the_config_takes_every_variant_and_refuses_unknown_ones():
     with pytest.raises(ValueError, match=r"unknown compositional grammar 'bi-down-in-m'; expected one of \['bi-dn-in-m'"):
         CompositionalSLMConfig(grammar="bi-down-in-m")
+    assert set(COMPOSITIONAL_GRAMMAR_NAMES) <= set(MODELS)
     for name in COMPOSITIONAL_GRAMMAR_NAMES:
-        if name in MODELS:
-            assert CompositionalSLMConfig(grammar=name).position_encoding == "absolute"
-            continue
-        assert name.startswith("nb-up-")  # the one part left: the pointer
-        with pytest.raises(ValueError, match=f"compositional variant '{name}' is not implemented yet as a model: it "
-                                             "needs the start-position pointer"):
-            config_for_grammar(name)
+        assert CompositionalSLMConfig(grammar=name).position_encoding == "absolute"
+    # The pointer reads the final layer's first two heads (section 2.2).
+    with pytest.raises(ValueError, match="num_attention_heads must be at least 2, got 1"):
+        config_for_grammar("nb-up-in-m", hidden_size=16, num_attention_heads=1)
     with pytest.raises(ValueError, match="document_level is for the top-down"):
         config_for_grammar("bi-up-in-m", document_level=True)
 
@@ -444,3 +480,216 @@ def test_bi_dn_search_keeps_only_hypotheses_the_words_left_can_complete(one_thre
             rules.validate(ids)  # a complete binary tree
             assert [i for i in ids if rules.layout.kind(i) == hf_slm.ActionKind.TERMINAL] == sum(sentence, [])
             assert log_prob < 0
+
+
+# ---- Nb-Up: the start pointer (section 2.2) --------------------------------------------------------------------
+
+NB_UP = ("nb-up-in-m", "nb-up-in-nm", "nb-up-ex-m", "nb-up-ex-nm")
+
+
+@pytest.mark.parametrize("grammar", ["nb-up-in-m", "nb-up-ex-nm"])
+def test_the_start_pointer_learns_the_gold_starts_of_a_couple_of_trees(grammar, one_thread):
+    """loss = lm_loss + start_loss, and overfitting two trees drives the pointer's NLL of the gold starts down: the
+    gradient reaches Θ through the start loss."""
+    model, tokenizer = tiny(grammar, vocab_size=30, sentencepiece_options={"model_type": "word"})
+    inputs = tokenizer(unlabeled_trees(tokenizer)[1:], padding=True, return_tensors="pt")
+    model.train()
+    theta = model.model.start_pointer.theta.detach().clone()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(25):
+        output = model(**inputs, labels=inputs["input_ids"])
+        assert output.loss.item() == pytest.approx((output.lm_loss + output.start_loss).item(), abs=1e-5)
+        losses.append(output.start_loss.item())
+        optimizer.zero_grad()
+        output.loss.backward()
+        optimizer.step()
+    assert not torch.equal(theta, model.model.start_pointer.theta)
+    assert losses[-1] < 0.3 * losses[0], losses
+
+
+@pytest.mark.parametrize("grammar, fields", [(name, {}) for name in NB_UP] + [
+    # h takes the final layer's first two heads in its own order: restricted (COMPOSE rows: their own parameters),
+    # then unrestricted
+    ("nb-up-in-m", dict(distinct_compose_attention=True, num_unrestricted_heads=1))])
+def test_the_batch_start_log_probs_equal_the_cached_decoders_step_by_step(grammar, fields, one_thread):
+    """At every `)` of a tree, the teacher-forced start_log_probs (one forward over the whole tree) are finite exactly
+    on the grammar's C_k and equal the KV-cache search decoder's, fed the tree one action at a time."""
+    from hf_slm.modeling.hypothesis_rows import NewPositions
+    from hf_slm.modeling.search_decoders import TransformerSearchDecoder
+
+    model, tokenizer = tiny(grammar, **fields)
+    encoded = tokenizer("( ( a dog ) ( barks ( at ( the moon ) ) ) )")  # constituents that start at constituents
+    ids, starts = encoded["input_ids"], encoded["constituent_starts"]
+    with torch.no_grad():
+        batch = model(input_ids=torch.tensor([ids]), constituent_starts=torch.tensor([starts])).start_log_probs[0]
+    grammar_rules, decoder = model.grammar, TransformerSearchDecoder(model)
+
+    def positions(new):
+        return NewPositions.from_lists([new], composes=grammar_rules.external_composition)
+
+    state = grammar_rules.start()
+    cache, _ = decoder.start([[ids[0]]], positions(grammar_rules.step(state, ids[0])))
+    checked = 0
+    for k in range(1, len(ids)):
+        if ids[k] == tokenizer.action_layout["close_nt_start"]:
+            legal = grammar_rules.legal_starts(state)
+            assert starts[k] in legal.tolist()
+            assert torch.isfinite(batch[k - 1]).nonzero().squeeze(1).tolist() == legal.tolist()
+            cached = decoder.start_log_probs(cache, grammar_rules.legal_start_positions(state)[None])[0]
+            assert torch.allclose(cached, batch[k - 1, legal], atol=1e-5), (k, cached, batch[k - 1, legal])
+            checked += 1
+        new = grammar_rules.step(state, ids[k], start=starts[k])
+        cache, _ = decoder.advance(cache, torch.tensor([0]), torch.tensor([ids[k]]), positions(new))
+    assert checked == 5
+
+
+@pytest.mark.parametrize("grammar", ["nb-up-in-m", "nb-up-ex-nm"])
+def test_the_start_pointer_reads_the_same_under_left_and_right_padding(grammar, one_thread):
+    """start_log_probs index actions within each sequence (`<s>` = 0), as constituent_starts do: a left-padded batch
+    gives each row's numbers at its own columns, the same as right padding, and the same start_loss."""
+    model, tokenizer = tiny(grammar)
+    trees = unlabeled_trees(tokenizer)
+    right = tokenizer(trees, padding=True, return_tensors="pt")
+    left = tokenizer(trees, padding=True, padding_side="left", return_tensors="pt")
+    with torch.no_grad():
+        by_right, by_left = (model(**inputs, labels=inputs["input_ids"]) for inputs in (right, left))
+    assert float(by_left.start_loss) == pytest.approx(float(by_right.start_loss), abs=1e-5)
+    width = right["input_ids"].shape[1]
+    for row, length in enumerate(right["attention_mask"].sum(1).tolist()):
+        a, b = by_right.start_log_probs[row, :length, :length], by_left.start_log_probs[row, width - length:, :length]
+        finite = torch.isfinite(a)
+        assert finite.any() and torch.equal(finite, torch.isfinite(b))
+        assert torch.allclose(a[finite], b[finite], atol=1e-5)
+
+
+def _nb_up_trees(count, budget):
+    """Every tree over `count` words with at most `budget` constituents, a constituent being a tuple of children
+    (word indices or constituents) that may have one child: what Nb-Up's grammar allows under n_c = budget."""
+
+    def constituents(i, j, budget):
+        return [(tuple(children), used + 1) for children, used in splits(i, j, budget - 1)] if budget > 0 else []
+
+    def splits(i, j, budget):
+        if i == j:
+            return [([], 0)]
+        found = []
+        for k in range(i + 1, j + 1):
+            firsts = ([(i, 0)] if k == i + 1 else []) + constituents(i, k, budget)
+            for child, used in firsts:
+                found += [([child] + rest, used + more) for rest, more in splits(k, j, budget - used)]
+        return found
+
+    return [tree for tree, _ in constituents(0, count, budget)]
+
+
+def _nb_up_sequence(tree, word_ids, layout):
+    """(ids, starts) of a tree, bottom-up, each `)` pointing at its first item (a word or a constituent's `)`)."""
+    ids, starts = [layout["bos_token_id"]], [-1]
+
+    def visit(node):
+        if isinstance(node, int):
+            ids.append(word_ids[node])
+        else:
+            items = [visit(child) for child in node]
+            ids.append(layout["close_nt_start"])
+            starts.append(items[0])
+            return len(ids) - 1
+        starts.append(-1)
+        return len(ids) - 1
+
+    visit(tree)
+    return ids + [layout["eos_token_id"]], starts + [-1]
+
+
+@pytest.mark.parametrize("grammar", ["nb-up-in-m", "nb-up-ex-m", "nb-up-ex-nm"])
+def test_an_exhaustive_beam_finds_every_nb_up_tree_with_its_brute_force_score(grammar, one_thread):
+    """With n_c = 3 and a beam wider than the tree space, the search's trees over three words are exactly the trees
+    enumerated here (one-child constituents included), each scored as a forward pass over the whole tree scores it:
+    sum of log p(action) + log p(start) of every `)`; the best is the brute-force best, log p(x) their logsumexp."""
+    from hf_slm.beam import gold_tree_coverage
+
+    model, tokenizer = tiny(grammar, vocab_size=30, sentencepiece_options={"model_type": "word"})
+    pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in SENTENCE]
+    assert all(len(p) == 1 for p in pieces)
+    layout = tokenizer.action_layout
+    trees = _nb_up_trees(len(SENTENCE), budget=3)
+    sequences = [_nb_up_sequence(tree, [p[0] for p in pieces], layout) for tree in trees]
+    assert len(set(map(str, sequences))) == len(trees) == 27
+    width = max(len(ids) for ids, _ in sequences)
+    ids = torch.tensor([i + [0] * (width - len(i)) for i, _ in sequences])
+    starts = torch.tensor([s + [-1] * (width - len(s)) for _, s in sequences])
+    real = (torch.arange(width)[None] < torch.tensor([len(i) for i, _ in sequences])[:, None])
+    with torch.no_grad():
+        output = model(input_ids=ids, attention_mask=real.long(), constituent_starts=starts)
+    actions = torch.log_softmax(output.logits[:, :-1], -1).gather(2, ids[:, 1:, None])[:, :, 0]
+    pointed = output.start_log_probs[:, :-1].gather(2, starts[:, 1:].clamp(min=0)[:, :, None])[:, :, 0]
+    joint = (actions * real[:, 1:]).sum(1) + torch.where(starts[:, 1:] >= 0, pointed, 0.0).sum(1)
+    brute = {(tuple(i), tuple(s)): float(score) for (i, s), score in zip(sequences, joint)}
+
+    result = model.word_synchronous_beam_search([pieces], beam_size=400, word_beam_size=400, fast_track=0,
+                                                max_nonterminals=3, num_trees=400)[0]
+    found = {(tuple(i), tuple(i.starts)): score for i, score in result.trees}
+    assert set(found) == set(brute)
+    for key, score in found.items():
+        assert score == pytest.approx(brute[key], abs=1e-4)
+    best = max(brute, key=brute.get)
+    assert (tuple(result.trees[0][0]), tuple(result.trees[0][0].starts)) == best
+    assert result.log_prob == pytest.approx(float(torch.logsumexp(joint.double(), 0)), abs=1e-4)
+    parsed = hf_slm.parse(model, tokenizer, [SENTENCE], beam_size=400, word_beam_size=400, fast_track=0,
+                          max_nonterminals=3, progress=False)[0]
+    assert parsed == tokenizer.decode(list(best[0]), starts=list(best[1]))
+    # n_c bounds a Nb-Up tree's `)` (paper 003, section 2.6): with one, only the flat tree; also when gold trees are
+    # replayed through the search
+    assert hf_slm.parse(model, tokenizer, [SENTENCE], beam_size=50, word_beam_size=10, max_nonterminals=1,
+                        progress=False)[0] == "( the dog sings )"
+    coverage, unreachable = gold_tree_coverage(tokenizer, ["( the dog sings )", "( ( the dog ) sings )"], grammar=grammar,
+                                               max_nonterminals=1)
+    assert (coverage, unreachable) == (0.5, [1])
+
+
+def test_a_start_outside_c_k_is_a_clear_error_in_the_model_and_the_search(one_thread):
+    from hf_slm.modeling.hypothesis_rows import hypothesis_rows
+
+    model, tokenizer = tiny("nb-up-in-m", vocab_size=30, sentencepiece_options={"model_type": "word"})
+    encoded = tokenizer("( ( a dog ) barks )")  # `<s> a dog ) barks ) </s>`: the root starts at the inner `)`, 3
+    ids = torch.tensor([encoded["input_ids"]])
+    with pytest.raises(ValueError, match=r"needs constituent_starts \[B, T\] .* the tokenizer returns them"):
+        model(input_ids=ids)
+    wrong = torch.tensor([[-1, -1, -1, 1, -1, 1, -1]])  # `a` (1) is inside the closed `( a dog )` by then
+    with pytest.raises(ValueError, match=r"action 5 .*: start 1 is not a feasible start position; expected one of "
+                                         r"C_k = \[3, 4\]"):
+        model(input_ids=ids, constituent_starts=wrong)
+    grammar = model.grammar
+    state = grammar.start()
+    for action, start in zip(encoded["input_ids"][:5], encoded["constituent_starts"][:5]):
+        grammar.step(state, action, start=start)
+    rows = hypothesis_rows(grammar, [state])
+    assert rows.start_choices()[0].tolist() == [[3, 4]]
+    with pytest.raises(ValueError, match="start 1 is not a feasible start position"):
+        rows.step(torch.tensor([encoded["input_ids"][5]]), torch.tensor([1]))
+    # Re-encoding action-id prefixes would lose the starts: refused, with the way out named
+    with pytest.raises(ValueError, match=r"cannot be re-encoded; search it with the KV-cache decoder \(use_cache=True\)"):
+        hf_slm.score(model, tokenizer, [SENTENCE], use_cache=False, progress=False)
+
+
+@pytest.mark.parametrize("grammar", ["nb-up-in-nm", "nb-up-ex-m"])
+def test_nb_up_generation_and_sampling_give_trees_that_read_back_with_their_starts(grammar, one_thread):
+    """Beam search, top-k sampling (generate) and ancestral sampling draw each `)` with a start, and their trees read
+    back through the tokenizer: every tree continues the prompt's words; generate's tensor carries the starts."""
+    from hf_slm.beam import generate_trees
+    from hf_slm.sampling import sample_trees
+
+    model, tokenizer = tiny(grammar, vocab_size=30, sentencepiece_options={"model_type": "word"})
+    beam = generate_trees(model, tokenizer, prompt=["the", "dog"], num_trees=2, max_new_words=2)
+    sampled = generate_trees(model, tokenizer, prompt=["the"], num_trees=2, top_k=3, max_new_words=3, seed=0)
+    for text, prompt in [(t, ["the", "dog"]) for t in beam] + [(t, ["the"]) for t in sampled]:
+        tree = parse_tree(text.replace("( ", "(X "))
+        assert tree.leaves()[: len(prompt)] == prompt, text
+    output = model.generate(tokenizer(["the"], is_split_into_words=True, return_tensors="pt")["input_ids"],
+                            tokenizer=tokenizer, num_beams=2, max_new_tokens=2)
+    assert output.constituent_starts.shape == output.shape
+    assert ((output.constituent_starts >= 0) == (output == tokenizer.action_layout["close_nt_start"])).all()
+    for ids in sample_trees(model, num_samples=3, max_words=3, word_start_mask=tokenizer.word_start_mask, seed=1):
+        assert len(ids.starts) == len(ids)
+        parse_tree(tokenizer.tree_with_words(ids).replace("( ", "(X "))  # a tree, not the fallback action string

@@ -123,3 +123,33 @@ def test_models_without_segment_recurrence_are_named(name, overrides, message):
     segmented = segment_sequence(grammar, ids, 4, 4, "shift")
     with pytest.raises(ValueError, match=message):
         segment_forward(model, collate_segments([(segmented, 0)]), empty_memory(model, 1, 4))
+
+
+def test_a_search_after_a_long_prefix_reads_it_through_the_memory():
+    """A segment model continues a document prefix from the memory the prefix leaves (search_decoders): with a
+    memory that holds everything still attendable, the search's trees and scores equal those of the same weights
+    reading the prefix whole; with a small memory they differ (the holes are masked, nothing fails)."""
+    from test_segments import random_document
+
+    from hf_slm.modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
+
+    rng = np.random.default_rng(5)
+    grammar = get_grammar("tg", VOCAB.layout, document_level=True)
+    while True:  # earlier sentences of a document, long enough for several segments
+        trees = random_document(rng) + random_document(rng)
+        prefix = VOCAB.encode([a for tree in trees for a in tree])
+        if len(trees) >= 3 and len(prefix) > 24:
+            break
+    options = BeamSearchOptions(beam_size=20, word_beam_size=5)
+    whole_model = tiny_model(grammar, seed=2, max_sequence_length=4096)
+    whole = WordSynchronousBeamSearch(whole_model, options).generate([[]], max_new_words=3, prefixes=[prefix])[0]
+    model = tiny_model(grammar, seed=2)
+    needed = max(1, structure_memory_needed(*grammar.stack_lifetimes(prefix), 4))
+    model.config.segment_length, model.config.memory_length, model.config.memory_update = 4, needed, "structure"
+    through_memory = WordSynchronousBeamSearch(model, options).generate([[]], max_new_words=3, prefixes=[prefix])[0]
+    assert [ids for ids, _ in through_memory] == [ids for ids, _ in whole]
+    for (_, expected), (_, got) in zip(whole, through_memory):
+        assert got == pytest.approx(expected, abs=1e-4)
+    model.config.memory_length = 1
+    small = WordSynchronousBeamSearch(model, options).generate([[]], max_new_words=3, prefixes=[prefix])[0]
+    assert small and [score for _, score in small] != pytest.approx([score for _, score in whole], abs=1e-4)

@@ -96,6 +96,10 @@ def test_a_trained_model_scores_a_long_document_through_segments(documents, tmp_
     assert main(["train", "--preset", "tg-ptb", "--train", str(documents / "prepared"), "--output", str(tmp_path / "m"),
                  "--max-steps", "2", "--batch-size", "2", "--warmup-steps", "1", "--segment-length", "16",
                  "--save-steps", "100", *[f"--set={k}={v}" for k, v in TINY.items()]]) == 0
+    from hf_slm.model_card import build_model_card
+
+    assert "| segment recurrence | read 16 positions at a time with a memory of 16 positions per layer holding the " \
+           "positions still on the grammar's stack" in build_model_card(tmp_path / "m").text
     register_auto_classes()
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "m").eval()
     ids = load_from_disk(str(documents / "prepared" / "test"))["input_ids"][0]
@@ -166,7 +170,7 @@ def test_exact_document_perplexity_of_a_terminals_model_reads_long_documents_in_
     model = causal_lm_for_config(config).eval()
     from nltk import Tree
 
-    sentences = [" ".join(Tree.fromstring(tree).leaves()) for tree in trees]
+    sentences = [" ".join(Tree.fromstring(tree).leaves()) for tree in trees[:120]]
     # sentences that fit in the model (2 positions for <s> and </s>), documents that do not
     sentences = [s for s in sentences if len(tokenizer(s.split(), is_split_into_words=True)["input_ids"]) < MAX_LENGTH - 2][:24]
     data = tmp_path / "documents.txt"
@@ -182,3 +186,30 @@ def test_exact_document_perplexity_of_a_terminals_model_reads_long_documents_in_
     model.config.segment_length, model.config.memory_length = 16, 16
     short_memory = word_perplexity(model, tokenizer, data, document_level=True, progress=False)
     assert np.isfinite(short_memory["perplexity"]) and short_memory["perplexity"] != pytest.approx(whole["perplexity"])
+
+
+def test_document_perplexity_of_a_tg_segment_model_continues_each_prefix_through_the_memory(tmp_path):
+    """Document-level perplexity of a syntactic model (the paper's approximation: each sentence searched after the
+    greedy best trees of the sentences before it) over documents longer than max_sequence_length: the prefixes are
+    read through the memory; with a memory holding every attendable position it equals the same weights reading
+    the prefixes whole."""
+    from hf_slm.evaluation.perplexity import word_perplexity
+    from hf_slm.modeling.configuration_slm import config_for_grammar
+    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+
+    trees = [line for line in (SAMPLE / "train.txt").read_text().splitlines() if line.strip()]
+    tokenizer = SyntacticTokenizer.train(trees, vocab_size=600)
+    config = config_for_grammar(grammar="tg", vocab_size=len(tokenizer), document_level=True, **TINY,
+                                **tokenizer.action_layout)
+    torch.manual_seed(0)
+    model = causal_lm_for_config(config).eval()
+    short = [t for t in trees if len(tokenizer(t)["input_ids"]) < 30][:6]
+    data = tmp_path / "documents.txt"
+    data.write_text("\n".join(short[:3]) + "\n\n" + "\n".join(short[3:]) + "\n")
+    beam = dict(beam_size=10, word_beam_size=5)
+    model.config.segment_length, model.config.memory_length, model.config.memory_update = 8, 512, "structure"
+    in_segments = word_perplexity(model, tokenizer, data, document_level=True, beam_options=beam, progress=False)
+    assert "left_out" not in in_segments and "approximation" in in_segments["summary"]
+    model.config.segment_length, model.config.max_sequence_length = None, 4096
+    whole = word_perplexity(model, tokenizer, data, document_level=True, beam_options=beam, progress=False)
+    assert in_segments["perplexity"] == pytest.approx(whole["perplexity"], rel=1e-4)

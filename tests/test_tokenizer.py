@@ -62,6 +62,11 @@ def word_tokenizer():
     return SyntacticWordTokenizer.train(FIXTURE)
 
 
+@pytest.fixture(scope="module")
+def bpe_tokenizer():
+    return SyntacticTokenizer.train(FIXTURE, vocab_size=300, pieces="byte_bpe", strip_function_tags=True)
+
+
 def _layout_tokens(tok):
     layout = tok.action_layout
     tokens = tok.convert_ids_to_tokens(list(range(len(tok))))
@@ -308,10 +313,11 @@ def test_autotokenizer_loads_both_classes_from_the_library_without_remote_code(t
         assert loaded(RAW_TREES[0])["input_ids"] == tok(RAW_TREES[0])["input_ids"]
 
 
-def test_autotokenizer_loads_saved_tokenizers_with_remote_code(tokenizer, word_tokenizer, tmp_path):
-    subword_dir, word_dir = tmp_path / "subword", tmp_path / "word"
+def test_autotokenizer_loads_saved_tokenizers_with_remote_code(tokenizer, word_tokenizer, bpe_tokenizer, tmp_path):
+    subword_dir, word_dir, bpe_dir = tmp_path / "subword", tmp_path / "word", tmp_path / "bpe"
     tokenizer.save_pretrained(subword_dir)
     word_tokenizer.save_pretrained(word_dir)
+    bpe_tokenizer.save_pretrained(bpe_dir)
     script = textwrap.dedent(
         """
         import json, sys
@@ -338,18 +344,54 @@ def test_autotokenizer_loads_saved_tokenizers_with_remote_code(tokenizer, word_t
     )
     env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1")
     done = subprocess.run(
-        [sys.executable, "-c", script, RAW_TREES[0], str(subword_dir), str(word_dir)],
+        [sys.executable, "-c", script, RAW_TREES[0], str(subword_dir), str(word_dir), str(bpe_dir)],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    for directory, tok in ((subword_dir, tokenizer), (word_dir, word_tokenizer)):
+    for directory, tok in ((subword_dir, tokenizer), (word_dir, word_tokenizer), (bpe_dir, bpe_tokenizer)):
         loaded = result[str(directory)]
         assert loaded["class"] == type(tok).__name__
         assert loaded["module"].startswith("transformers_modules.")  # loaded from the saved files
         assert loaded["ids"] == tok(RAW_TREES[0])["input_ids"]
         assert loaded["layout"] == tok.action_layout
     assert (tmp_path / "hf_home" / "modules" / "transformers_modules").is_dir()
+
+
+def test_byte_level_bpe_pieces_spell_any_word_and_mark_word_starts(bpe_tokenizer, tmp_path):
+    """GPT-2-style pieces (paper 003): every word's first piece carries GPT-2's space mark and starts the word,
+    bytes make every character known (no <unk>), decoding gives the words back, and the bare space piece is
+    an incomplete word (a generated word must not end on it)."""
+    tree = "(S (NP Zoë's naïve café NP) (VP sang 🎶 VP) S)"
+    encoding = bpe_tokenizer(tree, return_word_starts=True)
+    ids, starts = encoding["input_ids"], encoding["word_starts"]
+    assert bpe_tokenizer.unk_token_id not in ids
+    tokens = bpe_tokenizer.convert_ids_to_tokens(ids)
+    terminals = [(token, start) for token, start in zip(tokens, starts) if not token.startswith("(") and not token.endswith(")") and token != "<s>"]
+    assert [start for _, start in terminals] == [token.startswith("Ġ") for token, _ in terminals]
+    assert sum(start for _, start in terminals) == 5  # one start per word
+    assert bpe_tokenizer.decode(ids) == "(S (NP Zoë's naïve café) (VP sang 🎶))"
+    assert [bpe_tokenizer.convert_ids_to_tokens(i) for i in bpe_tokenizer.incomplete_word_ids] == ["Ġ"]
+    bpe_tokenizer.save_pretrained(tmp_path / "bpe")
+    assert (tmp_path / "bpe" / "byte_bpe.json").is_file() and not (tmp_path / "bpe" / "spiece.model").exists()
+    loaded = SyntacticTokenizer.from_pretrained(tmp_path / "bpe")
+    assert loaded.pieces == "byte_bpe" and loaded(tree)["input_ids"] == ids
+    with pytest.raises(ValueError, match="at least the 256 bytes"):
+        SyntacticTokenizer.train(FIXTURE, vocab_size=100, pieces="byte_bpe")
+    with pytest.raises(ValueError, match="pieces 'wordpiece': expected one of sentencepiece, byte_bpe"):
+        SyntacticTokenizer.train(FIXTURE, vocab_size=100, pieces="wordpiece")
+
+
+def test_compositional_tokenizer_with_byte_level_bpe_pieces(tmp_path):
+    from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
+
+    tokenizer = CompositionalTokenizer.train(FIXTURE, vocab_size=300, linearization="nb-dn", pieces="byte_bpe")
+    tree = "( ( the naïve bird ) ( sings loudly ) )"
+    ids = tokenizer(tree)["input_ids"]
+    assert tokenizer.pieces == "byte_bpe" and tokenizer.unk_token_id not in ids
+    assert tokenizer.decode(ids).split() == tree.split()
+    tokenizer.save_pretrained(tmp_path / "c")
+    assert CompositionalTokenizer.from_pretrained(tmp_path / "c")(tree)["input_ids"] == ids
 
 
 # ---- errors -------------------------------------------------------------------------------------------

@@ -421,3 +421,26 @@ def test_a_compositional_model_trains_on_tree_files_through_the_cli_then_parses_
     assert main(["card", str(run)]) == 0
     card = (run / "README.md").read_text()
     assert f"(`{grammar}`) takes:" in card and f"`{grammar}-tiny`" in card
+
+
+def test_a_compositional_model_trains_on_byte_level_bpe_pieces(small_trees, tmp_path):
+    """Paper 003's models read GPT-2's byte-level BPE: `--pieces byte_bpe` trains the new tokenizer that way, and
+    the saved model folder reads it back; --pieces with a given tokenizer is refused (it would do nothing)."""
+    from transformers import AutoTokenizer
+
+    setup = setup_for(small_trees, tmp_path / "bpe", preset="nb-dn-in-m-tiny", eval=[], vocab_size=400,
+                      model_overrides={}, max_steps=2, batch_size=2, pieces="byte_bpe")
+    trainer, tokenizer = train(setup, log=lambda *_: None)
+    assert tokenizer.pieces == "byte_bpe" and (tmp_path / "bpe" / "byte_bpe.json").is_file()
+    assert all(math.isfinite(e["loss"]) for e in trainer.state.log_history if "loss" in e)
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "bpe", trust_remote_code=True)
+    assert loaded.pieces == "byte_bpe" and loaded("( ( the bird ) ( sings loudly ) )")["input_ids"] == \
+        tokenizer("( ( the bird ) ( sings loudly ) )")["input_ids"]
+    from hf_slm.model_card import build_model_card
+
+    card = build_model_card(tmp_path / "bpe").text  # the card tells which vocabulary the model reads
+    assert "`CompositionalTokenizer`: a GPT-2-style byte-level BPE trained on the words" in card
+    assert "SentencePiece" not in card
+    with pytest.raises(ValueError, match="--pieces byte_bpe: it chooses the piece model of a tokenizer trained here"):
+        train(setup_for(small_trees, tmp_path / "x", tokenizer=str(tmp_path / "bpe"), pieces="byte_bpe"),
+              log=lambda *_: None)

@@ -15,8 +15,13 @@ Linearizations (`linearization`, what a model's grammar reads: `grammar.lineariz
   `<s> ( ( Write ( an essay ) ) quickly )`;
 - "bi-up": binary trees, bottom-up, and `</s>`: `<s> Write an essay ) ) quickly ) </s>` (each `)` closes the top
   two items, so no start position is needed);
+- "nb-up": non-binary trees, bottom-up, and `</s>`: `<s> Write an essay ) quickly ) </s>`; a `)` may close any
+  number of items, so each comes with its start (section 2.2): the output field `constituent_starts` [T] holds,
+  at each `)`, the index (`<s>` = 0) of the first item it closes (a token, or the `)` of a closed constituent:
+  compositional_grammars.py's C_k), -1 elsewhere. `model(**tokenizer(trees))` passes them to the model (the
+  grammar needs them to expand the `)`, the start pointer learns from them), and `decode` / `tree_with_words`
+  take them (`starts=`) to read a tree back;
 - "terminals": the words and `</s>` (GPT2-token).
-"nb-up" needs the start pointer of section 2.2 and is not here yet.
 
 Trees are over tokens. A word of several pieces is several leaves: under Nb they are siblings, as in TG; under
 Bi, where every constituent has two children, the word is a constituent of its own over its pieces, left-
@@ -33,23 +38,24 @@ A labeled tree (PTB brackets, labeled actions, an nltk.Tree with labels) is a Va
 it: `tokenizer.unlabel(tree)`. `encode_actions` takes the actions of this linearization as written (a Bi
 tokenizer refuses a constituent that is not binary). `decode` gives the unlabeled tree back.
 
-This file is hub code: it imports only its siblings, transformers and sentencepiece (not nltk).
+This file is hub code: it imports only its siblings, transformers, sentencepiece and tokenizers (not nltk).
 """
 
+import os
+
+from transformers.utils import PaddingStrategy
+
 from .linearizers import UNLABELED_CLOSE, parse_action_string
-from .tokenization_slm import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SyntacticTokenizer, ids_encoding, train_sentencepiece
+from .tokenization_slm import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SyntacticTokenizer, ids_encoding, train_piece_model
 from .tree_type import Tree
 from .trees import escape_word, left_binarize_shape, read_tree_string, read_trees, remove_unary_chains
 
 OPEN = "("
-LINEARIZATIONS = ("bi-dn", "nb-dn", "bi-up", "terminals")
-NOT_YET = {"nb-up": "the start-position pointer of paper 003, section 2.2"}
+LINEARIZATIONS = ("bi-dn", "nb-dn", "bi-up", "nb-up", "terminals")
+STARTS_FIELD = "constituent_starts"  # Nb-Up: per action, the start of a `)` (-1 elsewhere)
 
 
 def check_linearization(linearization):
-    if linearization in NOT_YET:
-        raise ValueError(f"linearization {linearization!r} is not implemented yet: it needs {NOT_YET[linearization]}; "
-                         f"expected one of {list(LINEARIZATIONS)}")
     if linearization not in LINEARIZATIONS:
         raise ValueError(f"linearization {linearization!r} is not one of {list(LINEARIZATIONS)} (paper 003's tree form "
                          "and order, bi/nb-dn/up, or 'terminals' for GPT2-token)")
@@ -128,7 +134,7 @@ class CompositionalTokenizer(SyntacticTokenizer):
     trees may be labeled (only their words are read). Trees to encode must be unlabeled: `tokenizer.unlabel`.
 
     Args:
-        linearization: "nb-dn", "bi-dn", "bi-up" or "terminals" (module docstring).
+        linearization: "nb-dn", "bi-dn", "bi-up", "nb-up" or "terminals" (module docstring).
         Other arguments: see SyntacticTokenizer (its normalization options apply to `unlabel`).
     """
 
@@ -150,6 +156,7 @@ class CompositionalTokenizer(SyntacticTokenizer):
         self.init_kwargs["linearization"] = linearization  # and what save_pretrained writes
         self.binary = linearization.startswith("bi-")
         self.top_down = linearization.endswith("-dn")
+        self.points_at_starts = linearization == "nb-up"  # each `)` carries its start (section 2.2)
 
     # ---- vocabulary ---------------------------------------------------------------------------------
     @property
@@ -193,11 +200,14 @@ class CompositionalTokenizer(SyntacticTokenizer):
         return ids, [k == len(opening) for k in range(len(ids))]
 
     def _tree_ids(self, tree, where):
-        """(ids, word_starts) of an unlabeled tree's actions, without `<s>` / `</s>`."""
+        """(ids, word_starts, constituent starts) of an unlabeled tree's actions, without `<s>` / `</s>`; a `)`'s
+        start is the index of its first item (bottom-up; -1 elsewhere, and everywhere top-down)."""
         if self.linearization == "terminals":
-            return self._words_ids(tree.leaves(), where)
+            ids, starts = self._words_ids(tree.leaves(), where)
+            return ids, starts, [-1] * len(ids)
         tree = self._shaped(tree)
         ids, starts = [], []
+        start_of = {}  # index of a bottom-up `)` -> index of its first item
 
         def word(text):
             pieces = self._word_ids(text, where=f"{where}: word")
@@ -206,23 +216,28 @@ class CompositionalTokenizer(SyntacticTokenizer):
             starts.extend(word_starts)
 
         def visit(node):
+            """Write the node's actions; return the index of the item it is on the stack (bottom-up): its first
+            piece for a word (under Nb each piece is an item), its `)` for a constituent."""
+            first = len(ids)
             if not isinstance(node, Tree):
                 word(node)
-                return
+                return first
             if self.top_down:
                 ids.append(self._open_id)
                 starts.append(False)
-            for child in node:
-                visit(child)
+            items = [visit(child) for child in node]
             ids.append(self._close_id)
             starts.append(False)
+            start_of[len(ids) - 1] = items[0]
+            return len(ids) - 1
 
         # A Bi sentence of one word of several pieces: that word's own constituent is the root.
         if self.binary and len(tree) == 1 and len(self._word_ids(tree[0], where=f"{where}: word")) > 1:
             word(tree[0])
         else:
             visit(tree)
-        return ids, starts
+        pointers = [start_of.get(index, -1) if not self.top_down else -1 for index in range(len(ids))]
+        return ids, starts, pointers
 
     def _words_ids(self, words, where):
         ids, starts = [], []
@@ -233,6 +248,16 @@ class CompositionalTokenizer(SyntacticTokenizer):
         return ids, starts
 
     def _encode_one(self, item, is_split_into_words, add_special_tokens):
+        ids, starts, _ = self._encode_with_pointers(item, is_split_into_words, add_special_tokens)
+        return ids, starts
+
+    def _encode_record(self, item, is_split_into_words, add_special_tokens):
+        """(ids, word_starts, fields): a Nb-Up tokenizer's fields hold constituent_starts (module docstring)."""
+        ids, starts, pointers = self._encode_with_pointers(item, is_split_into_words, add_special_tokens)
+        return ids, starts, ({STARTS_FIELD: pointers} if self.points_at_starts else {})
+
+    def _encode_with_pointers(self, item, is_split_into_words, add_special_tokens):
+        """(ids, word_starts, constituent starts) of one input (-1 where an action has no start)."""
         where = "tokenizer input"
         tree = None
         if isinstance(item, Tree):
@@ -260,14 +285,28 @@ class CompositionalTokenizer(SyntacticTokenizer):
             raise ValueError(f"input of type {type(item).__name__} is not supported; expected an unlabeled tree "
                              "string, an nltk.Tree with empty labels or a list of words")
         if tree is not None:
-            ids, starts = self._tree_ids(tree, where)
+            ids, starts, pointers = self._tree_ids(tree, where)
             ends = [EOS_ID] if not self.top_down else []
         else:  # words only: a prompt or a sentence to score
             ids, starts = self._words_ids(words, where)
-            ends = []
-        if add_special_tokens:
+            pointers, ends = [-1] * len(ids), []
+        if add_special_tokens:  # `<s>` comes first: every start moves one on
+            pointers = [-1] + [p + 1 if p >= 0 else -1 for p in pointers] + [-1] * len(ends)
             ids, starts = [BOS_ID] + ids + ends, [False] + starts + [False] * len(ends)
-        return ids, starts
+        return ids, starts, pointers
+
+    def _pad(self, encoded_inputs, max_length=None, padding_strategy=PaddingStrategy.DO_NOT_PAD, pad_to_multiple_of=None,
+             padding_side=None, return_attention_mask=None):
+        """The base class's padding, plus constituent_starts padded with -1 (no start) on the padding side."""
+        pointers = encoded_inputs.pop(STARTS_FIELD, None)
+        padded = super()._pad(encoded_inputs, max_length=max_length, padding_strategy=padding_strategy,
+                              pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side,
+                              return_attention_mask=return_attention_mask)
+        if pointers is not None:
+            filler = [-1] * (len(padded[self.model_input_names[0]]) - len(pointers))
+            side = padding_side if padding_side is not None else self.padding_side
+            padded[STARTS_FIELD] = list(pointers) + filler if side == "right" else filler + list(pointers)
+        return padded
 
     def encode_actions(self, actions, add_special_tokens=True, return_word_starts=False, return_tensors=None):
         """Encode this linearization's actions as written (a list, or a string split on whitespace): `(`, `)`,
@@ -279,6 +318,10 @@ class CompositionalTokenizer(SyntacticTokenizer):
         actions = list(actions)
         if not actions:
             raise ValueError("empty action list: expected at least one action")
+        if self.points_at_starts and UNLABELED_CLOSE in actions:
+            raise ValueError("a nb-up `)` does not say where its constituent starts (paper 003, section 2.2), so nb-up "
+                             "actions as written are ambiguous; encode the tree with tokenizer(tree), which gives "
+                             "constituent_starts")
         self._check_action_shape(actions)
         ids, starts = [], []
         for index, action in enumerate(actions):
@@ -328,9 +371,12 @@ class CompositionalTokenizer(SyntacticTokenizer):
                                  "binarizes it, or use an nb-* tokenizer")
 
     # ---- decoding -----------------------------------------------------------------------------------
-    def _piece_tree(self, token_ids):
-        """(tree over piece leaves (word index, piece id), pieces per word) of a whole sequence; ValueError
-        when the ids are not one tree of this linearization."""
+    def _piece_tree(self, token_ids, starts=None):
+        """(tree over piece leaves (word index, piece id), pieces per word) of a whole sequence (nb-up: with the
+        constituent starts, indices into token_ids); ValueError when the ids are not one tree of this
+        linearization."""
+        if self.points_at_starts and (starts is None or len(starts) != len(token_ids)):
+            raise ValueError("nb-up ids read back as a tree only with their constituent starts, one per id")
         leaves, words = [], []
         for index in token_ids:
             index = int(index)
@@ -342,8 +388,9 @@ class CompositionalTokenizer(SyntacticTokenizer):
             words[-1].append(index)
             leaves.append((len(words) - 1, index))
         stack, opens = [], []  # items; Dn: where each open constituent's children begin
+        item_index = []  # nb-up: the index in token_ids of each item on the stack
         ended = False
-        for leaf in leaves:
+        for index, leaf in enumerate(leaves):
             if leaf in (PAD_ID, BOS_ID, EOS_ID):
                 ended |= leaf == EOS_ID
                 continue
@@ -356,22 +403,31 @@ class CompositionalTokenizer(SyntacticTokenizer):
             elif leaf == self._close_id:
                 if self.top_down and not opens:
                     raise ValueError("a `)` with no open constituent")
-                begin = opens.pop() if self.top_down else max(len(stack) - 2, 0)  # Bi-Up: the top two items
+                if self.points_at_starts:
+                    if int(starts[index]) not in item_index:
+                        raise ValueError(f"the `)` at {index} starts at {int(starts[index])}, which is no item on the "
+                                         f"stack {item_index}")
+                    begin = item_index.index(int(starts[index]))
+                else:
+                    begin = opens.pop() if self.top_down else max(len(stack) - 2, 0)  # Bi-Up: the top two items
                 if begin >= len(stack):
                     raise ValueError("a `)` that closes nothing")
                 node = Tree("", stack[begin:])
-                del stack[begin:]
+                del stack[begin:], item_index[begin:]
                 stack.append(node)
+                item_index.append(index)
             else:
                 stack.append(leaf)
+                item_index.append(index)
         if opens or len(stack) != 1 or not isinstance(stack[0], Tree):
             raise ValueError("the ids are not one complete tree")
         return stack[0], words
 
-    def _word_tree(self, token_ids, words=()):
-        """The tree over words of ids (the first ones replaced by `words`, as given); ValueError when a word's
-        pieces do not make one leaf (Nb: siblings; Bi: a constituent of its own)."""
-        tree, pieces = self._piece_tree(token_ids)
+    def _word_tree(self, token_ids, words=(), starts=None):
+        """The tree over words of ids (the first ones replaced by `words`, as given; nb-up: with their constituent
+        starts); ValueError when a word's pieces do not make one leaf (Nb: siblings; Bi: a constituent of its
+        own)."""
+        tree, pieces = self._piece_tree(token_ids, starts)
         counts = [len(p) for p in pieces]
         texts = [words[w] if w < len(words) else self._word_from_tokens(self.convert_ids_to_tokens(p))
                  for w, p in enumerate(pieces)]
@@ -402,31 +458,38 @@ class CompositionalTokenizer(SyntacticTokenizer):
             raise ValueError("the tree does not cover its words")
         return Tree("", [result]) if isinstance(result, str) else result
 
-    def tree_with_words(self, token_ids, words=()):
+    def tree_with_words(self, token_ids, words=(), starts=None):
         """The unlabeled tree string of ids whose first words are `words` (a forced-word search: the given words,
-        whatever the pieces spell); ids that are no tree give their actions joined by spaces."""
+        whatever the pieces spell); ids that are no tree give their actions joined by spaces. nb-up: `starts`
+        are the constituent starts (indices into token_ids, -1 where none), by default the `starts` attribute the
+        beam search's action lists carry (generation_slm.ActionIds)."""
+        if starts is None:
+            starts = getattr(token_ids, "starts", None)
         try:
-            return unlabeled_string(self._word_tree(token_ids, list(words)))
+            return unlabeled_string(self._word_tree(token_ids, list(words), starts))
         except ValueError:
             return " ".join(self.decode_actions(token_ids))
 
-    def _decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, **kwargs):
-        """A whole tree decodes to its unlabeled string `( ( Write ( an essay ) ) quickly )`; anything else (a
-        prefix, words) to its actions joined by spaces."""
+    def _decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, starts=None, **kwargs):
+        """A whole tree decodes to its unlabeled string `( ( Write ( an essay ) ) quickly )` (nb-up: given its
+        constituent `starts`); anything else (a prefix, words, nb-up ids without starts) to its actions joined by
+        spaces."""
         if self.linearization == "terminals" or not any(int(i) in (self._open_id, self._close_id) for i in token_ids):
             return " ".join(self.decode_actions(token_ids))
-        return self.tree_with_words(token_ids)
+        return self.tree_with_words(token_ids, starts=starts)
 
     # ---- training -----------------------------------------------------------------------------------
     @classmethod
-    def train(cls, trees, vocab_size=32000, linearization="nb-dn", sentencepiece_options=None, **normalize_options):
-        """Train a SentencePiece unigram model over the words of `trees`: unlabeled tree strings, nltk.Trees,
-        labeled bracketed strings or paths of tree files (only their words are read; `normalize_options` go to
+    def train(cls, trees, vocab_size=32000, linearization="nb-dn", sentencepiece_options=None, pieces="sentencepiece",
+              **normalize_options):
+        """Train a piece model over the words of `trees` (SentencePiece's unigram model, or with pieces="byte_bpe"
+        GPT-2's kind of byte-level BPE, as the paper's models): unlabeled tree strings, nltk.Trees, labeled
+        bracketed strings or paths of tree files (only their words are read; `normalize_options` go to
         trees.normalize_tree for strings and files, and are stored for `unlabel`)."""
         check_linearization(linearization)
         options = dict(normalize_options)
         sentences = []
-        for index, item in enumerate([trees] if isinstance(trees, (str, Tree)) else trees):
+        for index, item in enumerate([trees] if isinstance(trees, (str, Tree, os.PathLike)) else trees):
             if isinstance(item, Tree):
                 sentences.append(list(item.leaves()))
             elif isinstance(item, str) and is_unlabeled_tree_string(item):
@@ -437,7 +500,7 @@ class CompositionalTokenizer(SyntacticTokenizer):
                 sentences.extend(list(tree.leaves()) for tree in read_trees(item, **options))
         if not sentences:
             raise ValueError("no training trees: expected at least one tree")
-        return cls(sp_model_proto=train_sentencepiece(sentences, vocab_size, sentencepiece_options),
+        return cls(**train_piece_model(sentences, vocab_size, pieces, sentencepiece_options),
                    linearization=linearization, **options)
 
 

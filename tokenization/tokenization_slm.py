@@ -29,7 +29,7 @@ config (trees.normalize_tree); action strings and nltk.Tree inputs are taken as 
 
 This file is hub code: it is copied next to trees.py and linearizers.py into every saved tokenizer and loaded
 with `AutoTokenizer.from_pretrained(dir, trust_remote_code=True)`, so it imports only its siblings (as
-`from .name import x`), transformers and sentencepiece (nltk is used when installed; see tree_type.py).
+`from .name import x`), transformers, sentencepiece and tokenizers (nltk is used when installed; see tree_type.py).
 """
 
 import hashlib
@@ -44,6 +44,7 @@ from transformers import PreTrainedTokenizer
 from transformers.tokenization_utils_base import BatchEncoding, TruncationStrategy
 from transformers.utils import PaddingStrategy
 
+from .byte_level_pieces import ByteLevelPieces, train_byte_level_bpe
 from .linearizers import (
     UNLABELED_CLOSE,
     close_label,
@@ -296,9 +297,10 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
 
     @property
     def incomplete_word_ids(self):
-        """Ids that start a word but spell none of it (SentencePiece's bare word-boundary piece): a generated
-        word must not end on one. Empty for word-level vocabularies."""
-        return [i for i, token in enumerate(self._id_to_token) if token == WORD_BOUNDARY]
+        """Ids that start a word but spell none of it (SentencePiece's bare word-boundary piece, byte-level BPE's
+        bare space "Ġ"): a generated word must not end on one. Empty for word-level vocabularies."""
+        terminals = range(NUM_SPECIAL_IDS, self._open_nt_start)
+        return [i for i in terminals if self._word_start_mask[i] and self._word_from_tokens([self._id_to_token[i]]) == ""]
 
     # ---- encoding -----------------------------------------------------------------------------------
     def _encode_word(self, word):
@@ -397,6 +399,12 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
                 ids, starts = ids + [EOS_ID], starts + [False]
         return ids, starts
 
+    def _encode_record(self, item, is_split_into_words, add_special_tokens):
+        """(ids, word_starts, extra per-action fields of the tokenizer's output) of one input: `_encode_one`'s,
+        and none; a linearization whose actions carry more than their ids (paper 003's Nb-Up) adds fields here."""
+        ids, starts = self._encode_one(item, is_split_into_words, add_special_tokens)
+        return ids, starts, {}
+
     def encode_actions(self, actions, add_special_tokens=True, return_word_starts=False, return_tensors=None):
         """Encode an action list (or a space-separated action string) such as
         `["(S", "(NP", "the", "bird", "NP)", "S)"]`: `<s>` (unless add_special_tokens=False or the actions
@@ -493,7 +501,7 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         records = []
         for index, item in enumerate(text if batched else [text]):
             try:
-                ids, starts = self._encode_one(item, is_split_into_words, add_special_tokens)
+                ids, starts, fields = self._encode_record(item, is_split_into_words, add_special_tokens)
             except ValueError as error:
                 if batched:
                     raise ValueError(f"batch item {index}: {error}") from error
@@ -504,7 +512,7 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
                     f"input {index} has {len(ids)} ids, more than max_length={max_length}; truncation would cut "
                     "its action sequence, so filter or split long inputs before tokenizing"
                 )
-            record = {"input_ids": ids}
+            record = {"input_ids": ids, **fields}
             if return_token_type_ids:
                 record["token_type_ids"] = [0] * len(ids)
             if return_special_tokens_mask:
@@ -638,28 +646,45 @@ def train_sentencepiece(sentences, vocab_size, sentencepiece_options=None):
 
 
 class SyntacticTokenizer(SyntacticTokenizerBase):
-    """Subword syntactic tokenizer: a SentencePiece unigram model over the words, plus nonterminals.
+    """Subword syntactic tokenizer: a piece model over the words, plus nonterminals. The piece model is
+    SentencePiece's unigram model, or, with `pieces="byte_bpe"`, a GPT-2-style byte-level BPE (paper 003's models
+    read GPT-2's vocabulary; byte_level_pieces.py).
 
     Train one with `SyntacticTokenizer.train(trees, vocab_size=32000)`; load a saved one with
-    `from_pretrained`. The terminal ids [4, open_nt_start) are the SentencePiece pieces in SentencePiece's
-    order, without its own `<unk>`; unknown characters become `<unk>` (id 3).
+    `from_pretrained`. The terminal ids [4, open_nt_start) are the pieces in the piece model's order (without
+    SentencePiece's own `<unk>`); characters SentencePiece does not know become `<unk>` (id 3); byte-level BPE
+    knows every byte.
 
     Args:
         vocab_file: path of the SentencePiece model (`spiece.model` in a saved tokenizer).
         sp_model_proto: the serialized SentencePiece model, instead of vocab_file (not saved in the config).
+        bpe_file: path of a byte-level BPE model (`byte_bpe.json` in a saved tokenizer), instead of SentencePiece.
+        bpe_model_json: that model as a string, instead of bpe_file (not saved in the config).
         Other arguments: see SyntacticTokenizerBase.
     """
 
-    vocab_files_names = {"vocab_file": "spiece.model"}
+    vocab_files_names = {"vocab_file": "spiece.model", "bpe_file": "byte_bpe.json"}
     # SentencePiece keeps the word-boundary mark as a piece of its own before unknown characters.
     _unk_starts_word = False
 
-    def __init__(self, vocab_file=None, nonterminals=None, linearization="top_down", sp_model_proto=None, **kwargs):
+    def __init__(self, vocab_file=None, nonterminals=None, linearization="top_down", sp_model_proto=None,
+                 bpe_file=None, bpe_model_json=None, **kwargs):
+        if bpe_model_json is None and bpe_file is not None:
+            bpe_model_json = Path(bpe_file).read_text(encoding="utf-8")
+        self._bpe = None
+        if bpe_model_json is not None:
+            self._bpe = ByteLevelPieces(bpe_model_json)
+            self.sp_model, self._sp_model_proto = None, None
+            self._terminal_tokens = list(self._bpe.pieces)
+            self._terminal_starts_word = [self._bpe.starts_word(piece) for piece in self._terminal_tokens]
+            super().__init__(nonterminals=nonterminals, linearization=linearization, **kwargs)
+            return
         if sp_model_proto is None:
             if vocab_file is None:
                 raise ValueError(
-                    "SyntacticTokenizer needs a SentencePiece model: expected vocab_file (a spiece.model path) or "
-                    "sp_model_proto; train one with SyntacticTokenizer.train(trees)"
+                    "SyntacticTokenizer needs a piece model: expected vocab_file (a spiece.model path), "
+                    "sp_model_proto, bpe_file (a byte_bpe.json path) or bpe_model_json; train one with "
+                    "SyntacticTokenizer.train(trees)"
                 )
             sp_model_proto = Path(vocab_file).read_bytes()
         self.sp_model = spm.SentencePieceProcessor(model_proto=sp_model_proto)
@@ -678,8 +703,9 @@ class SyntacticTokenizer(SyntacticTokenizerBase):
 
     @classmethod
     def train(cls, trees, vocab_size=32000, linearization="top_down", sentencepiece_options=None,
-              extra_nonterminals=(), **normalize_options):
-        """Train a SentencePiece unigram model over the words of `trees` and collect their nonterminals.
+              extra_nonterminals=(), pieces="sentencepiece", **normalize_options):
+        """Train a piece model over the words of `trees` (SentencePiece's unigram model, or with
+        pieces="byte_bpe" a GPT-2-style byte-level BPE) and collect their nonterminals.
 
         Args:
             trees: nltk.Tree objects (already normalized, POS-free), bracketed tree strings, or paths of tree
@@ -690,31 +716,59 @@ class SyntacticTokenizer(SyntacticTokenizerBase):
             extra_nonterminals: labels to include besides those of `trees` (e.g. the labels of held-out trees,
                 which would otherwise be an error to encode).
             normalize_options: trees.normalize_tree options, stored in the config and applied at encode time.
+            pieces: "sentencepiece" (default) or "byte_bpe".
         """
         _check_linearization(linearization)
         options = _normalization_options(normalize_options)
         if not isinstance(vocab_size, int) or vocab_size < 1:
             raise ValueError(f"vocab_size {vocab_size!r}: expected a positive number of word pieces")
         sentences, labels = _training_corpus(trees, options)
-        return cls(
-            sp_model_proto=train_sentencepiece(sentences, vocab_size, sentencepiece_options),
-            nonterminals=sorted(set(labels) | set(extra_nonterminals)), linearization=linearization, **options,
-        )
+        return cls(**train_piece_model(sentences, vocab_size, pieces, sentencepiece_options),
+                   nonterminals=sorted(set(labels) | set(extra_nonterminals)), linearization=linearization, **options)
+
+    @property
+    def pieces(self):
+        """The piece model: "sentencepiece" or "byte_bpe"."""
+        return "sentencepiece" if self._bpe is None else "byte_bpe"
 
     def _encode_word(self, word):
+        if self._bpe is not None:
+            return [NUM_SPECIAL_IDS + piece for piece in self._bpe.word_ids(word)]
         return [self._sp_to_id[sp_id] for sp_id in self.sp_model.encode(word)]
 
     def _word_from_tokens(self, tokens):
+        if self._bpe is not None:
+            return self._bpe.word(tokens)
         word = "".join(tokens)
         return word[1:] if word.startswith(WORD_BOUNDARY) else word
 
     def save_vocabulary(self, save_directory, filename_prefix=None):
         if not os.path.isdir(save_directory):
             raise ValueError(f"save_vocabulary: {str(save_directory)!r} is not a directory")
-        path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + "spiece.model")
+        prefix = filename_prefix + "-" if filename_prefix else ""
+        if self._bpe is not None:
+            path = os.path.join(save_directory, prefix + self.vocab_files_names["bpe_file"])
+            Path(path).write_text(self._bpe.json, encoding="utf-8")
+            return (path,)
+        path = os.path.join(save_directory, prefix + self.vocab_files_names["vocab_file"])
         with open(path, "wb") as handle:
             handle.write(self._sp_model_proto)
         return (path,)
+
+
+PIECE_MODELS = ("sentencepiece", "byte_bpe")
+
+
+def train_piece_model(sentences, vocab_size, pieces="sentencepiece", sentencepiece_options=None):
+    """SyntacticTokenizer's piece-model arguments (sp_model_proto or bpe_model_json) for a model of `pieces`
+    trained on `sentences` (lists of words)."""
+    if pieces == "byte_bpe":
+        if sentencepiece_options:
+            raise ValueError(f"sentencepiece_options {sentencepiece_options!r} apply to SentencePiece, not to pieces='byte_bpe'")
+        return {"bpe_model_json": train_byte_level_bpe(sentences, vocab_size)}
+    if pieces != "sentencepiece":
+        raise ValueError(f"pieces {pieces!r}: expected one of {', '.join(PIECE_MODELS)}")
+    return {"sp_model_proto": train_sentencepiece(sentences, vocab_size, sentencepiece_options)}
 
 
 def unknown_word_signature(word):

@@ -92,7 +92,9 @@ def encode_trees(batch, tokenizer):
     """input_ids of a batch of normalized one-line trees (parsed first, see the module docstring)."""
     trees = trees_for_tokenizer(tokenizer, [parse_tree(tree) for tree in batch["tree"]])
     try:
-        return {"input_ids": tokenizer(trees)["input_ids"]}
+        encoded = tokenizer(trees)
+        # A Nb-Up tokenizer (paper 003) also gives each `)`'s start: the model cannot read its ids without them.
+        return {name: encoded[name] for name in ("input_ids", "constituent_starts") if name in encoded}
     except ValueError:
         for position, tree in enumerate(trees):  # find the example to blame
             try:
