@@ -87,14 +87,18 @@ def command_train(args):
         vocab_size=args.vocab_size, model_overrides=overrides, max_steps=args.max_steps, batch_size=args.batch_size,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
         embedding_learning_rate_multiplier=args.embedding_lr_multiplier, eval_steps=args.eval_steps,
-        save_steps=args.save_steps, seed=args.seed, resume=args.resume, overwrite=args.overwrite,
+        save_steps=args.save_steps, logging_steps=args.logging_steps, seed=args.seed, resume=args.resume,
+        overwrite=args.overwrite,
         normalize_options=_tree_options(args), segment_length=args.segment_length,
         memory_length=args.memory_length, memory_update=args.memory, pieces=args.pieces,
     )
     if args.segment_length is None and (args.memory_length is not None or args.memory is not None):
         raise ValueError("--memory-length and --memory describe segment recurrence; give --segment-length too")
     train(setup)
-    print(f"saved the model and tokenizer to {args.output}")
+    from .distributed import is_main_process
+
+    if is_main_process():  # under torchrun the main process alone wrote them
+        print(f"saved the model and tokenizer to {args.output}")
     return 0
 
 
@@ -245,10 +249,21 @@ def command_generate(args):
 
 
 def _eval_setup(args):
+    from .distributed import device, is_distributed
     from .evaluation.results import results_directory
 
     model, tokenizer = _load(args.model)
+    if is_distributed():  # under torchrun each process searches on its own device (hf_slm/distributed.py)
+        model.to(device())
     return model, tokenizer, results_directory(args.model, args.output)
+
+
+def _reports():
+    """Whether this process prints the results: under torchrun / accelerate launch every process computes its share
+    and gets the merged metrics, and the main process alone reports them."""
+    from .distributed import is_main_process
+
+    return is_main_process()
 
 
 def _report(metrics, keys):
@@ -270,6 +285,8 @@ def command_eval_rerank(args):
     model, tokenizer, directory = _eval_setup(args)
     metrics = rerank(model, tokenizer, args.gold, args.proposals, limit=args.limit, batch_size=args.batch_size,
                      output_dir=directory, overwrite=args.overwrite)
+    if not _reports():  # proposal reranking is not shared out: every process scores all, the main one reports
+        return 0
     _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "oracle", "first_proposal", "units"))
     return 0
 
@@ -281,6 +298,8 @@ def command_eval_parse(args):
     with _left_out_said_once():
         metrics = parse_eval(model, tokenizer, args.gold, limit=args.limit, output_dir=directory,
                              overwrite=args.overwrite, **_sentence_options(args), **_beam_options(args))
+    if not _reports():
+        return 0
     _say_left_out("eval parse", metrics.get("left_out", []),
                   metrics.get("sentences_left_out", 0) + metrics.get("sentences", 0))
     _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "units"))
@@ -295,6 +314,8 @@ def command_eval_sg(args):
         metrics = run_syntaxgym(model, tokenizer, args.suites, output_dir=directory, limit=args.limit,
                                 batch_size=args.batch_size, rule=args.rule, overwrite=args.overwrite,
                                 **_sentence_options(args), **_beam_options(args))
+    if not _reports():
+        return 0
     _say_left_out("eval sg", metrics.get("left_out", []), metrics["counts"]["items"], "items")
     print(format_summary(metrics))
     _report_files(metrics)
@@ -310,6 +331,8 @@ def command_eval_ppl(args):
                                   beam_options=_beam_options(args), document_level=args.document_level,
                                   batch_size=args.batch_size, limit=args.limit, output_dir=directory,
                                   overwrite=args.overwrite, **_sentence_options(args))
+    if not _reports():
+        return 0
     _say_left_out("eval ppl", metrics.get("left_out", []), metrics["sentences"] + metrics.get("sentences_left_out", 0))
     print(metrics["summary"])
     _report_files(metrics)
@@ -324,6 +347,8 @@ def command_eval_blimp(args):
         metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
                             batch_size=args.batch_size, overwrite=args.overwrite, **_sentence_options(args),
                             **_beam_options(args))
+    if not _reports():
+        return 0
     _say_left_out("eval blimp", metrics.get("left_out", []), metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
     print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units")}))
     _report_files(metrics)
@@ -339,6 +364,8 @@ def command_eval_uas(args):
                                include_punctuation=args.include_punctuation, limit=args.limit,
                                batch_size=args.batch_size, output_dir=directory, overwrite=args.overwrite,
                                **_sentence_options(args), **_beam_options(args))
+    if not _reports():
+        return 0
     _say_left_out("eval uas", metrics.get("left_out", []), metrics["sentences"] + metrics["sentences_left_out"])
     _report(metrics, ("uas", "correct", "scored_tokens", "sentences", "punctuation", "first_proposal", "oracle",
                       "parses", "units"))
@@ -488,6 +515,7 @@ def build_parser():
                             "schedule's (default: the preset's; 2.0 for dtg-*, paper 002 section 4; 1.0 otherwise)")
     train.add_argument("--eval-steps", type=int, default=500)
     train.add_argument("--save-steps", type=int, default=500)
+    train.add_argument("--logging-steps", type=int, default=20, help="log the training loss every N steps")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--resume", action="store_true",
                        help="resume from the last checkpoint in --output, with the tokenizer saved in it (never "

@@ -274,13 +274,23 @@ def journaled(journal, keys, compute):
     keys = list(keys)
     if journal is not None and all(key in journal.finished for key in keys):
         return [journal.finished[key] for key in keys]
-    computed = list(compute())
-    if len(computed) != len(keys):
-        raise ValueError(f"computed {len(computed)} values for {len(keys)} keys")
+    computed = _checked_values(compute(), keys)
     if journal is not None:
-        computed = [json.loads(json.dumps(value, default=_plain)) for value in computed]
+        computed = _as_journaled(computed)
         journal.record(zip(keys, computed))
     return computed
+
+
+def _checked_values(values, keys):
+    values = list(values)
+    if len(values) != len(keys):
+        raise ValueError(f"computed {len(values)} values for {len(keys)} keys")
+    return values
+
+
+def _as_journaled(values):
+    """Values as a journal gives them back (JSON: numpy arrays and tuples as lists)."""
+    return [json.loads(json.dumps(value, default=_plain)) for value in values]
 
 
 def proposal_chunks(blocks, evaluate, chunk_size, total, progress=False, desc="reranking", unit="sentence"):
@@ -308,10 +318,17 @@ def map_in_chunks(compute, items, chunk_size, journal=None, keys=None, progress=
     With a journal, a chunk whose items are all finished is read from it, and every computed chunk is recorded
     as soon as it is done, and values come back as JSON gives them (tuples as lists), computed or resumed alike.
     `keys` name the items in the journal (default: their positions).
+
+    Under torchrun / accelerate launch, the processes share the chunks (`_map_across_processes`): the values
+    are those of one process, on every process.
     """
+    from .distributed import is_distributed
+
     items = list(items)
     keys = [str(index) for index in range(len(items))] if keys is None else list(keys)
     chunk_size = max(1, int(chunk_size))
+    if is_distributed() and not _computing_a_share:
+        return _map_across_processes(compute, items, chunk_size, journal, keys, progress, desc, unit)
     if journal is not None:
         journal.say_resumed(keys, unit)
     values = []
@@ -322,6 +339,52 @@ def map_in_chunks(compute, items, chunk_size, journal=None, keys=None, progress=
             values.extend(journaled(journal, chunk_keys, lambda: compute(chunk)))
             bar.update(len(chunk_keys))
     return values
+
+
+# True while this process computes its chunk of a map shared out across processes: a map inside that chunk (e.g.
+# the documents' silver trees of a summary) runs in this process alone, since the others are not there to share it.
+_computing_a_share = False
+
+
+def _map_across_processes(compute, items, chunk_size, journal, keys, progress, desc, unit):
+    """map_in_chunks under several processes (hf_slm/distributed.py): the same chunks as one process computes,
+    the unfinished ones dealt out in rounds (round k: chunk k * N + r to process r), each round's values gathered
+    on every process. The main process alone holds the journal (the others get None): it says which chunks are
+    finished, and records each round as soon as it is gathered; its progress bar is the only one."""
+    from .distributed import broadcast_from_main, gathered, is_main_process, rank, world_size
+
+    journal = journal if is_main_process() else None  # one writer
+    finished = broadcast_from_main(None if journal is None else
+                                   {key: journal.finished[key] for key in keys if key in journal.finished})
+    journaling = finished is not None  # values come back as a journal gives them, as with one process
+    if journal is not None:
+        journal.say_resumed(keys, unit)
+    starts = range(0, len(items), chunk_size)
+    values = {start: [finished[key] for key in keys[start : start + chunk_size]] for start in starts
+              if journaling and all(key in finished for key in keys[start : start + chunk_size])}
+    pending = [start for start in starts if start not in values]
+
+    def compute_chunk(start):
+        global _computing_a_share
+        _computing_a_share = True
+        try:
+            computed = _checked_values(compute(items[start : start + chunk_size]), keys[start : start + chunk_size])
+        finally:
+            _computing_a_share = False
+        return _as_journaled(computed) if journaling else computed
+
+    with tqdm(total=len(items), desc=desc, unit=unit, disable=not (progress and is_main_process())) as bar:
+        bar.update(sum(len(chunk) for chunk in values.values()))
+        for first in range(0, len(pending), world_size()):
+            round_starts = pending[first : first + world_size()]
+            mine = round_starts[rank()] if rank() < len(round_starts) else None
+            results = gathered(None if mine is None else lambda: compute_chunk(mine), f"computing {desc or 'items'}")
+            for start, chunk_values in zip(round_starts, results):
+                values[start] = chunk_values
+                if journal is not None:
+                    journal.record(zip(keys[start : start + chunk_size], chunk_values))
+                bar.update(len(chunk_values))
+    return [value for start in starts for value in values[start]]
 
 
 __all__ = ["LOCK_NAME", "RunJournal", "data_fingerprint", "journaled", "map_in_chunks", "model_fingerprint",

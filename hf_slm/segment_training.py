@@ -12,6 +12,10 @@ streams), and `compute_loss` carries the memory from one call to the next (model
 memory is part of the training state: every checkpoint saves it (`segment_memory.safetensors`) and `--resume`
 restores it, so a resumed run reads the same memory, and gives the same losses, as an uninterrupted one (Trainer
 restores the weights, the optimizer, the random states and skips the batches already read).
+
+Segment training runs in one process: `compute_loss` calls `segment_forward` on the unwrapped model, outside
+DistributedDataParallel's forward, which would skip its gradient averaging; hf_slm.training refuses it under
+torchrun / accelerate launch (`check_segments_on_one_process`).
 """
 
 import json

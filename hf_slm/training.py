@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from datasets import Dataset, DatasetDict, load_from_disk
 from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import get_last_checkpoint
 
 from .checks import LINEARIZATION_OF_GRAMMAR, check_tokenizer_matches
@@ -41,6 +42,8 @@ from .auto import tokenizer_class_for_grammar
 from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer,
                            reads_unlabeled_trees, trees_for_tokenizer)
 from .data.prepare_dependency import is_dependency_tokenizer, transition_grammars
+from .distributed import (barrier, is_distributed, is_main_process, main_process_context, on_main_process,
+                          world_size)
 from .modeling.configuration_slm import PRESETS, preset_config
 from .modeling.grammars import grammar_class
 from .modeling.modeling_slm import causal_lm_for_config
@@ -427,9 +430,31 @@ def resumed_tokenizer(output, tokenizer_dir=None):
 def train(setup, log=print):
     """Train a model as `setup` says; return (trainer, tokenizer). Checkpoints go to setup.output, which is
     locked while training writes it; an existing model there is refused unless setup.overwrite or setup.resume
-    (module docstring)."""
-    with output_lock(setup.output, log=log):
+    (module docstring).
+
+    Under `torchrun` / `accelerate launch` (hf_slm/distributed.py) the main process holds the lock, checks the
+    output folder, trains the tokenizer and writes every file; the others wait for it and read its tokenizer.
+    """
+    check_segments_on_one_process(setup)
+    if not is_main_process():
+        log = _say_nothing  # one process speaks for all
+    with main_process_context(output_lock(setup.output, log=log), f"locking the output folder {setup.output}"):
         return _train(setup, log)
+
+
+def _say_nothing(*_):
+    pass
+
+
+def check_segments_on_one_process(setup):
+    """Refuse segment recurrence under several processes: SegmentTrainer calls the model's segment_forward
+    itself, outside DistributedDataParallel's forward, so the processes' gradients would never be averaged."""
+    if getattr(setup, "segment_length", None) is not None and is_distributed():  # FinetuneSetup has none
+        raise ValueError(
+            f"--segment-length {setup.segment_length}: segment recurrence trains in one process only ({world_size()} "
+            "were launched): its steps call the model outside DistributedDataParallel, whose gradient averaging "
+            "would be skipped; run `hf-slm train` without torchrun / accelerate launch"
+        )
 
 
 def _train(setup, log):
@@ -450,13 +475,13 @@ def _train(setup, log):
         if not Path(path).exists():
             raise ValueError(f"tree file {str(path)!r} does not exist")
     output = Path(setup.output)
-    _check_output(setup, log)
-    if setup.pieces is not None and (setup.resume or setup.tokenizer or prepared_dataset_dir(setup.train) is not None):
-        raise ValueError(f"--pieces {setup.pieces}: it chooses the piece model of a tokenizer trained here, and this run "
-                         "uses a given one (--tokenizer, --resume or the prepared dataset's); leave --pieces out")
+    on_main_process(lambda: _check_output(setup, log), f"checking the output folder {setup.output}")
     resumed, resumed_from = resumed_tokenizer(output, setup.tokenizer) if setup.resume else (None, None)
 
     prepared = prepared_dataset_dir(setup.train)
+    if setup.pieces is not None and (setup.resume or setup.tokenizer or prepared is not None):
+        raise ValueError(f"--pieces {setup.pieces}: it chooses the piece model of a tokenizer trained here, and this run "
+                         "uses a given one (--tokenizer, --resume or the prepared dataset's); leave --pieces out")
     if prepared is None and grammar in transition_grammars():
         raise ValueError(
             f"--train {', '.join(map(str, setup.train))}: the {grammar} grammar trains on dependency trees prepared "
@@ -501,9 +526,9 @@ def _train(setup, log):
                 node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
                 for node in tree.subtrees()})
             pieces = {} if setup.pieces is None else {"pieces": setup.pieces}
-            tokenizer = tokenizer_class.train(train_trees, vocab_size=vocab_size,
-                                              linearization=LINEARIZATION_OF_GRAMMAR[grammar], **labels, **pieces,
-                                              **setup.normalize_options)
+            tokenizer = trained_once(lambda: tokenizer_class.train(
+                train_trees, vocab_size=vocab_size, linearization=LINEARIZATION_OF_GRAMMAR[grammar], **labels,
+                **pieces, **setup.normalize_options), output)
     overrides = dict(setup.model_overrides)
     if prepared is not None and inputs.document_level:
         # Documents (several trees after one <s>) need a document-level grammar in the model and the collator.
@@ -543,9 +568,35 @@ def _train(setup, log):
             "afterwards with `hf-slm eval ppl`")
         eval_dataset = None
     trainer = run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, schedule)
-    write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
-                          prepared=inputs.description() if prepared is not None else None)
+    if is_main_process():
+        write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
+                              prepared=inputs.description() if prepared is not None else None)
     return trainer, tokenizer
+
+
+# Where the main process leaves the tokenizer it trained for the other processes to load (removed once they have).
+TOKENIZER_HANDOFF = ".tokenizer-for-processes"
+
+
+def trained_once(train_tokenizer, output):
+    """The tokenizer `train_tokenizer()` makes, trained by the main process only: SentencePiece training is not
+    deterministic across processes, and every process must encode with the same ids. The others load what the
+    main process saved in `<output>/.tokenizer-for-processes`."""
+    if not is_distributed():
+        return train_tokenizer()
+    handoff = Path(output) / TOKENIZER_HANDOFF
+    made = {}
+
+    def train_and_save():
+        made["tokenizer"] = train_tokenizer()
+        made["tokenizer"].save_pretrained(str(handoff))
+
+    on_main_process(train_and_save, "training the tokenizer")
+    tokenizer = made["tokenizer"] if is_main_process() else load_syntactic_tokenizer(handoff)
+    barrier()  # every process has read it
+    if is_main_process():
+        shutil.rmtree(handoff, ignore_errors=True)
+    return tokenizer
 
 
 def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, schedule):
@@ -585,7 +636,16 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
         # Batches of similar lengths waste less on padding: the [B, T', T'] attention grows with the longest.
         train_sampling_strategy="group_by_length" if setup.group_by_length else "random",
     )
+    if is_distributed():
+        # DistributedDataParallel's search for unused parameters costs a graph traversal every step: only where
+        # the configuration has some.
+        unused = unused_parameter_names(model, collator, train_dataset, schedule["batch_size"])
+        args.ddp_find_unused_parameters = bool(unused)
+        if unused and is_main_process():
+            print("parameters without gradients (DistributedDataParallel looks for them every step): "
+                  + ", ".join(unused[:10]) + (" ..." if len(unused) > 10 else ""))
     callbacks = [_TimeLimit(setup.max_seconds)] if setup.max_seconds else []
+    check_segments_on_one_process(setup)
     if getattr(setup, "segment_length", None) is not None:  # hf-slm train's option (not fine-tuning's)
         streams = DocumentStreams(model.grammar, train_dataset["input_ids"], schedule["batch_size"],
                                   setup.segment_length, setup.memory_length, setup.memory_update,
@@ -593,17 +653,72 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
         trainer = SegmentTrainer(model=model, args=args, train_dataset=streams, optimizers=(optimizer, scheduler),
                                  callbacks=callbacks, processing_class=tokenizer)
     else:
-        trainer = Trainer(
+        trainer = SyntacticTrainer(
             model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, data_collator=collator,
             optimizers=(optimizer, scheduler), callbacks=callbacks, processing_class=tokenizer,
         )
     trainer.train(resume_from_checkpoint=True if setup.resume else None)
-    trainer.save_model(str(output))
-    # save_model also pickles the TrainingArguments; the final model folder keeps safetensors and JSON only
-    # (training_setup.json records the setup). The checkpoint-* folders keep theirs, for --resume.
-    (output / "training_args.bin").unlink(missing_ok=True)
-    tokenizer.save_pretrained(str(output))
+    trainer.save_model(str(output))  # by the main process only (Trainer's should_save)
+    if is_main_process():
+        # save_model also pickles the TrainingArguments; the final model folder keeps safetensors and JSON only
+        # (training_setup.json records the setup). The checkpoint-* folders keep theirs, for --resume.
+        (output / "training_args.bin").unlink(missing_ok=True)
+        tokenizer.save_pretrained(str(output))
     return trainer
+
+
+def unused_parameter_names(model, collator, dataset, batch_size):
+    """Names of the trainable parameters that one forward and backward pass over the first `batch_size`
+    training examples leaves without a gradient (e.g. options a configuration switches off). The pass changes
+    neither the weights nor the random state, and its gradients are discarded."""
+    batch = collator([dataset[index] for index in range(min(batch_size, len(dataset)))])
+    batch = {name: value.to(model.device) if torch.is_tensor(value) else value for name, value in batch.items()}
+    model.zero_grad(set_to_none=True)
+    with torch.random.fork_rng(devices=[]):
+        model(**batch).loss.backward()
+    unused = [name for name, parameter in model.named_parameters()
+              if parameter.requires_grad and parameter.grad is None]
+    model.zero_grad(set_to_none=True)
+    return unused
+
+
+def predicted_actions(inputs, pad_token_id):
+    """How many actions of a collated batch the model's loss averages over: the shifted labels that are neither
+    -100, nor the pad id, nor under a 0 of the [B, T] attention mask (SyntacticTransformerForCausalLM.forward's
+    rule)."""
+    labels = inputs["labels"]
+    counted = (labels != -100) & (labels != pad_token_id)
+    mask = inputs.get("attention_mask")
+    if mask is not None and mask.shape == labels.shape:
+        counted &= mask != 0
+    return counted[:, 1:].sum()
+
+
+class SyntacticTrainer(Trainer):
+    """Trainer whose N-process run takes the steps of a one-process run with N times the per-device batch.
+
+    Two things differ from Trainer there. Length grouping groups the global batch (per-device batch x processes),
+    each process reading its part, so that the processes together read the one-process run's batches. And the
+    model's loss is a mean over the actions of its own rows, while DistributedDataParallel averages the processes'
+    gradients: each process's loss is weighted by its share of the actions (x N, which the averaging divides
+    again), so that the step follows the mean over all the batch's actions. (A start pointer's loss, paper 003's
+    Nb-Up, is weighted by the same share of actions, not of its own `)` targets.)
+    """
+
+    def _get_train_sampler(self, train_dataset=None):
+        sampler = super()._get_train_sampler(train_dataset)
+        if isinstance(sampler, LengthGroupedSampler) and self.args.world_size > 1:
+            global_batch = self.args.train_batch_size * self.args.gradient_accumulation_steps * self.args.world_size
+            return LengthGroupedSampler(global_batch, lengths=sampler.lengths, generator=sampler.generator)
+        return sampler
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
+        if self.args.world_size > 1 and model.training:
+            mine = predicted_actions(inputs, self.accelerator.unwrap_model(model).config.pad_token_id)
+            total = self.accelerator.gather(mine.reshape(1)).sum().clamp(min=1)
+            loss = loss * (mine * self.args.world_size / total).to(loss.dtype)
+        return (loss, outputs) if return_outputs else loss
 
 
 def record_segment_options(model, setup):

@@ -14,6 +14,7 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..distributed import main_process_context
 from ..run_journal import RunJournal, data_fingerprint, model_fingerprint, output_lock, text_fingerprint
 
 # Folder names that say nothing about the data: the name is taken from the folder above them
@@ -71,10 +72,20 @@ def evaluation_run(output_dir, kind, data, model, settings, limit=None, overwrit
         left out of the journal's header). data_description: the text hashed for data held in memory (default:
         `data` as JSON). A result file without a journal (an older version's, or one whose journal was
         removed) is not replaced unless overwrite.
+
+    Under torchrun / accelerate launch the main process alone locks the folder, keeps the journal and writes the
+    results; the other processes get None (they compute their share of the items and write nothing).
     """
     if output_dir is None:
         yield None
         return
+    opened = _opened_run(output_dir, kind, data, model, settings, limit, overwrite, data_description)
+    with main_process_context(opened, f"opening the {kind} results in {output_dir}") as run:
+        yield run
+
+
+@contextmanager
+def _opened_run(output_dir, kind, data, model, settings, limit, overwrite, data_description):
     directory = Path(output_dir)
     stem = result_stem(kind, data, limit)
     with output_lock(directory):

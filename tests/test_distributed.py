@@ -1,0 +1,293 @@
+"""`torchrun --nproc_per_node=2 -m hf_slm.cli ...` on 2 CPU processes (gloo) against the same command on one
+process (issue 18): training takes the same steps, evaluation gives the same results.
+
+Each test launches real processes (python -m torch.distributed.run) with a timeout; they are skipped only where
+torch.distributed or its gloo backend is missing.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
+TIMEOUT_SECONDS = 120
+
+if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+    pytest.skip("torch.distributed with the gloo backend is not available in this torch build",
+                allow_module_level=True)
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _environment():
+    # One thread per process: the 2 processes share the machine's cores, and the 1-process run must compute
+    # with the same kernels (thread counts can change the order of float sums).
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def run_cli(args, processes=1):
+    """`hf-slm ARGS` on `processes` processes (torchrun for more than one); the CompletedProcess, checked."""
+    if processes == 1:
+        command = [sys.executable, "-m", "hf_slm.cli", *args]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
+                   "--master-addr=127.0.0.1", f"--master-port={_free_port()}", "-m", "hf_slm.cli", *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=_environment())
+    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    return result
+
+
+def logged_losses(run_dir, step):
+    state = json.loads((Path(run_dir) / f"checkpoint-{step}" / "trainer_state.json").read_text())
+    return {entry["step"]: entry["loss"] for entry in state["log_history"] if "loss" in entry}
+
+
+@pytest.fixture(scope="module")
+def training_trees(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("distributed_trees")
+    path = directory / "train.txt"
+    # 48 trees: Trainer's length grouping would group 8 trees at a time for batches of 8 and 12 for batches of 4,
+    # so the two runs read the same batches only if the grouping is that of the global batch.
+    path.write_text("\n".join((SAMPLE / "train.txt").read_text().splitlines()[:48]) + "\n")
+    return path
+
+
+def train_args(trees, output, batch_size, max_steps=4, save_steps=4):
+    # Dropout off: the processes draw other random masks than the single process would.
+    model = ["hidden_size=32", "intermediate_size=64", "num_hidden_layers=1", "num_attention_heads=2",
+             "max_sequence_length=512", "embedding_dropout=0", "core_dropout=0", "final_dropout=0"]
+    return ["train", "--preset", "tg-ptb", "--train", str(trees), "--output", str(output), "--vocab-size", "200",
+            *[part for setting in model for part in ("--set", setting)], "--max-steps", str(max_steps),
+            "--batch-size", str(batch_size), "--logging-steps", "1", "--save-steps", str(save_steps),
+            "--learning-rate", "1e-3", "--warmup-steps", "1"]
+
+
+@pytest.fixture(scope="module")
+def training_runs(training_trees, tmp_path_factory):
+    """The same 4 steps trained by one process with batches of 8 and by two with batches of 4 (checkpoints at
+    steps 2 and 4): (folder, completed process) of each."""
+    directory = tmp_path_factory.mktemp("distributed_training")
+    one = run_cli(train_args(training_trees, directory / "one", batch_size=8))
+    two = run_cli(train_args(training_trees, directory / "two", batch_size=4, save_steps=2), processes=2)
+    return (directory / "one", one), (directory / "two", two)
+
+
+def test_two_processes_with_half_batches_take_the_steps_of_one_process(training_runs):
+    from safetensors.torch import load_file
+
+    (one_dir, _), (two_dir, two) = training_runs
+    # The same batches (length grouping over the global batch, each process its half) and the same loss (each
+    # process weighted by its share of the actions): the losses and weights of the 1-process run.
+    single, double = logged_losses(one_dir, 4), logged_losses(two_dir, 4)
+    assert sorted(single) == sorted(double) == [1, 2, 3, 4]
+    for step in single:
+        assert double[step] == pytest.approx(single[step], rel=1e-5, abs=1e-6), (step, single, double)
+    first, second = load_file(one_dir / "model.safetensors"), load_file(two_dir / "model.safetensors")
+    for name in first:
+        torch.testing.assert_close(second[name], first[name], rtol=1e-4, atol=1e-4, msg=name)
+
+    # One tokenizer (trained by the main process; the hand-off folder is gone), written once, by one process.
+    assert (two_dir / "spiece.model").read_bytes() == (one_dir / "spiece.model").read_bytes()
+    assert not (two_dir / ".tokenizer-for-processes").exists()
+    assert two.stdout.count("saved the model and tokenizer") == 1, two.stdout
+    assert two.stdout.count("training a sentencepiece tokenizer") == 1, two.stdout
+    record = json.loads((two_dir / "training_setup.json").read_text())
+    assert record["steps_done"] == 4 and record["batch_size"] == 4
+    # This configuration uses every parameter: DistributedDataParallel is not asked to look for unused ones.
+    assert "find_unused_parameters=True" not in two.stderr
+    assert "parameters without gradients" not in two.stdout
+    assert not (two_dir / ".hf-slm.lock").exists()
+
+
+def test_resuming_under_two_processes_takes_the_same_next_steps(training_runs, training_trees, tmp_path):
+    (one_dir, _), (two_dir, _) = training_runs
+    shutil.copytree(two_dir / "checkpoint-2", tmp_path / "resumed" / "checkpoint-2")
+    resumed = run_cli([*train_args(training_trees, tmp_path / "resumed", batch_size=4, save_steps=2), "--resume"],
+                      processes=2)
+    assert "resuming with the tokenizer saved in" in resumed.stdout and "training a" not in resumed.stdout
+    single, again = logged_losses(one_dir, 4), logged_losses(tmp_path / "resumed", 4)
+    for step in (3, 4):
+        assert again[step] == pytest.approx(single[step], rel=1e-5, abs=1e-6), (step, single, again)
+
+
+def test_segment_recurrence_is_refused_under_two_processes(training_trees, tmp_path):
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-addr=127.0.0.1",
+               f"--master-port={_free_port()}", "-m", "hf_slm.cli",
+               *train_args(training_trees, tmp_path / "segments", batch_size=2), "--segment-length", "32"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=_environment())
+    assert result.returncode != 0
+    assert "segment recurrence trains in one process only (2 were launched)" in result.stderr, result.stderr[-3000:]
+    assert not (tmp_path / "segments").exists()
+
+
+def test_the_parameters_a_configuration_leaves_unused_are_found(tmp_path):
+    from conftest import save_tiny_checkpoint
+    from hf_slm.collator import SyntacticDataCollator
+    from hf_slm.training import tree_dataset, unused_parameter_names
+
+    trees = (SAMPLE / "train.txt").read_text().splitlines()[:6]
+    _, model, tokenizer = save_tiny_checkpoint(tmp_path / "model", trees, vocab_size=60)
+    collator = SyntacticDataCollator("tg", tokenizer.action_layout)
+    dataset = tree_dataset(tokenizer, trees, "tg", model.config.max_sequence_length)
+    model.train()
+    weights = {name: value.clone() for name, value in model.state_dict().items()}
+    assert unused_parameter_names(model, collator, dataset, 4) == []
+    model.unread = torch.nn.Parameter(torch.zeros(3))  # a parameter that no forward reads
+    assert unused_parameter_names(model, collator, dataset, 4) == ["unread"]
+    assert all(parameter.grad is None for parameter in model.parameters()), "the probe's gradients are discarded"
+    for name, value in weights.items():
+        assert torch.equal(model.state_dict()[name], value), name
+
+
+# ---- sharded evaluation ------------------------------------------------------------------------------------
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+BEAM = ["--beam-size", "10", "--word-beam-size", "4", "--batch-size", "2"]
+
+
+@pytest.fixture(scope="module")
+def evaluated_model(tmp_path_factory):
+    """A small random TG model with a tokenizer trained on 40 sample trees, and 7 gold trees to evaluate on."""
+    from conftest import save_tiny_checkpoint
+
+    directory = tmp_path_factory.mktemp("distributed_eval")
+    lines = (SAMPLE / "train.txt").read_text().splitlines()
+    checkpoint, _, _ = save_tiny_checkpoint(directory / "model", lines[:40], vocab_size=120)
+    gold = directory / "gold.txt"
+    short = [line for line in lines[40:] if line.count(" (") <= 14][:7]  # short trees: a quick beam search
+    gold.write_text("\n".join(short) + "\n")
+    return checkpoint, gold
+
+
+EVALUATIONS = {
+    # 7 sentences in chunks of 2: 4 chunks, dealt out in 2 rounds of 2 processes
+    "ppl": lambda gold: ["--data", str(gold)],
+    "parse": lambda gold: ["--gold", str(gold)],
+    "sg": lambda gold: ["--suites", str(FIXTURES / "syntaxgym"), "--limit", "2"],
+    "blimp": lambda gold: ["--data", str(FIXTURES / "blimp"), "--limit", "2"],
+}
+
+
+def _result_files(directory):
+    """{file name: contents} of a results folder, the result records without their date; the bar chart left
+    out (its pixels are matplotlib's)."""
+    files = {}
+    for path in sorted(Path(directory).iterdir()):
+        if path.suffix == ".png":
+            continue
+        text = path.read_text()
+        if path.suffix == ".json":
+            record = json.loads(text)
+            record.pop("date", None)
+            text = record
+        files[path.name] = text
+    return files
+
+
+@pytest.mark.parametrize("evaluation", sorted(EVALUATIONS))
+def test_two_processes_evaluate_like_one(evaluated_model, evaluation, tmp_path):
+    checkpoint, gold = evaluated_model
+    evaluate_with_one_and_two_processes(
+        evaluation, ["eval", evaluation, "--model", str(checkpoint), *EVALUATIONS[evaluation](gold), *BEAM], tmp_path)
+
+
+def test_two_processes_give_the_uas_of_one(tmp_path):
+    from test_dependency_model import tiny
+    from test_uas import GOLD, conllu
+
+    model, tokenizer = tiny("dtg")
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "gold.conllu").write_text(conllu(GOLD))  # 4 sentences: 2 chunks, one to each process
+    evaluate_with_one_and_two_processes(
+        "uas", ["eval", "uas", "--model", str(tmp_path / "model"), "--data", str(tmp_path / "gold.conllu"), *BEAM],
+        tmp_path)
+
+
+def evaluate_with_one_and_two_processes(evaluation, args, tmp_path):
+    one = run_cli([*args, "--output", str(tmp_path / "one")])
+    two = run_cli([*args, "--output", str(tmp_path / "two")], processes=2)
+
+    # The main process merged the shares into the results of one process, item by item (the journal included),
+    # and printed them once.
+    assert _result_files(tmp_path / "two") == _result_files(tmp_path / "one")
+    assert two.stdout == one.stdout and one.stdout.strip()
+    assert two.stderr.count("wrote ") == 1, two.stderr
+    # One progress bar, the main process's (each bar starts with one 0% line).
+    assert _progress_bars(two.stderr, evaluation) == _progress_bars(one.stderr, evaluation) >= 1, two.stderr
+
+
+PROGRESS_NAMES = {"ppl": "perplexity (", "parse": "parsing", "sg": "SyntaxGym", "blimp": "BLiMP", "uas": "parsing"}
+
+
+def _progress_bars(stderr, evaluation):
+    return sum(1 for line in stderr.replace("\r", "\n").splitlines()
+               if line.startswith(PROGRESS_NAMES[evaluation]) and " 0%|" in line)
+
+
+SHARING_SCRIPT = r'''
+import json, sys
+from hf_slm.distributed import is_main_process, rank
+from hf_slm.run_journal import map_in_chunks
+
+def compute(chunk):
+    if sys.argv[1] == "fail" and rank() == 1:
+        raise ValueError("sentence 5 cannot be scored")
+    # a map inside a chunk runs in the process computing the chunk (the other is not there to share it)
+    return [(rank(), square) for square in map_in_chunks(lambda inner: [x * x for x in inner], chunk, 1)]
+
+values = map_in_chunks(compute, range(7), chunk_size=2)
+if is_main_process():
+    print(json.dumps(values))
+'''
+
+
+def run_script(tmp_path, *args):
+    script = tmp_path / "share.py"
+    script.write_text(SHARING_SCRIPT)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-addr=127.0.0.1",
+               f"--master-port={_free_port()}", str(script), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=_environment())
+
+
+def test_chunks_are_dealt_out_to_the_processes_in_rounds(tmp_path):
+    result = run_script(tmp_path, "ok")
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = json.loads(result.stdout)
+    # chunks [0, 1] [2, 3] [4, 5] [6]: round 1 gives the first two to processes 0 and 1, round 2 the others
+    assert values == [[0, 0], [0, 1], [1, 4], [1, 9], [0, 16], [0, 25], [1, 36]]
+
+
+def test_a_process_that_fails_stops_all_of_them_with_its_error(tmp_path):
+    result = run_script(tmp_path, "fail")  # the timeout would catch a process left waiting for the other
+    assert result.returncode != 0
+    assert "process 1 failed computing items: ValueError: sentence 5 cannot be scored" in result.stderr
+
+
+def test_two_processes_resume_an_interrupted_evaluation_from_its_journal(evaluated_model, tmp_path):
+    checkpoint, gold = evaluated_model
+    args = ["eval", "ppl", "--model", str(checkpoint), *EVALUATIONS["ppl"](gold), *BEAM, "--output", str(tmp_path)]
+    run_cli(args, processes=2)
+    complete = _result_files(tmp_path)
+    # An interruption after the first 3 sentences: the journal keeps them, the results are not written yet.
+    journal = tmp_path / "ppl-gold.journal.jsonl"
+    journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:4]))
+    for name in complete:
+        if not name.endswith(".journal.jsonl"):
+            (tmp_path / name).unlink()
+    resumed = run_cli(args, processes=2)
+    assert resumed.stderr.count("resuming ppl-gold.journal.jsonl: 3 of 7 sentences already finished") == 1
+    # The same results; the journal differs only in holding again the sentences of the chunk cut short.
+    without_journal = {name: text for name, text in complete.items() if not name.endswith(".journal.jsonl")}
+    assert {name: text for name, text in _result_files(tmp_path).items()
+            if not name.endswith(".journal.jsonl")} == without_journal
