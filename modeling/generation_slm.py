@@ -352,10 +352,10 @@ class WordSynchronousBeamSearch:
         pending, finished_completed = [], [[] for _ in range(count)]
         active = frontier
         while len(active):
-            allowed, completing = self.constraints.allowed(active.status, words)
+            allowed, completing, columns = self.constraints.allowed_columns(active.status, words)
             # Only the columns some hypothesis may take (with forced words: the nonterminals and a few pieces).
-            columns = _rows(allowed.any(0))
-            allowed, completing = allowed[:, columns], completing[:, columns]
+            taken = _rows(allowed.any(0))
+            columns, allowed, completing = columns[taken], allowed[:, taken], completing[:, taken]
             # float32 for choosing; the successors' scores add up in float64
             scores = active.log_probs[:, columns] + active.score.float()[:, None]
             scores = scores.masked_fill_(~allowed, float("-inf"))

@@ -7,7 +7,7 @@ sees the grammar through rows:
   rows.step(actions) -> (rows, NewPositions): the successors (row i of self followed by actions[i]; self is
       not changed) and the positions each action expands to, as arrays;
   rows.select(index) / HypothesisRows.concat(list): keep, reorder, join;
-  rows.legal_actions() [H, V] bool tensor; rows.open_total, rows.closes_root, rows.complete, rows.positions
+  rows.legal_actions(columns=None) [H, V] (or [H, C]) bool tensor; rows.open_total, rows.closes_root, rows.complete, rows.positions
       [H] tensors; rows.completion_needs_after() [H, len(NEED_KINDS), 2] (grammar.completion_needs_after).
 
 `StateListRows` implements them for any grammar with its incremental states (`grammar.step` and
@@ -160,8 +160,10 @@ class StateListRows(HypothesisRows):
             steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens,
             composes=getattr(grammar, "external_composition", False))
 
-    def legal_actions(self):
-        return torch.from_numpy(np.stack([self.grammar.legal_actions(s) for s in self.states]))
+    def legal_actions(self, columns=None):
+        """[H, V] bool (or [H, C]: only the ids `columns`, a long tensor)."""
+        legal = np.stack([self.grammar.legal_actions(s) for s in self.states])
+        return torch.from_numpy(legal if columns is None else legal[:, columns.numpy()])
 
     def start_choices(self):
         """Nb-Up (a grammar that `takes_start`): ([H, C] the feasible starts C_k of a `)` now, as action indices,
@@ -347,10 +349,15 @@ class TransformerGrammarRows(HypothesisRows):
         new["num_actions"] = self.num_actions + 1
         return TransformerGrammarRows(grammar, **new), positions
 
-    def legal_actions(self):
-        """[H, V] bool: Grammar.legal_actions for bracketed trees, row by row (tests hold them equal)."""
+    def legal_actions(self, columns=None):
+        """[H, V] bool: Grammar.legal_actions for bracketed trees, row by row (tests hold them equal); with
+        `columns` (a long tensor of C ids), [H, C]: those ids only (the search's candidates, a few dozen of
+        thousands)."""
         grammar = self.grammar
         tables = _legal_tables(grammar)
+        if columns is not None:
+            columns = columns.numpy()
+            tables = tables[:, columns]
         rows = np.arange(len(self))
         innermost = np.maximum(self.open_count - 1, 0)
         children = self.children[rows, innermost]
@@ -360,6 +367,11 @@ class TransformerGrammarRows(HypothesisRows):
         legal = tables[which]
         may_close = (which == 3) & (children > 0)
         closing_ids = np.broadcast_to(grammar.layout.closing_id_for(self.open_id[rows, innermost]), rows.shape)
+        if columns is not None:  # the closing ids' places among the columns (-1: not a candidate)
+            place = np.full(grammar.vocab_size, -1, dtype=np.int64)
+            place[columns] = np.arange(len(columns))
+            closing_ids = place[closing_ids]
+            may_close &= closing_ids >= 0
         legal[rows[may_close], closing_ids[may_close]] = True
         return torch.from_numpy(legal)
 

@@ -18,7 +18,8 @@ It also says which actions complete a round of word-synchronous beam search (gen
 finish the sentence once its words are there).
 
 Everything here works on H hypotheses at once: counters are [H] tensors (DecodingStatus), the sentences'
-words are tables (SentenceWords), and the result is two [H, V] masks from a handful of tensor operations.
+words are tables (SentenceWords), and the result is two [H, C] masks over the C candidate ids (`allowed_columns`;
+`allowed` spreads them over the vocabulary) from a handful of tensor operations.
 
 Hub code: imports only numpy, torch and its sibling files.
 """
@@ -258,8 +259,8 @@ class SearchConstraints:
         bare = needs[:, _TERMINAL_NEED] + 1
         return torch.cat([needs, bare[:, None]], dim=1)
 
-    def _keep_completable(self, status, words, free_words, new_words, allowed):
-        """Narrow `allowed` [H, V] (in place) to the actions after which a hypothesis can still complete its tree,
+    def _keep_completable(self, status, words, free_words, new_words, allowed, columns):
+        """Narrow `allowed` [H, C] (the ids `columns`; in place) to the actions after which a hypothesis can still complete its tree,
         by the grammar's completion_needs_after: the pieces it needs within the pieces its words can still bring
         (forced ones left, then the free words, up to MAX_PIECES_PER_WORD each, and the rest of a free word going
         on; in a Bi tree, where a word of several pieces is its own constituent, the children its words can still
@@ -294,9 +295,10 @@ class SearchConstraints:
         rows = torch.nonzero(~fits.all(1)).squeeze(1)
         if not len(rows):
             return allowed
-        narrowed = allowed[rows] & fits[rows][:, self._need_column]
+        need_column = self._need_column[columns]
+        narrowed = allowed[rows] & fits[rows][:, need_column]
         stuck = torch.nonzero(~narrowed.any(1)).squeeze(1)
-        narrowed[stuck] = allowed[rows[stuck]] & fits_pieces[rows[stuck]][:, self._need_column]
+        narrowed[stuck] = allowed[rows[stuck]] & fits_pieces[rows[stuck]][:, need_column]
         allowed[rows] = narrowed
         return allowed
 
@@ -317,8 +319,16 @@ class SearchConstraints:
     def allowed(self, status, words):
         """([H, V] bool allowed actions, [H, V] bool actions that complete the round) for the H hypotheses
         of `status` (a DecodingStatus) searching the sentences of `words` (SentenceWords)."""
+        allowed, completing, columns = self.allowed_columns(status, words)
+        full = torch.zeros((2, len(allowed), self.grammar.vocab_size), dtype=torch.bool)
+        full[0][:, columns], full[1][:, columns] = allowed, completing
+        return full[0], full[1]
+
+    def allowed_columns(self, status, words):
+        """`allowed` over the candidate ids only: ([H, C] allowed, [H, C] completing, the C ids). The candidates
+        are the ids some hypothesis's flags permit and the forced pieces: with forced words, the structural ids
+        and a few pieces of thousands, so that the [H, ...] work of a round is that narrow."""
         grammar_rows = status.grammar_rows
-        legal = grammar_rows.legal_actions()
         open_total = grammar_rows.open_total
         # whether a closing action now would complete the tree (TG: the root's; DTG: the arc onto the root)
         closes_root = grammar_rows.closes_root
@@ -389,17 +399,24 @@ class SearchConstraints:
         if self.structure_between_pieces:
             may_start_free_word = may_start_free_word & ~needs_close
             continues = torch.zeros_like(continues)
-        permitted = self._permitted[self._code(may_open, may_close, may_end, may_start_free_word, continues)]
+        permit_code = self._code(may_open, may_close, may_end, may_start_free_word, continues)
         forced_rows = torch.nonzero(in_forced).squeeze(1)
         forced_rows = forced_rows[forced_piece_ok[forced_rows]]
-        permitted[forced_rows, forced_piece[forced_rows]] = True
-        allowed = legal & permitted
-        allowed = self._keep_completable(status, words, free_words, new_words, allowed)
+        candidate = self._permitted[torch.unique(permit_code)].any(0)
+        candidate[forced_piece[forced_rows]] = True
+        columns = torch.nonzero(candidate).squeeze(1)
+        place = torch.full((len(candidate),), -1, dtype=torch.long)  # each candidate id's column
+        place[columns] = torch.arange(len(columns))
+        permitted = self._permitted[:, columns][permit_code]
+        permitted[forced_rows, place[forced_piece[forced_rows]]] = True
+        allowed = grammar_rows.legal_actions(columns) & permitted
+        allowed = self._keep_completable(status, words, free_words, new_words, allowed, columns)
         # A round completes with a free word's piece, the root's closing or `</s>` when no free words follow,
         # or the last piece of a forced word. A grammar that ends with `</s>` completes it there, not at the root.
         finishing = between_words & no_free_words
         root_completes = finishing & closes_root & (not self.grammar.uses_eos)
-        completing = allowed & self._completing[self._code(free, root_completes, finishing)]
+        completing = allowed & self._completing[:, columns][self._code(free, root_completes, finishing)]
         completes_word = forced_rows[forced_completes[forced_rows]]
-        completing[completes_word, forced_piece[completes_word]] = allowed[completes_word, forced_piece[completes_word]]
-        return allowed, completing
+        at = place[forced_piece[completes_word]]
+        completing[completes_word, at] = allowed[completes_word, at]
+        return allowed, completing, columns
