@@ -239,7 +239,7 @@ class SearchConstraints:
                                     open_before=status.open_before)
         return int(status.word) == len(words) and bool(status.grammar_rows.complete[0])
 
-    def _nothing_binds(self, status, words, needs):
+    def _nothing_binds(self, status, forced_left, needs):
         """Whether no hypothesis can be refused by _keep_completable (most rounds: checked in a few reductions, not
         [H, K] work). Outside Bi trees the pieces budget is at least MAX_PIECES_PER_WORD, so pieces bind only for a
         larger need; positions cannot bind while the positions so far, every forced piece left and the largest
@@ -250,7 +250,7 @@ class SearchConstraints:
         if self.max_positions is None:
             return True
         worst = torch.where(reachable, needs[:, :, 0], 0).amax(1)
-        return bool((status.grammar_rows.positions + words.forced_pieces_left(status) + worst <= self.max_positions).all())
+        return bool((status.grammar_rows.positions + forced_left + worst <= self.max_positions).all())
 
     @staticmethod
     def _needs_by_column(needs):
@@ -259,7 +259,7 @@ class SearchConstraints:
         bare = needs[:, _TERMINAL_NEED] + 1
         return torch.cat([needs, bare[:, None]], dim=1)
 
-    def _keep_completable(self, status, words, free_words, new_words, allowed, columns):
+    def _keep_completable(self, status, words, free_words, new_words, in_forced, allowed, columns):
         """Narrow `allowed` [H, C] (the ids `columns`; in place) to the actions after which a hypothesis can still complete its tree,
         by the grammar's completion_needs_after: the pieces it needs within the pieces its words can still bring
         (forced ones left, then the free words, up to MAX_PIECES_PER_WORD each, and the rest of a free word going
@@ -271,9 +271,9 @@ class SearchConstraints:
         needs = self._needs_by_column(status.grammar_rows.completion_needs_after())  # [H, K + 1, 2]
         # A forced word's bare start is one of its forced pieces: the piece after it is forced too, and already
         # counted in the forced pieces (slots, Bi) left, so it needs what any terminal does.
-        in_forced = words.next_forced_piece(status)[0]
         needs[in_forced, _BARE_START] = needs[in_forced, _TERMINAL_NEED]
-        if not self.structure_between_pieces and self._nothing_binds(status, words, needs):
+        forced_left = words.forced_pieces_left(status)
+        if not self.structure_between_pieces and self._nothing_binds(status, forced_left, needs):
             return allowed
         free_left = (free_words - new_words.clamp(min=0)).clamp(min=0)
         if self.structure_between_pieces:  # a Bi tree: what counts is the children the words can still fill
@@ -281,7 +281,7 @@ class SearchConstraints:
             # an opening may be one of the next word's own `(`: it then fills one child more (free words: one piece)
             pieces_left[:, NEED_KINDS.index(ActionKind.OPEN_NT)] = words.forced_slots_left(status, opening=True) + free_left
         else:
-            pieces_left = (words.forced_pieces_left(status) + (free_left + 1) * MAX_PIECES_PER_WORD)[:, None]
+            pieces_left = (forced_left + (free_left + 1) * MAX_PIECES_PER_WORD)[:, None]
         illegal = needs[:, :, 0] >= UNREACHABLE  # the grammar's mask refuses these kinds already
         # [H, K + 2]: per column of _needs_by_column, then one for ids of no kind there
         fits_pieces = torch.nn.functional.pad(illegal | (needs[:, :, 1] <= pieces_left), (0, 1), value=True)
@@ -289,7 +289,7 @@ class SearchConstraints:
         if self.max_positions is not None:
             positions_left = self.max_positions - status.grammar_rows.positions
             # Every forced piece left comes, one position each, beyond the pieces the structure needs anyway.
-            must_come = (words.forced_pieces_left(status)[:, None] - needs[:, :, 1]).clamp(min=0)
+            must_come = (forced_left[:, None] - needs[:, :, 1]).clamp(min=0)
             fits = fits & torch.nn.functional.pad(illegal | (needs[:, :, 0] + must_come <= positions_left[:, None]),
                                                   (0, 1), value=True)
         rows = torch.nonzero(~fits.all(1)).squeeze(1)
@@ -410,7 +410,7 @@ class SearchConstraints:
         permitted = self._permitted[:, columns][permit_code]
         permitted[forced_rows, place[forced_piece[forced_rows]]] = True
         allowed = grammar_rows.legal_actions(columns) & permitted
-        allowed = self._keep_completable(status, words, free_words, new_words, allowed, columns)
+        allowed = self._keep_completable(status, words, free_words, new_words, in_forced, allowed, columns)
         # A round completes with a free word's piece, the root's closing or `</s>` when no free words follow,
         # or the last piece of a forced word. A grammar that ends with `</s>` completes it there, not at the root.
         finishing = between_words & no_free_words
