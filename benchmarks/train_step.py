@@ -13,7 +13,8 @@ GUM trees whose expansion fits, unlabeled (CompositionalTokenizer). Models: d 25
 vocabulary 8K, dropout 0 (so that every model runs its fused attention kernel). A step is forward, backward
 and an Adam update. Tokens/s counts the B x T' positions. Peak memory is the growth of the process's peak
 resident set over the steps, each model measured in its own process. Ratios are against GPT-2, measured in
-the same run.
+the same run. SOM (paper 001), a recurrent model over words, reads the words of the same GUM trees (with its
+structural loss); its tokens/s counts B x T of its own batch (measure_som).
 """
 
 import argparse
@@ -49,6 +50,27 @@ def reset_peak_rss():
             refs.write("5")
     except OSError:
         pass
+
+
+def time_training_steps(model, batch, steps):
+    """(seconds per step, peak memory growth in MB) of `steps` training steps (forward, backward, an Adam update)
+    of `model` on `batch`, after one warm-up step (allocations, kernels)."""
+    import torch
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+    def step():
+        model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()
+    reset_peak_rss()
+    before = peak_rss_kb()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps, (peak_rss_kb() - before) / 1024
 
 
 def build_batches(batch_size, length):
@@ -127,6 +149,34 @@ def build_compositional_batch(name, batch_size, length):
     return batch, tokenizer.action_layout, int((batch["position_kinds"] != 0).sum())
 
 
+def measure_som(steps, batch_size, length):
+    """SOM (paper 001) reads words, not actions: the same GUM trees' words (SentencePiece pieces, `<s>` ... `</s>`),
+    as long as they fit `length`, with the structural loss from each tree (left-binarized). Its time loop runs
+    over its own T (the longest sentence), so tokens/s counts B x T; 15 slots, d 256, cells' MLP 512."""
+    import torch
+
+    from hf_slm import SyntacticTokenizer, read_trees
+    from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
+    from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
+    from hf_slm.som_data import SyntacticOrderedMemoryCollator, som_example
+
+    torch.manual_seed(0)
+    trees = read_trees(next(p for p in TREE_SOURCES if p.exists()))
+    words = SyntacticTokenizer.train(trees, vocab_size=VOCAB - 600, linearization="terminals")
+    features = [som_example(words, constituency=tree) for tree in trees]
+    fitting = sorted((f for f in features if len(f["input_ids"]) <= length), key=lambda f: -len(f["input_ids"]))
+    batch = SyntacticOrderedMemoryCollator(words)(fitting[:batch_size])
+    config = SyntacticOrderedMemoryConfig(vocab_size=VOCAB, hidden_size=MODEL["hidden_size"], num_slots=15,
+                                          intermediate_size=512, dropout=0.0, embedding_dropout=0.0, output_dropout=0.0)
+    model = SyntacticOrderedMemoryForCausalLM(config).train()
+    seconds, peak_mb = time_training_steps(model, batch, steps)
+    positions = batch["input_ids"].numel()
+    return {"model": "som", "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
+            "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
+            "real_tokens": int(batch["attention_mask"].sum()), "threads": torch.get_num_threads(),
+            "positions": positions}
+
+
 def measure(name, steps, batch_size, length):
     """Run in a child process: build the model and batch, time `steps` training steps, report JSON."""
     import torch
@@ -139,6 +189,8 @@ def measure(name, steps, batch_size, length):
         real[name] = int((batches[name]["position_kinds"] != 0).sum())
     if name in COMPOSITIONAL_ROWS:
         batches[name], layout, real[name] = build_compositional_batch(name, batch_size, length)
+    if name == "som":
+        return measure_som(steps, batch_size, length)
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -157,24 +209,9 @@ def measure(name, steps, batch_size, length):
                                           **MODEL, **chosen_layout)
         model = causal_lm_for_config(config)
         batch = batches[name]
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-
-    def step():
-        loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    step()  # warm-up (allocations, kernels)
-    reset_peak_rss()
-    before = peak_rss_kb()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    seconds = (time.perf_counter() - start) / steps
+    seconds, peak_mb = time_training_steps(model.train(), batch, steps)
     return {"model": name, "seconds_per_step": seconds, "tokens_per_second": batch_size * length / seconds,
-            "peak_mb": (peak_rss_kb() - before) / 1024, "parameters": sum(p.numel() for p in model.parameters()),
+            "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
             "real_tokens": real[name], "threads": torch.get_num_threads()}
 
 
@@ -198,6 +235,7 @@ def main():
     from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
 
     names += [name for name in COMPOSITIONAL_ROWS if name in COMPOSITIONAL_MODEL_VARIANTS]
+    names.append("som")  # paper 001: a recurrent model over words (measure_som)
     if args.only:
         names = ["gpt2"] + [name for name in names if name in args.only and name != "gpt2"]
     for name in names:
@@ -213,7 +251,7 @@ def main():
           "(TXL (terminals) reads the words only, so most of its positions are padding, which its attention skips)")
     print(f"{'model':<18} {'params':>10} {'real':>6} {'s/step':>8} {'tokens/s':>9} {'vs GPT-2':>9} {'peak MB':>8} {'vs GPT-2':>9}")
     labels = {"gpt2": "GPT-2", "tg": "TG", "choe_charniak": "TXL (CC)", "terminals": "TXL (terminals)", "dtg": "DTG",
-              "txl_trans": "TXL (trans)",
+              "txl_trans": "TXL (trans)", "som": "SOM (words)",
               **{name: "-".join(part.capitalize() for part in name.split("-")) for name in COMPOSITIONAL_ROWS}}
     for name, result in results.items():
         print(f"{labels[name]:<18} {result['parameters']:>10,} {result['real_tokens']:>6} {result['seconds_per_step']:>8.3f} "

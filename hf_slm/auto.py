@@ -23,6 +23,8 @@ from .modeling.modeling_slm import (
     TransformerXLForCausalLM,
     TransformerXLModel,
 )
+from .modeling.configuration_som import SyntacticOrderedMemoryConfig
+from .modeling.modeling_som import SyntacticOrderedMemoryForCausalLM, SyntacticOrderedMemoryModel
 from .tokenization.tokenization_compositional import CompositionalTokenizer
 from .tokenization.tokenization_dependency import DependencyTokenizer
 from .tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
@@ -36,6 +38,9 @@ FAMILIES = (
      (DependencyTokenizer,)),
     (DependencyTransformerXLConfig, DependencyTransformerXLModel, DependencyTransformerXLForCausalLM, (DependencyTokenizer,)),
     (CompositionalSLMConfig, CompositionalSLMModel, CompositionalSLMForCausalLM, (CompositionalTokenizer,)),
+    # SOM (paper 001) reads words: a subword vocabulary, or the PTB setup's word vocabulary (the default)
+    (SyntacticOrderedMemoryConfig, SyntacticOrderedMemoryModel, SyntacticOrderedMemoryForCausalLM,
+     (SyntacticTokenizer, SyntacticWordTokenizer)),
 )
 
 

@@ -14,6 +14,10 @@ def check_tokenizer_matches(config, tokenizer):
     it other words (config.vocabulary_fingerprint, when the model recorded it); this catches both before
     any number is computed.
     """
+    if getattr(config, "model_type", None) == "syntactic_ordered_memory":  # SOM reads words, it has no grammar
+        from .som_cli import check_som_tokenizer
+
+        return check_som_tokenizer(config, tokenizer)
     problems = []
     if len(tokenizer) > config.vocab_size:
         problems.append(f"the tokenizer has {len(tokenizer)} ids but the model's vocab_size is {config.vocab_size}")

@@ -248,6 +248,12 @@ def command_generate(args):
     return 0
 
 
+def _is_som(model):
+    from .som_cli import is_som
+
+    return is_som(model)
+
+
 def _eval_setup(args):
     from .distributed import device, is_distributed
     from .evaluation.results import results_directory
@@ -295,6 +301,10 @@ def command_eval_parse(args):
     from .evaluation.parsing import parse_eval
 
     model, tokenizer, directory = _eval_setup(args)
+    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
+        from .som_cli import eval_parse
+
+        return eval_parse(model, tokenizer, args)
     with _left_out_said_once():
         metrics = parse_eval(model, tokenizer, args.gold, limit=args.limit, output_dir=directory,
                              overwrite=args.overwrite, **_sentence_options(args), **_beam_options(args))
@@ -310,6 +320,10 @@ def command_eval_sg(args):
     from .evaluation.syntaxgym import format_summary, run_syntaxgym
 
     model, tokenizer, directory = _eval_setup(args)
+    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
+        from .som_cli import eval_sg
+
+        return eval_sg(model, tokenizer, args)
     with _left_out_said_once():
         metrics = run_syntaxgym(model, tokenizer, args.suites, output_dir=directory, limit=args.limit,
                                 batch_size=args.batch_size, rule=args.rule, overwrite=args.overwrite,
@@ -326,6 +340,10 @@ def command_eval_ppl(args):
     from .evaluation.perplexity import word_perplexity
 
     model, tokenizer, directory = _eval_setup(args)
+    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
+        from .som_cli import eval_ppl
+
+        return eval_ppl(model, tokenizer, args)
     with _left_out_said_once():
         metrics = word_perplexity(model, tokenizer, args.data, proposals=args.proposals,
                                   beam_options=_beam_options(args), document_level=args.document_level,
@@ -343,6 +361,10 @@ def command_eval_blimp(args):
     from .evaluation.blimp import run_blimp
 
     model, tokenizer, directory = _eval_setup(args)
+    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
+        from .som_cli import eval_blimp
+
+        return eval_blimp(model, tokenizer, args)
     with _left_out_said_once():
         metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
                             batch_size=args.batch_size, overwrite=args.overwrite, **_sentence_options(args),

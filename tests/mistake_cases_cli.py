@@ -101,7 +101,7 @@ CASES = [
             prepare=_damaged(lambda folder: _set_json(folder / "config.json", model_type="gpt2")),
             message=r"\S*/m/config\.json describes a model of type 'gpt2'; expected an hf-slm model "
                     r"\(compositional_slm or dependency_transformer_grammar or dependency_transformer_xl or "
-                    r"slm_transformer_xl or transformer_grammar\)"),
+                    r"slm_transformer_xl or syntactic_ordered_memory or transformer_grammar\)"),
     CliCase("parse --model with model.safetensors cut in its header", _parse("{tmp}/m"),
             prepare=_damaged(lambda folder: _cut(folder / "model.safetensors", 300)),
             message=r"\S*/m/model\.safetensors cannot be read: .*header.*\(truncated, or not a safetensors file\?\)"),

@@ -1,0 +1,144 @@
+"""Configuration of Syntactic Ordered Memory (SOM, paper 001): eSOM, dSOM and the switches of Table 2's ablations.
+
+Hub code: copied into every SOM checkpoint; imports only transformers.
+"""
+
+from transformers import PreTrainedConfig
+
+STRUCTURE_LOSSES = ("adaptive", "teacher_forcing")
+SOM_AUTO_CLASSES = {
+    "AutoConfig": "configuration_som.SyntacticOrderedMemoryConfig",
+    "AutoModel": "modeling_som.SyntacticOrderedMemoryModel",
+    "AutoModelForCausalLM": "modeling_som.SyntacticOrderedMemoryForCausalLM",
+}
+
+
+class SyntacticOrderedMemoryConfig(PreTrainedConfig):
+    """Configuration of a SOM language model (paper 001; the paper's PTB setting: 15 slots, 400 dims).
+
+    SOM is a recurrent word-level LM: its parse is a latent soft structure inside the model, marginalized by
+    the soft parser, so p(x) = prod_t p(x_t | x_<t) is exact (no beam, no bound).
+
+    Args:
+        vocab_size: number of token ids (a word vocabulary, SyntacticWordTokenizer, or subword pieces).
+        hidden_size: D, the size of embeddings, memory slots and hidden states (the output layer is tied to the
+            embeddings). For dSOM, D = semantic_size + syntactic_size.
+        num_slots: N, the number of memory slots: the deepest tree the grid holds (section 3.1). The first
+            token (`<s>`) uses the top slot; trees deeper than the grid are flattened at the bottom.
+        intermediate_size: hidden size of the two-layer MLP inside every cell (eq. 8); None: 2 * hidden_size.
+        parser_size: hidden size of the split scorers of p_t and p'_t (eq. 5); None: hidden_size // 2.
+        disentangle: dSOM (section 3.4): slots, embeddings and hidden states split into a semantic segment
+            (the first semantic_size features) and a syntactic one; linear layers are block triangular (the
+            syntactic outputs read syntactic inputs only), layer norms are separate per segment, and p_t, p'_t
+            read the semantic segment through a gradient stop. False: eSOM.
+        semantic_size, syntactic_size: D_sem and D_syn of dSOM (ignored by eSOM). When one is None it is
+            hidden_size minus the other; they must add up to hidden_size.
+        use_prediction_network: predict the next token from h_t, the RNN over the memory chosen by the
+            zero-step look-ahead parser p'_t (section 3.2). False is Table 2's "- Prediction network": the top
+            candidate slot predicts the next token (p'_t is then not used).
+        structure_loss: "adaptive" (Algorithm 1: labels from the gold tree and the model's own decisions,
+            sampled from p_t in training, argmax in evaluation) or "teacher_forcing" (Table 2's ablation: in
+            training the memory follows the gold decisions and the labels are the gold grid).
+        lm_loss_weight, structure_loss_weight: the loss is lm_loss_weight * L_LM + structure_loss_weight * L_S;
+            lm_loss_weight=0 is Table 2's "- Language model loss".
+        dropout: dropout before every linear layer inside the cells and scorers (Appendix A).
+        embedding_dropout: drops whole word vectors (a word's embedding is set to 0) in training.
+        output_dropout: dropout before the output layer.
+        layer_norm_eps: epsilon of the layer norms of eq. 9.
+        initializer_range: standard deviation of the embedding initialization.
+        pad_token_id, bos_token_id, eos_token_id, unk_token_id: the tokenizer's special ids.
+        vocabulary_fingerprint: the tokenizer's `vocabulary_fingerprint` (None: unknown).
+    """
+
+    model_type = "syntactic_ordered_memory"
+
+    def __init__(
+        self,
+        vocab_size=10000,
+        hidden_size=400,
+        num_slots=15,
+        intermediate_size=None,
+        parser_size=None,
+        disentangle=False,
+        semantic_size=None,
+        syntactic_size=None,
+        use_prediction_network=True,
+        structure_loss="adaptive",
+        lm_loss_weight=1.0,
+        structure_loss_weight=1.0,
+        dropout=0.1,
+        embedding_dropout=0.1,
+        output_dropout=0.1,
+        layer_norm_eps=1e-5,
+        initializer_range=0.02,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        unk_token_id=3,
+        tie_word_embeddings=True,
+        vocabulary_fingerprint=None,
+        **kwargs,
+    ):
+        for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} is {value!r}; expected a positive integer")
+        if not isinstance(num_slots, int) or num_slots < 3:
+            raise ValueError(f"num_slots is {num_slots!r}; expected an integer >= 3 (context, <s> and one level)")
+        if structure_loss not in STRUCTURE_LOSSES:
+            raise ValueError(f"structure_loss is {structure_loss!r}; expected one of {STRUCTURE_LOSSES}")
+        if disentangle:
+            if semantic_size is None and syntactic_size is None:
+                raise ValueError("disentangle=True needs semantic_size or syntactic_size (D_sem, D_syn)")
+            semantic_size = hidden_size - syntactic_size if semantic_size is None else semantic_size
+            syntactic_size = hidden_size - semantic_size if syntactic_size is None else syntactic_size
+            if semantic_size < 1 or syntactic_size < 1 or semantic_size + syntactic_size != hidden_size:
+                raise ValueError(f"semantic_size {semantic_size} + syntactic_size {syntactic_size} must be positive and "
+                                 f"add up to hidden_size {hidden_size}")
+        if not tie_word_embeddings:
+            raise ValueError("SOM ties its output layer to the word embeddings (eq. 10); tie_word_embeddings must be True")
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_slots = num_slots
+        self.intermediate_size = intermediate_size if intermediate_size is not None else 2 * hidden_size
+        self.parser_size = parser_size if parser_size is not None else max(1, hidden_size // 2)
+        self.disentangle = bool(disentangle)
+        self.semantic_size = semantic_size if disentangle else None
+        self.syntactic_size = syntactic_size if disentangle else None
+        self.use_prediction_network = bool(use_prediction_network)
+        self.structure_loss = structure_loss
+        self.lm_loss_weight = float(lm_loss_weight)
+        self.structure_loss_weight = float(structure_loss_weight)
+        self.dropout = dropout
+        self.embedding_dropout = embedding_dropout
+        self.output_dropout = output_dropout
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self.unk_token_id = unk_token_id
+        self.vocabulary_fingerprint = vocabulary_fingerprint
+        # every Auto class a checkpoint serves, for trust_remote_code loading without hf_slm
+        kwargs.setdefault("auto_map", dict(SOM_AUTO_CLASSES))
+        super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, eos_token_id=eos_token_id,
+                         tie_word_embeddings=tie_word_embeddings, **kwargs)
+
+
+# Appendix A, Table 6: D_sem, D_syn, slots and the three dropout rates per dataset; eSOM's hidden size is
+# D_sem + D_syn. The vocabulary size comes from the tokenizer (preset_som_config(name, vocab_size=...)).
+SOM_PRESETS = {}
+for _data, _sem, _syn, _embedding, _dropout, _output in (("ptb", 300, 100, 0.1, 0.3, 0.5),
+                                                         ("bllip-xs", 300, 100, 0.1, 0.3, 0.5),
+                                                         ("bllip-sm", 400, 100, 0.1, 0.2, 0.2),
+                                                         ("bllip-md-bpe", 400, 100, 0.0, 0.1, 0.1)):
+    _common = dict(hidden_size=_sem + _syn, num_slots=15, embedding_dropout=_embedding, dropout=_dropout,
+                   output_dropout=_output)
+    SOM_PRESETS[f"esom-{_data}"] = dict(_common)
+    SOM_PRESETS[f"dsom-{_data}"] = dict(_common, disentangle=True, semantic_size=_sem, syntactic_size=_syn)
+
+
+def preset_som_config(name, **overrides):
+    """The SyntacticOrderedMemoryConfig of a Table 6 setting ("esom-ptb", "dsom-bllip-sm", ...), with overrides."""
+    if name not in SOM_PRESETS:
+        raise ValueError(f"unknown SOM preset {name!r}; expected one of {sorted(SOM_PRESETS)}")
+    return SyntacticOrderedMemoryConfig(**{**SOM_PRESETS[name], **overrides})
+
+
+SyntacticOrderedMemoryConfig._auto_class = "AutoConfig"

@@ -1,0 +1,187 @@
+"""SOM evaluation: exact perplexity and surprisals from the logits, SyntaxGym, BLiMP, UF1 of incremental parses."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
+from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
+from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
+from hf_slm.som_evaluation import (
+    som_blimp, som_parse_eval, som_perplexity, som_sentence_scores, som_surprisals, som_syntaxgym, word_spans,
+)
+from hf_slm.tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
+
+from conftest import DEPENDENCY_TREEBANK
+
+SENTENCES = DEPENDENCY_TREEBANK["train"]
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def model_for(tokenizer, num_slots=8, seed=0):
+    torch.manual_seed(seed)
+    config = SyntacticOrderedMemoryConfig(vocab_size=len(tokenizer), hidden_size=8, num_slots=num_slots,
+                                          intermediate_size=12, parser_size=6, dropout=0.0, embedding_dropout=0.0,
+                                          output_dropout=0.0)
+    return SyntacticOrderedMemoryForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def word_tokenizer():
+    return SyntacticWordTokenizer.train([gold_tree(w, h) for w, h in SENTENCES], linearization="terminals",
+                                        min_count=1)
+
+
+def test_perplexity_is_exp_of_the_models_mean_token_loss(word_tokenizer):
+    model = model_for(word_tokenizer)
+    sentences = [words for words, _ in SENTENCES]
+    metrics = som_perplexity(model, word_tokenizer, sentences)
+    batch = SyntacticOrderedMemoryCollator(word_tokenizer)([som_example(word_tokenizer, w, h) for w, h in SENTENCES])
+    with torch.no_grad():
+        loss = model(**{k: v for k, v in batch.items() if k != "som_first_siblings"}).lm_loss
+    assert metrics["perplexity"] == pytest.approx(math.exp(loss.item()), rel=1e-5)
+    assert metrics["estimate"] == "exact" and not metrics["is_upper_bound"]
+    assert metrics["words"] == sum(len(s) for s in sentences)
+
+
+def test_word_surprisals_sum_their_pieces():
+    trees = [gold_tree(w, h) for w, h in SENTENCES]
+    pieces = SyntacticTokenizer.train([str(t) for t in trees] * 20, vocab_size=40, linearization="terminals")
+    model = model_for(pieces)
+    words = ["A", "hearing", "is", "scheduled"]
+    encoded = pieces(words, is_split_into_words=True, return_word_starts=True)
+    assert sum(encoded["word_starts"]) == 4 and len(encoded["input_ids"]) > 5  # some word has several pieces
+    ids = torch.tensor([encoded["input_ids"]])
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model(input_ids=ids).logits[0, :-1], -1).gather(-1, ids[0, 1:, None])[:, 0]
+    word_of_piece = []
+    for start in encoded["word_starts"][1:]:
+        word_of_piece.append(word_of_piece[-1] + 1 if word_of_piece and start else (0 if start else word_of_piece[-1]))
+    expected = [-sum(log_probs[i].item() for i, w in enumerate(word_of_piece) if w == k) / math.log(2)
+                for k in range(4)]
+    assert som_surprisals(model, pieces, [words])[0] == pytest.approx(expected, abs=1e-4)
+    score = som_sentence_scores(model, pieces, [words])[0]
+    assert score["log_prob"] == pytest.approx(sum(score["word_log_probs"]) + score["eos_log_prob"])
+
+
+def test_uf1_is_perfect_for_the_gold_decisions_and_counts_the_right_brackets(word_tokenizer):
+    assert word_spans({(0, 4), (1, 4), (1, 2), (2, 2), (2, 4), (3, 5)}, 4) == {(1, 2), (2, 4)}
+    model = model_for(word_tokenizer)
+    forward = model.forward
+
+    def oracle(**inputs):  # Table 2's "predicted tree + gold tree": the memory follows the gold grid
+        return forward(**inputs, gold_decisions=model.gold_grid(inputs["som_first_siblings"]))
+
+    model.forward = oracle
+    examples = [{"words": w, "heads": h} for w, h in SENTENCES]
+    metrics = som_parse_eval(model, word_tokenizer, examples)
+    assert metrics["uf1"] == pytest.approx(100.0)
+    assert metrics["p_accuracy"] == 1.0
+    model.forward = forward
+    untrained = som_parse_eval(model, word_tokenizer, examples)
+    assert 0 <= untrained["uf1"] <= 100 and untrained["sentences"] == len(examples)
+
+
+@pytest.mark.skipif(not (SHARED / "syntaxgym").is_dir(), reason="../shared/data/syntaxgym is absent")
+def test_two_syntaxgym_suites(word_tokenizer):
+    model = model_for(word_tokenizer)
+    suites = [SHARED / "syntaxgym" / "test_suites" / "json" / name for name in ("number_prep.json", "cleft.json")]
+    metrics = som_syntaxgym(model, word_tokenizer, suites, limit=3)
+    assert set(metrics["suites"]) == {"number_prep", "cleft"}
+    for suite in metrics["suites"].values():
+        assert 0.0 <= suite["accuracy"] <= 1.0 and suite["items"] == 3
+
+
+@pytest.mark.skipif(not (SHARED / "blimp").is_dir(), reason="../shared/data/blimp is absent")
+def test_blimp_with_exact_log_probs(word_tokenizer):
+    model = model_for(word_tokenizer)
+    metrics = som_blimp(model, word_tokenizer, SHARED / "blimp" / "data", limit=1)
+    assert metrics["log_prob"] == "exact" and "exact" in metrics["summary"]
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+
+
+def test_cli_eval_commands_use_the_som_path(word_tokenizer, tmp_path, capsys):
+    import json
+
+    from conftest import write_conllu_treebank
+
+    from hf_slm.cli import main
+
+    model = model_for(word_tokenizer)
+    model.save_pretrained(tmp_path / "som")
+    word_tokenizer.save_pretrained(tmp_path / "som")
+    text = tmp_path / "dev.txt"
+    text.write_text("\n".join(" ".join(words) for words, _ in SENTENCES) + "\n")
+    assert main(["eval", "ppl", "--model", str(tmp_path / "som"), "--data", str(text)]) == 0
+    expected = som_perplexity(model, word_tokenizer, [words for words, _ in SENTENCES])["perplexity"]
+    assert f"perplexity {expected:.2f} (exact" in capsys.readouterr().out
+    treebank = write_conllu_treebank(tmp_path / "ud")
+    assert main(["eval", "parse", "--model", str(tmp_path / "som"), "--gold",
+                 str(treebank / "en_mini-ud-train.conllu")]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["sentences"] == 4 and 0 <= metrics["uf1"] <= 100
+    assert main(["eval", "parse", "--model", str(tmp_path / "som"), "--gold", str(text)]) != 0
+    assert "expected a .conllu file" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (SHARED / "syntaxgym").is_dir(), reason="../shared/data/syntaxgym is absent")
+def test_issue_done_when_train_save_load_generate_and_score_two_suites(word_tokenizer, tmp_path, capsys):
+    """The issue's end-to-end check: Trainer trains a few steps, the checkpoint loads without hf_slm with the
+    same logits and generates (tests/test_som_model.py's child script), and `hf-slm eval sg` scores two suites."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from datasets import Dataset
+    from transformers import Trainer, TrainingArguments
+
+    from hf_slm.cli import main
+    from test_som_model import CHILD, manual_greedy
+
+    model = model_for(word_tokenizer).train()
+    dataset = Dataset.from_list([som_example(word_tokenizer, w, h) for w, h in SENTENCES])
+    arguments = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=2, max_steps=3,
+                                  learning_rate=1e-2, report_to=[], remove_unused_columns=False, use_cpu=True,
+                                  save_strategy="no")
+    Trainer(model=model, args=arguments, train_dataset=dataset,
+            data_collator=SyntacticOrderedMemoryCollator(word_tokenizer)).train()
+    model.eval()
+    checkpoint = tmp_path / "checkpoint"
+    model.save_pretrained(checkpoint)
+    word_tokenizer.save_pretrained(checkpoint)
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(CHILD))
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), PYTHONPATH="", PYTHONNOUSERSITE="1")
+    result = subprocess.run([sys.executable, str(script), str(checkpoint), str(tmp_path / "out.pt")], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = torch.load(tmp_path / "out.pt")
+    with torch.no_grad():
+        expected = model(input_ids=out["input_ids"], attention_mask=out["attention_mask"]).logits
+    real = out["attention_mask"].bool()
+    assert torch.allclose(out["logits"][real], expected[real], atol=1e-6)
+    prompt = torch.tensor([word_tokenizer(["Sam", "likes"], is_split_into_words=True)["input_ids"]])
+    assert torch.equal(out["generated"], manual_greedy(model, prompt, 5))
+    suites = SHARED / "syntaxgym" / "test_suites" / "json"
+    for name in ("number_prep", "cleft"):
+        assert main(["eval", "sg", "--model", str(checkpoint), "--suites", str(suites / f"{name}.json"),
+                     "--limit", "2"]) == 0
+        assert name in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not (SHARED / "blimp").is_dir(), reason="../shared/data/blimp is absent")
+def test_cli_eval_blimp_uses_exact_log_probs(word_tokenizer, tmp_path, capsys):
+    import json
+
+    from hf_slm.cli import main
+
+    model = model_for(word_tokenizer)
+    model.save_pretrained(tmp_path / "som")
+    word_tokenizer.save_pretrained(tmp_path / "som")
+    assert main(["eval", "blimp", "--model", str(tmp_path / "som"), "--data", str(SHARED / "blimp" / "data"),
+                 "--limit", "1"]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["log_prob"] == "exact" and metrics["pairs"] == metrics["paradigms"]

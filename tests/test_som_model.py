@@ -1,0 +1,408 @@
+"""Syntactic Ordered Memory (paper 001) as a transformers model: batching, state, losses, generate, hub code."""
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
+from hf_slm.modeling.modeling_som import (
+    SyntacticOrderedMemoryForCausalLM, batched_gold_grid, batched_grid_labels,
+)
+from hf_slm.modeling.som_structure import adaptive_grid_labels
+from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
+from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
+
+from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE
+
+SENTENCES = DEPENDENCY_TREEBANK["train"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    trees = [gold_tree(words, heads) for words, heads in SENTENCES]
+    return SyntacticWordTokenizer.train(trees, linearization="terminals", min_count=1)
+
+
+@pytest.fixture(scope="module")
+def batch(tokenizer):
+    collator = SyntacticOrderedMemoryCollator(tokenizer)
+    return collator([{"words": words, "heads": heads} for words, heads in SENTENCES])
+
+
+def tiny_model(tokenizer, seed=0, **options):
+    fields = dict(vocab_size=len(tokenizer), hidden_size=8, num_slots=6, intermediate_size=12, parser_size=6,
+                  dropout=0.0, embedding_dropout=0.0, output_dropout=0.0)
+    fields.update(options)
+    torch.manual_seed(seed)
+    return SyntacticOrderedMemoryForCausalLM(SyntacticOrderedMemoryConfig(**fields))
+
+
+@pytest.mark.parametrize("disentangle", [False, True])
+def test_batch_equals_one_sentence_at_a_time(tokenizer, batch, disentangle):
+    model = tiny_model(tokenizer, disentangle=disentangle, semantic_size=5).eval()
+    with torch.no_grad():
+        together = model(**batch)
+        for row in range(len(SENTENCES)):
+            length = int(batch["attention_mask"][row].sum())
+            alone = model(**{name: value[row:row + 1, :length] for name, value in batch.items()})
+            assert torch.allclose(together.logits[row, :length], alone.logits[0], atol=1e-5)
+            assert torch.allclose(together.split_log_probs[row, :length], alone.split_log_probs[0], atol=1e-5)
+            assert torch.equal(together.structure_labels[row, :length], alone.structure_labels[0])
+
+
+def test_left_padding_leaves_the_state_untouched(tokenizer, batch):
+    model = tiny_model(tokenizer).eval()
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    lengths = mask.sum(1)
+    width = ids.shape[1]
+    left_ids = torch.stack([torch.cat([row[length:], row[:length]]) for row, length in zip(ids, lengths)])
+    left_mask = torch.stack([torch.cat([m[length:], m[:length]]) for m, length in zip(mask, lengths)])
+    with torch.no_grad():
+        right = model(input_ids=ids, attention_mask=mask).logits
+        left = model(input_ids=left_ids, attention_mask=left_mask).logits
+    for row, length in enumerate(lengths.tolist()):
+        assert torch.allclose(right[row, :length], left[row, width - length:], atol=1e-5)
+
+
+def test_incremental_state_gives_the_full_forward_logits(tokenizer, batch):
+    model = tiny_model(tokenizer).eval()
+    with torch.no_grad():
+        full = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        state, pieces = None, []
+        for step in range(batch["input_ids"].shape[1]):
+            out = model(input_ids=batch["input_ids"][:, step:step + 1],
+                        attention_mask=batch["attention_mask"][:, :step + 1], past_key_values=state)
+            state = out.past_key_values if out.past_key_values is not None else out.cache
+            pieces.append(out.logits)
+        incremental = torch.cat(pieces, 1)
+        # three tokens, then the rest in one call: the state carries over
+        first = model(input_ids=batch["input_ids"][:, :3], attention_mask=batch["attention_mask"][:, :3])
+        rest = model(input_ids=batch["input_ids"][:, 3:], attention_mask=batch["attention_mask"],
+                     past_key_values=first.cache if hasattr(first, "cache") else first.past_key_values)
+    real = batch["attention_mask"].bool()
+    assert torch.allclose(incremental[real], full.logits[real], atol=1e-5)
+    assert torch.allclose(torch.cat([first.logits, rest.logits], 1)[real], full.logits[real], atol=1e-5)
+
+
+def test_perplexity_is_a_normalized_distribution_over_the_vocabulary(tokenizer, batch):
+    """Exactness of p(x): every position's logits define a proper distribution, and the LM loss is the mean
+    shifted NLL of the real tokens (no structure is summed over outside the model)."""
+    model = tiny_model(tokenizer).eval()
+    with torch.no_grad():
+        out = model(**batch)
+    log_probs = torch.log_softmax(out.logits[:, :-1], -1).gather(-1, batch["input_ids"][:, 1:, None])[..., 0]
+    real = batch["attention_mask"][:, 1:].bool()
+    assert out.lm_loss.item() == pytest.approx(-log_probs[real].mean().item(), rel=1e-5)
+
+
+def test_tied_embeddings_and_gradients_reach_every_parameter(tokenizer, batch):
+    model = tiny_model(tokenizer).train()
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    out = model(**batch)
+    assert out.loss.item() == pytest.approx(out.lm_loss.item() + out.structure_loss.item(), rel=1e-5)
+    out.loss.backward()
+    for name, parameter in model.named_parameters():
+        assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+def test_dsom_structural_loss_does_not_train_the_semantic_segment(tokenizer, batch):
+    model = tiny_model(tokenizer, disentangle=True, semantic_size=5).train()
+    torch.manual_seed(1)
+    model(**batch).structure_loss.backward()
+    embeddings = model.model.embed_tokens.weight.grad
+    assert embeddings[:, :5].abs().sum() == 0
+    assert embeddings[:, 5:].abs().sum() > 0
+    cell = model.model.composition.to_gates.linear.weight.grad
+    assert cell is not None and cell.abs().sum() > 0
+    model.zero_grad()
+    torch.manual_seed(1)
+    model(**batch).lm_loss.backward()
+    assert model.model.embed_tokens.weight.grad[:, :5].abs().sum() > 0  # the LM trains both segments
+
+
+def test_dsom_layers_are_block_triangular(tokenizer):
+    model = tiny_model(tokenizer, disentangle=True, semantic_size=5).eval()
+    cell = model.model.composition
+    h, m = torch.randn(3, 8), torch.randn(3, 8)
+    changed_h = h.clone()
+    changed_h[:, :5] += torch.randn(3, 5)  # only the semantic segment changes
+    with torch.no_grad():
+        before, after = cell(h, m), cell(changed_h, m)
+    # the syntactic outputs' pre-norm values do not depend on semantic inputs: compare the syntactic gates
+    gates_before = cell.to_gates(torch.relu(cell.from_state(h) + cell.project_input(m)))
+    gates_after = cell.to_gates(torch.relu(cell.from_state(changed_h) + cell.project_input(m)))
+    syntactic = torch.arange(32) % 8 >= 5
+    assert torch.allclose(gates_before[:, syntactic], gates_after[:, syntactic])
+    assert not torch.allclose(before[:, :5], after[:, :5])
+
+
+def test_batched_algorithm_1_equals_the_reference():
+    rng = random.Random(0)
+    num_slots = 6
+    rows_siblings, rows_decisions = [], []
+    for _ in range(40):
+        siblings = [None] + [rng.randrange(index) for index in range(1, 9)]
+        decisions = [num_slots]
+        for _ in range(8):
+            decisions.append(rng.randint(max(2, decisions[-1] - 1), num_slots))
+        rows_siblings.append(siblings)
+        rows_decisions.append(decisions)
+    first_siblings = torch.tensor([[-1 if s is None else s for s in row] for row in rows_siblings])
+    decisions = torch.tensor(rows_decisions) - 1  # slot indices
+    labels = batched_grid_labels(first_siblings, decisions, num_slots) + 1
+    gold = batched_gold_grid(first_siblings, num_slots) + 1
+    for row in range(len(rows_siblings)):
+        assert labels[row].tolist() == adaptive_grid_labels(rows_siblings[row], num_slots, rows_decisions[row])
+        assert gold[row].tolist() == adaptive_grid_labels(rows_siblings[row], num_slots)
+
+
+def test_training_lowers_both_losses(tokenizer, batch):
+    model = tiny_model(tokenizer, hidden_size=16, intermediate_size=32, parser_size=16).eval()
+    real = batch["som_first_siblings"] >= 0
+    gold = model.gold_grid(batch["som_first_siblings"])
+    with torch.no_grad():
+        first = model(**batch)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    model.train()
+    for _ in range(200):
+        optimizer.zero_grad()
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        last = model(**batch)
+    assert last.lm_loss < 0.5 * first.lm_loss
+    assert last.structure_loss < 0.5 * first.structure_loss
+    # the greedy parser moved towards the gold grid of the training trees
+    accuracy = lambda out: (out.decisions[real] == gold[real]).float().mean().item()  # noqa: E731
+    assert accuracy(last) > 0.7 and accuracy(last) > accuracy(first) + 0.3
+
+
+def test_teacher_forcing_follows_the_gold_grid(tokenizer, batch):
+    model = tiny_model(tokenizer, structure_loss="teacher_forcing").train()
+    out = model(**batch)
+    gold = model.gold_grid(batch["som_first_siblings"])
+    real = batch["attention_mask"].bool()
+    assert torch.equal(out.decisions[real], gold[real])
+    assert torch.equal(out.structure_labels[real], gold[real])
+
+
+def test_without_prediction_network(tokenizer, batch):
+    model = tiny_model(tokenizer, use_prediction_network=False).train()
+    out = model(**batch)
+    assert out.next_split_log_probs is None
+    out.loss.backward()
+    assert not hasattr(model.model, "prediction_cell")
+
+
+def test_bad_inputs_are_named(tokenizer, batch):
+    model = tiny_model(tokenizer)
+    with pytest.raises(ValueError, match="som_first_siblings has shape"):
+        model(input_ids=batch["input_ids"], som_first_siblings=batch["som_first_siblings"][:, :2])
+    with pytest.raises(TypeError, match="unexpected inputs"):
+        model(input_ids=batch["input_ids"], not_an_input=1)
+    with pytest.raises(ValueError, match="semantic_size"):
+        SyntacticOrderedMemoryConfig(hidden_size=8, disentangle=True)
+    with pytest.raises(ValueError, match="structure_loss"):
+        SyntacticOrderedMemoryConfig(structure_loss="gold")
+
+
+def manual_greedy(model, prompt, steps):
+    ids = prompt.clone()
+    with torch.no_grad():
+        for _ in range(steps):
+            next_id = model(input_ids=ids).logits[:, -1].argmax(-1, keepdim=True)
+            ids = torch.cat([ids, next_id], 1)
+    return ids
+
+
+def test_generate_greedy_sampling_and_beam(tokenizer):
+    model = tiny_model(tokenizer, seed=3).eval()
+    prompt = torch.tensor([tokenizer(["Sam", "likes"], is_split_into_words=True)["input_ids"]])
+    options = dict(max_new_tokens=6, min_new_tokens=6, pad_token_id=0, eos_token_id=None)
+    greedy = model.generate(prompt, do_sample=False, **options)
+    assert torch.equal(greedy, manual_greedy(model, prompt, 6))
+    sampled = model.generate(prompt, do_sample=True, top_k=0, **options)
+    assert sampled.shape == (1, prompt.shape[1] + 6)
+    # beam search reorders the recurrent state; without a cache every step recomputes from the tokens
+    beam = model.generate(prompt, num_beams=3, num_return_sequences=3, **options)
+    no_cache = model.generate(prompt, num_beams=3, num_return_sequences=3, use_cache=False, **options)
+    assert torch.equal(beam, no_cache)
+
+
+def test_generate_a_left_padded_batch(tokenizer):
+    model = tiny_model(tokenizer, seed=3).eval()
+    prompts = [["Sam", "likes"], ["The", "cat", "sleeps", "on"]]
+    tokenizer.padding_side = "left"
+    try:
+        inputs = tokenizer(prompts, is_split_into_words=True, padding=True, return_tensors="pt")
+    finally:
+        tokenizer.padding_side = "right"
+    out = model.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0,
+                         eos_token_id=None)
+    for row, words in enumerate(prompts):
+        alone = torch.tensor([tokenizer(words, is_split_into_words=True)["input_ids"]])
+        assert out[row, -4:].tolist() == manual_greedy(model, alone, 4)[0, -4:].tolist()
+
+
+def test_trainer_trains_with_the_collator(tokenizer, tmp_path):
+    from datasets import Dataset
+    from transformers import Trainer, TrainingArguments
+
+    model = tiny_model(tokenizer).train()
+    features = [som_example(tokenizer, words, heads) for words, heads in SENTENCES]
+    dataset = Dataset.from_list(features)
+    arguments = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=2, max_steps=4,
+                                  learning_rate=1e-2, report_to=[], remove_unused_columns=False, use_cpu=True,
+                                  logging_steps=1, save_strategy="no")
+    before = model.model.embed_tokens.weight.detach().clone()
+    trainer = Trainer(model=model, args=arguments, train_dataset=dataset,
+                      data_collator=SyntacticOrderedMemoryCollator(tokenizer))
+    result = trainer.train()
+    assert result.global_step == 4
+    assert torch.isfinite(torch.tensor(result.training_loss))
+    assert not torch.equal(before, model.model.embed_tokens.weight)
+
+
+CHILD = ISOLATION_PREAMBLE + r'''
+import sys, torch
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+checkpoint, output_path = sys.argv[1:3]
+model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True).eval()
+base = AutoModel.from_pretrained(checkpoint, trust_remote_code=True).eval()
+tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)
+sentences = [["Sam", "likes", "tea"], ["The", "cat", "sleeps", "on", "the", "mat"]]
+inputs = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+with torch.no_grad():
+    output = model(**inputs, labels=inputs["input_ids"])
+    hidden = base(**inputs).last_hidden_state
+prompt = tokenizer([["Sam", "likes"]], is_split_into_words=True, return_tensors="pt")["input_ids"]
+generated = model.generate(prompt, max_new_tokens=5, min_new_tokens=5, do_sample=False, pad_token_id=0,
+                           eos_token_id=None)
+torch.save({"logits": output.logits, "loss": output.loss, "hidden": hidden, "input_ids": inputs["input_ids"],
+            "attention_mask": inputs["attention_mask"], "generated": generated,
+            "modules": [type(model).__module__, type(base).__module__, type(tokenizer).__module__]}, output_path)
+'''
+
+
+def test_checkpoint_loads_without_hf_slm_with_the_same_logits(tokenizer, tmp_path):
+    model = tiny_model(tokenizer, disentangle=True, semantic_size=5).eval()
+    model.save_pretrained(tmp_path / "checkpoint")
+    tokenizer.save_pretrained(tmp_path / "checkpoint")
+    files = set(os.listdir(tmp_path / "checkpoint"))
+    assert {"model.safetensors", "modeling_som.py", "configuration_som.py", "safe_loading.py"} <= files
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(CHILD))
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), PYTHONPATH="", PYTHONNOUSERSITE="1")
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "checkpoint"), str(tmp_path / "out.pt")],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = torch.load(tmp_path / "out.pt")
+    assert all(module.startswith("transformers_modules") for module in out["modules"]), out["modules"]
+    with torch.no_grad():
+        expected = model(input_ids=out["input_ids"], attention_mask=out["attention_mask"], labels=out["input_ids"])
+    real = out["attention_mask"].bool()
+    assert torch.allclose(out["logits"][real], expected.logits[real], atol=1e-6)
+    assert out["loss"].item() == pytest.approx(expected.loss.item(), rel=1e-6)
+    prompt = torch.tensor([tokenizer(["Sam", "likes"], is_split_into_words=True)["input_ids"]])
+    assert torch.equal(out["generated"], manual_greedy(model, prompt, 5))
+
+
+def test_auto_classes_with_hf_slm_installed(tokenizer, tmp_path):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    import hf_slm  # noqa: F401  (registers the Auto classes)
+
+    model = tiny_model(tokenizer).eval()
+    model.save_pretrained(tmp_path)
+    assert type(AutoConfig.from_pretrained(tmp_path)).__name__ == "SyntacticOrderedMemoryConfig"
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is SyntacticOrderedMemoryForCausalLM
+    ids = torch.tensor([tokenizer(["Sam", "likes", "tea"], is_split_into_words=True)["input_ids"]])
+    with torch.no_grad():
+        # equal up to float rounding (the loaded tensors' memory layout differs)
+        assert torch.allclose(loaded(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-6)
+
+
+def test_table_6_presets():
+    from hf_slm.modeling.configuration_som import preset_som_config
+
+    dsom = preset_som_config("dsom-ptb", vocab_size=100)
+    assert (dsom.semantic_size, dsom.syntactic_size, dsom.hidden_size, dsom.num_slots) == (300, 100, 400, 15)
+    assert (dsom.embedding_dropout, dsom.dropout, dsom.output_dropout) == (0.1, 0.3, 0.5)
+    esom = preset_som_config("esom-bllip-sm", vocab_size=100)
+    assert not esom.disentangle and esom.hidden_size == 500 and esom.output_dropout == 0.2
+    with pytest.raises(ValueError, match="unknown SOM preset"):
+        preset_som_config("som-ptb")
+
+
+def test_subword_pieces_train_with_the_structural_loss():
+    from hf_slm.tokenization.tokenization_slm import SyntacticTokenizer
+
+    trees = [gold_tree(words, heads) for words, heads in SENTENCES]
+    pieces = SyntacticTokenizer.train([str(tree) for tree in trees] * 20, vocab_size=40, linearization="terminals")
+    features = [som_example(pieces, words, heads) for words, heads in SENTENCES]
+    assert any(len(f["input_ids"]) > len(words) + 2 for f, (words, _) in zip(features, SENTENCES))
+    batch = SyntacticOrderedMemoryCollator(pieces)(features)
+    model = tiny_model(pieces).train()
+    out = model(**batch)
+    assert torch.isfinite(out.structure_loss) and torch.isfinite(out.lm_loss)
+    out.loss.backward()
+    # a word's second piece goes one slot below its first piece (the word is a left-branching constituent)
+    gold = model.gold_grid(batch["som_first_siblings"])
+    siblings = batch["som_first_siblings"]
+    checked = 0
+    for row, feature in enumerate(features):
+        starts = pieces(SENTENCES[row][0], is_split_into_words=True, return_word_starts=True)["word_starts"]
+        for step in range(2, len(starts)):
+            if not starts[step] and starts[step - 1]:
+                assert siblings[row, step] == step - 1
+                assert gold[row, step] == max(gold[row, step - 1] - 1, 1)
+                checked += 1
+    assert checked > 0
+
+
+def test_decisions_are_always_a_tree():
+    """The soft memory leaves low slots open with small probability; theta must still be a hard parse."""
+    from hf_slm.modeling.modeling_som import hard_decisions
+    from hf_slm.modeling.som_structure import grid_columns
+
+    log_probs = torch.log(torch.tensor([[[0.0, 0.0, 0.0, 1.0],     # <s>: the top slot
+                                         [0.0, 0.0, 0.4, 0.6],     # theta_1 = 3
+                                         [0.0, 0.9, 0.05, 0.05]]]))  # argmax 1, but 2 is the lowest open slot
+    active = torch.ones(1, 3, dtype=torch.bool)
+    assert hard_decisions(log_probs, active, sample=False).tolist() == [[3, 3, 2]]
+    for _ in range(20):
+        sampled = hard_decisions(log_probs, active, sample=True)[0].tolist()
+        assert sampled[2] >= sampled[1] - 1
+    # padding keeps the previous decision as the bound, and forced decisions are taken as they are
+    padded = hard_decisions(log_probs[:, [0, 1, 1, 2]], torch.tensor([[True, True, False, True]]), sample=False)
+    assert padded.tolist() == [[3, 3, -1, 2]]
+    forced = hard_decisions(log_probs, active, sample=False, forced=torch.tensor([[-100, 2, -100]]))
+    assert forced.tolist() == [[3, 2, 1]]
+    grid_columns([d + 1 for d in forced[0].tolist()], 4)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_teacher_forced_model_still_parses_in_evaluation(tokenizer, batch, training):
+    from hf_slm.modeling.som_structure import grid_columns
+
+    model = tiny_model(tokenizer, structure_loss="teacher_forcing")
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    model.train()
+    for _ in range(5):
+        optimizer.zero_grad()
+        model(**batch).loss.backward()
+        optimizer.step()
+    model.train(training)
+    with torch.no_grad():
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    for row, length in enumerate(batch["attention_mask"].sum(1).tolist()):
+        grid_columns([d + 1 for d in out.decisions[row, :length].tolist()], model.config.num_slots)
