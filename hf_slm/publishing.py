@@ -26,7 +26,9 @@ SKIPPED_PATTERNS = PICKLE_PATTERNS + ["checkpoint-*"]
 # Pickles a Trainer writes next to the weights: training state, not weights.
 TRAINER_STATE_PATTERNS = ["training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth"]
 # The vocabulary files each hf-slm tokenizer class needs next to tokenizer_config.json.
-TOKENIZER_FILES = {cls.__name__: sorted(cls.vocab_files_names.values())
+# The files a saved tokenizer has one of: its piece model's (SyntacticTokenizer: spiece.model, or byte_bpe.json for
+# byte-level BPE pieces), in the order an error names them.
+TOKENIZER_FILES = {cls.__name__: list(cls.vocab_files_names.values())
                    for cls in (SyntacticTokenizer, SyntacticWordTokenizer)}
 
 
@@ -129,10 +131,10 @@ def check_checkpoint(directory):
         )
     tokenizer_config = read_json(directory / "tokenizer_config.json")
     _check_hub_code(directory, files, "tokenizer_config.json", tokenizer_config.get("auto_map", {}))
-    for name in TOKENIZER_FILES.get(tokenizer_config.get("tokenizer_class"), []):
-        if name not in files:
-            raise ValueError(f"{directory}: the {tokenizer_config['tokenizer_class']} tokenizer needs {name}, "
-                             "which is missing; save the tokenizer again with save_pretrained")
+    names = TOKENIZER_FILES.get(tokenizer_config.get("tokenizer_class"), [])
+    if names and not any(name in files for name in names):
+        raise ValueError(f"{directory}: the {tokenizer_config['tokenizer_class']} tokenizer needs {' or '.join(names)}, "
+                         "which is missing; save the tokenizer again with save_pretrained")
     return kept, skipped
 
 

@@ -365,7 +365,8 @@ def test_tg_bllip_parameter_count():
 def test_presets_are_complete():
     compositional = {f"{name}{size}" for name in ("bi-dn-in-m", "bi-dn-in-nm", "bi-up-in-m", "bi-up-in-nm", "nb-dn-in-m",
                                                   "nb-dn-in-nm", "bi-dn-ex-m", "bi-dn-ex-nm", "bi-up-ex-m", "bi-up-ex-nm",
-                                                  "nb-dn-ex-m", "nb-dn-ex-nm", "gpt2-token", "gpt2-tree")
+                                                  "nb-dn-ex-m", "nb-dn-ex-nm", "nb-up-in-m", "nb-up-in-nm", "nb-up-ex-m",
+                                                  "nb-up-ex-nm", "gpt2-token", "gpt2-tree")
                      for size in ("", "-tiny")}
     assert set(PRESETS) == {"tg-ptb", "txl-cc-ptb", "txl-terminals-ptb", "tg-bllip", "txl-cc-bllip", "txl-terminals-bllip",
                             "dtg-ptb", "dtg-bllip", "dtg-tiny", "txl-trans-ptb", "txl-trans-bllip", "txl-trans-tiny",
