@@ -708,6 +708,9 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         training_data=_files(training.get("train_data")) if training and training.get("train_data") else None,
         max_sequence_length=config.get("max_sequence_length", NOT_RECORDED),
         document_level=bool(config.get("document_level")),
+        # segment recurrence (hf-slm train --segment-length): the limitations say how long sequences are read
+        segment_length=config.get("segment_length"), memory_length=config.get("memory_length"),
+        memory_update=config.get("memory_update"),
         # dependency grammars (dtg.md): their transition system, arc input and variant
         transition_system=TRANSITION_SYSTEM_NAMES.get(grammar),
         arc_representation=config.get("arc_representation", "w+arc"),

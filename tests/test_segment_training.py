@@ -98,8 +98,11 @@ def test_a_trained_model_scores_a_long_document_through_segments(documents, tmp_
                  "--save-steps", "100", *[f"--set={k}={v}" for k, v in TINY.items()]]) == 0
     from hf_slm.model_card import build_model_card
 
+    card = build_model_card(tmp_path / "m").text
     assert "| segment recurrence | read 16 positions at a time with a memory of 16 positions per layer holding the " \
-           "positions still on the grammar's stack" in build_model_card(tmp_path / "m").text
+           "positions still on the grammar's stack" in card
+    assert "Documents of any length are read 16 positions at a time with a memory\n  of 16 positions per layer " \
+           "(`structure` update)" in card and "there is no\n  Transformer-XL segment recurrence" not in card
     register_auto_classes()
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "m").eval()
     ids = load_from_disk(str(documents / "prepared" / "test"))["input_ids"][0]

@@ -440,7 +440,7 @@ def test_a_compositional_model_trains_on_byte_level_bpe_pieces(small_trees, tmp_
 
     card = build_model_card(tmp_path / "bpe").text  # the card tells which vocabulary the model reads
     assert "`CompositionalTokenizer`: a GPT-2-style byte-level BPE trained on the words" in card
-    assert "SentencePiece" not in card
+    assert "SentencePiece" not in card and "Its byte-level pieces spell any text." in card and "<unk>" not in card
     with pytest.raises(ValueError, match="--pieces byte_bpe: it chooses the piece model of a tokenizer trained here"):
         train(setup_for(small_trees, tmp_path / "x", tokenizer=str(tmp_path / "bpe"), pieces="byte_bpe"),
               log=lambda *_: None)
