@@ -73,8 +73,10 @@ def test_lock_refuses_a_live_holder_takes_a_stale_one_and_is_reentrant(tmp_path)
 
 def _hf_slm_process(tmp_path, *argv):
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    # A background job's shell starts it with SIGINT ignored, which Python keeps: Ctrl-C must reach the command.
     return subprocess.Popen([sys.executable, "-m", "hf_slm.cli", *map(str, argv)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_an_evaluation_stopped_with_ctrl_c_resumes_with_the_same_numbers(tmp_path):
