@@ -22,7 +22,7 @@ from hf_slm.modeling.modeling_slm import causal_lm_for_config
 from hf_slm.modeling.search_constraints import SearchConstraints
 from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
 from hf_slm.tokenization.linearizers import bottom_up_actions, bottom_up_pointers
-from hf_slm.tokenization.trees import left_binarize, left_binarize_shape, parse_tree
+from hf_slm.tokenization.trees import left_binarize, left_binarize_shape, parse_tree, remove_unary_chains
 
 LABELED = ["(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",
            "(ROOT (S (NP (DT a) (NN dog)) (VP (VBZ barks) (PP (IN at) (NP (DT the) (NN moon))))))",
@@ -240,6 +240,30 @@ def test_the_nb_up_tokenizer_gives_each_closing_bracket_its_start_and_reads_tree
                                                                     sentencepiece_options={"model_type": "word"})(nested)
 
 
+def test_nb_up_actions_encode_with_their_written_starts_as_the_tree_does():
+    """encode_actions takes a nb-up `)`'s start as the index of the first item it closes in the actions as written
+    (linearizers.bottom_up_pointers), and gives the ids and constituent_starts that tokenizer(tree) gives, words of
+    several pieces included; a start that is no item on the stack, or missing starts, are ValueErrors."""
+    tokenizer = CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="nb-up")
+    for text in unlabeled_trees(tokenizer) + ["( ( a dog ) barks )"]:
+        tree = remove_unary_chains(parse_tree(text.replace("( ", "(X ")))
+        actions, first_actions = bottom_up_actions(tree)
+        written = [p for p, a in zip(bottom_up_pointers(actions, first_actions), actions) if a == ")"]
+        encoded = tokenizer.encode_actions(actions + ["</s>"], starts=written)
+        expected = tokenizer(text)
+        assert encoded["input_ids"] == expected["input_ids"], text
+        assert encoded["constituent_starts"] == expected["constituent_starts"], text
+        assert len(expected["input_ids"]) > len(actions) + 2 or text == "( ( a dog ) barks )"  # pieces were split
+    as_tensors = tokenizer.encode_actions("a dog ) barks )", starts=[0, 2], return_tensors="pt")
+    assert as_tensors["constituent_starts"].tolist() == [tokenizer("( ( a dog ) barks )")["constituent_starts"][:-1]]
+    with pytest.raises(ValueError, match=r"action 4 \(`\)`\) starts at 0, which is no item on the stack \[2, 3\]"):
+        tokenizer.encode_actions("a dog ) barks )", starts=[0, 0])  # `a` is inside the first `)`
+    with pytest.raises(ValueError, match=r"nb-up actions with 2 `\)` got 1 starts"):
+        tokenizer.encode_actions("a dog ) barks )", starts=[0])
+    with pytest.raises(ValueError, match=r"starts= is for nb-up actions"):
+        CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="bi-up").encode_actions("a dog )", starts=[0])
+
+
 def test_bi_words_of_several_pieces_are_their_own_binary_constituents():
     tokenizer = CompositionalTokenizer.train(LABELED, vocab_size=30, linearization="bi-dn")
     p = tokenizer.convert_ids_to_tokens(tokenizer("dog", is_split_into_words=True, add_special_tokens=False)["input_ids"])
@@ -267,7 +291,7 @@ def test_the_tokenizer_refuses_labeled_trees_and_non_binary_actions():
                                          r"reads binary trees"):
         tokenizer.encode_actions("( the blue bird ) )")
     up = CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="nb-up")  # no longer refused
-    with pytest.raises(ValueError, match=r"a nb-up `\)` does not say where its constituent starts"):
+    with pytest.raises(ValueError, match=r"nb-up actions with 1 `\)` got no starts: a nb-up `\)` does not say where"):
         up.encode_actions("the blue bird ) </s>")
     nb = CompositionalTokenizer.train(LABELED, vocab_size=40, linearization="nb-dn")
     assert nb.encode_actions("( the blue bird )")["input_ids"] == nb("( the blue bird )")["input_ids"]

@@ -35,7 +35,7 @@ Inputs of `tokenizer(...)`, one or a batch:
 - plain words (a string without brackets, or a list with `is_split_into_words=True`): `<s>` and the pieces,
   a prompt or a sentence to score.
 A labeled tree (PTB brackets, labeled actions, an nltk.Tree with labels) is a ValueError that says how to unlabel
-it: `tokenizer.unlabel(tree)`. `encode_actions` takes the actions of this linearization as written (a Bi
+it: `tokenizer.unlabel(tree)`. `encode_actions` takes the actions of this linearization as written (nb-up: with each `)`'s start; a Bi
 tokenizer refuses a constituent that is not binary). `decode` gives the unlabeled tree back.
 
 This file is hub code: it imports only its siblings, transformers, sentencepiece and tokenizers (not nltk).
@@ -64,6 +64,16 @@ def check_linearization(linearization):
 def is_unlabeled_tree_string(text):
     """Whether `text` is an unlabeled tree as this tokenizer reads it: its `(` stand alone as tokens."""
     return OPEN in text.split()
+
+
+def closed_from(stack_positions, start, where):
+    """Where on the stack a nb-up `)` that starts at position `start` begins: `start` must be the position of an
+    item still on the stack (`stack_positions`, bottom first; the pieces of one written word share its position),
+    else ValueError naming `where`."""
+    if start not in stack_positions:
+        raise ValueError(f"{where} starts at {start}, which is no item on the stack {list(dict.fromkeys(stack_positions))}: a `)` closes the "
+                         "items from a token or closed constituent not yet subsumed (paper 003's C_k) to the top")
+    return stack_positions.index(start)
 
 
 def has_brackets(text):
@@ -308,35 +318,71 @@ class CompositionalTokenizer(SyntacticTokenizer):
             padded[STARTS_FIELD] = list(pointers) + filler if side == "right" else filler + list(pointers)
         return padded
 
-    def encode_actions(self, actions, add_special_tokens=True, return_word_starts=False, return_tensors=None):
+    def encode_actions(self, actions, add_special_tokens=True, return_word_starts=False, return_tensors=None,
+                       starts=None):
         """Encode this linearization's actions as written (a list, or a string split on whitespace): `(`, `)`,
         words, `<s>` and `</s>`; `<s>` is added unless present or add_special_tokens=False. A prefix of a tree
         is accepted. A Bi tokenizer refuses a `)` that does not close two items (ValueError naming it); a word
-        of several pieces gets the brackets of its own constituent, as `tokenizer(tree)` gives it."""
+        of several pieces gets the brackets of its own constituent, as `tokenizer(tree)` gives it.
+
+        nb-up: a `)` as written does not say where its constituent starts (paper 003, section 2.2), so `starts`
+        gives, for each `)` in order, the index in `actions` of the first item it closes (a word, or the `)` of
+        a closed constituent still on the stack): `encode_actions("Write an essay ) quickly )", starts=[1, 0])`
+        is `( Write ( an essay ) quickly )`. The encoding then holds constituent_starts (indices into input_ids),
+        as `tokenizer(tree)` gives them; a start that is no item on the stack is a ValueError naming the `)`."""
         if isinstance(actions, str):
             actions = parse_action_string(actions)
         actions = list(actions)
         if not actions:
             raise ValueError("empty action list: expected at least one action")
-        if self.points_at_starts and UNLABELED_CLOSE in actions:
-            raise ValueError("a nb-up `)` does not say where its constituent starts (paper 003, section 2.2), so nb-up "
-                             "actions as written are ambiguous; encode the tree with tokenizer(tree), which gives "
-                             "constituent_starts")
+        closes = actions.count(UNLABELED_CLOSE)
+        if self.points_at_starts and (starts is None or len(starts) != closes):
+            given = "no starts" if starts is None else f"{len(starts)} starts"
+            raise ValueError(f"nb-up actions with {closes} `)` got {given}: a nb-up `)` does not say where its "
+                             "constituent starts (paper 003, section 2.2); pass starts=[...] (for each `)`, the "
+                             "index in the actions of the first item it closes) or encode the tree with "
+                             "tokenizer(tree)")
+        if not self.points_at_starts and starts is not None:
+            raise ValueError(f"starts= is for nb-up actions; a {self.linearization} `)` implies where it starts")
         self._check_action_shape(actions)
-        ids, starts = [], []
+        ids, word_starts, pointers = [], [], []
+        first_id = []  # per action, the index in ids of its first id
+        stack = []  # nb-up: per item on the stack (each piece of a word is one), the index of its action
+        written_starts = iter(starts or ())
         for index, action in enumerate(actions):
+            first_id.append(len(ids))
             if action in (OPEN, UNLABELED_CLOSE, self.bos_token, self.eos_token):
+                if action == UNLABELED_CLOSE and self.points_at_starts:
+                    pointers.append(self._start_id_index(next(written_starts), index, actions, first_id, stack))
+                else:
+                    pointers.append(-1)
                 ids.append(self._token_to_id[action])
-                starts.append(False)
+                word_starts.append(False)
             elif has_brackets(action):
                 raise _labeled_error(f"action {index}", repr(action))
             else:
-                word_ids, word_starts = self._word_actions(self._word_ids(action, where=f"action {index}"))
+                word_ids, starts_of_word = self._word_actions(self._word_ids(action, where=f"action {index}"))
+                stack.extend([index] * len(word_ids))
                 ids.extend(word_ids)
-                starts.extend(word_starts)
+                word_starts.extend(starts_of_word)
+                pointers.extend([-1] * len(word_ids))
         if add_special_tokens and ids[0] != BOS_ID:
-            ids, starts = [BOS_ID] + ids, [False] + starts
-        return ids_encoding(ids, starts, return_word_starts, return_tensors)
+            ids, word_starts = [BOS_ID] + ids, [False] + word_starts
+            pointers = [-1] + [p + 1 if p >= 0 else -1 for p in pointers]
+        fields = {STARTS_FIELD: pointers} if self.points_at_starts else {}
+        return ids_encoding(ids, word_starts, return_word_starts, return_tensors, fields)
+
+    def _start_id_index(self, start, index, actions, first_id, stack):
+        """The ids index of a written nb-up start (an index into `actions`) of the `)` at action `index`, checked
+        against the stack (`stack`: the action index of each item, updated for the close); ValueError naming the
+        `)`."""
+        where = f"action {index} (`)`)"
+        if not isinstance(start, int) or not 0 <= start < index or actions[start] in (OPEN, self.bos_token,
+                                                                                      self.eos_token):
+            raise ValueError(f"{where} starts at {start!r}: expected the index of an earlier word or `)` in the actions")
+        del stack[closed_from(stack, start, where):]
+        stack.append(index)
+        return first_id[start]
 
     def _check_action_shape(self, actions):
         """A Bi tokenizer's actions close constituents of two items (a one-word sentence's root, one); a top-down
@@ -404,10 +450,7 @@ class CompositionalTokenizer(SyntacticTokenizer):
                 if self.top_down and not opens:
                     raise ValueError("a `)` with no open constituent")
                 if self.points_at_starts:
-                    if int(starts[index]) not in item_index:
-                        raise ValueError(f"the `)` at {index} starts at {int(starts[index])}, which is no item on the "
-                                         f"stack {item_index}")
-                    begin = item_index.index(int(starts[index]))
+                    begin = closed_from(item_index, int(starts[index]), f"the `)` at {index}")
                 else:
                     begin = opens.pop() if self.top_down else max(len(stack) - 2, 0)  # Bi-Up: the top two items
                 if begin >= len(stack):

@@ -135,10 +135,10 @@ def _training_corpus(trees, normalize_options):
     return sentences, labels
 
 
-def ids_encoding(ids, starts, return_word_starts=False, return_tensors=None):
-    """The BatchEncoding of one encoded sequence: input_ids, an all-ones attention_mask and, on request, word_starts
-    (whether each id begins a word)."""
-    encoded = {"input_ids": ids, "attention_mask": [1] * len(ids)}
+def ids_encoding(ids, starts, return_word_starts=False, return_tensors=None, fields=None):
+    """The BatchEncoding of one encoded sequence: input_ids, an all-ones attention_mask, on request word_starts
+    (whether each id begins a word), and any further per-id `fields` (nb-up: constituent_starts)."""
+    encoded = {"input_ids": ids, "attention_mask": [1] * len(ids), **(fields or {})}
     if return_word_starts:
         encoded["word_starts"] = starts
     return BatchEncoding(encoded, tensor_type=return_tensors, prepend_batch_axis=return_tensors is not None)
