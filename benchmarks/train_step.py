@@ -9,8 +9,8 @@ GPT-2: the TG ids under a causal mask), padded to T'; DTG and TXL (trans) read t
 training trees that fit (../shared/data/ud_english_ewt; those rows are left out without it), as arc-standard
 transitions (DTG: arcs doubled). Paper 003: one internal-composition (Nb-Dn-In-M) and one external-composition
 (Nb-Dn-Ex-M, its composer included: the paper's 256-d, 4 layers) variant, when they are models, over the longest
-GUM trees whose expansion fits, unlabeled (CompositionalTokenizer). Models: d 256, 8 heads, 4 layers, d_ff 1024,
-vocabulary 8K, dropout 0 (so that every model runs its fused attention kernel). A step is forward, backward
+GUM trees whose expansion fits, unlabeled (CompositionalTokenizer). Models: d 256, 8 heads, 4 layers, d_ff 1024
+(`--size paper`: GPT-2 small's d 768, 12 heads, 12 layers, d_ff 3072, the composer still 256-d), vocabulary 8K, dropout 0 (so that every model runs its fused attention kernel). A step is forward, backward
 and an Adam update. Tokens/s counts the B x T' positions. Peak memory is the growth of the process's peak
 resident set over the steps, each model measured in its own process. Ratios are against GPT-2, measured in
 the same run. SOM (paper 001), a recurrent model over words, reads the words of the same GUM trees (with its
@@ -32,7 +32,11 @@ DEPENDENCY_MODELS = ("dtg", "txl_trans")
 # Paper 003 (issue 14, Speed): an In-M variant should reach 0.9x GPT-2's tokens/s, an Ex variant (composer included)
 # 0.75x. Benchmarked when they are models (COMPOSITIONAL_MODEL_VARIANTS).
 COMPOSITIONAL_ROWS = ("nb-dn-in-m", "nb-dn-ex-m")
-MODEL = dict(hidden_size=256, num_attention_heads=8, num_hidden_layers=4, intermediate_size=1024)
+# `--size`: "small" (the default) for every row; "paper" is GPT-2 small's shape (paper 003's backbone), where the
+# Ex composer (256-d, 4 layers, whatever the size) costs the main model what it does in the paper.
+MODEL_SIZES = {"small": dict(hidden_size=256, num_attention_heads=8, num_hidden_layers=4, intermediate_size=1024),
+               "paper": dict(hidden_size=768, num_attention_heads=12, num_hidden_layers=12, intermediate_size=3072)}
+MODEL = dict(MODEL_SIZES["small"])  # the shape of this run's models (main() sets it from --size)
 VOCAB = 8192
 
 
@@ -221,8 +225,12 @@ def main():
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--only", nargs="+", help="measure only these models (grammar names), with GPT-2")
+    parser.add_argument("--size", choices=sorted(MODEL_SIZES), default="small",
+                        help="the models' shape: small (d 256, 4 layers) or paper (GPT-2 small: d 768, 12 layers, 12 "
+                             "heads, d_ff 3072; slow on CPU: pair it with --only and a smaller --batch-size)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    MODEL.update(MODEL_SIZES[args.size])
     if args.child:
         print(json.dumps(measure(args.child, args.steps, args.batch_size, args.length)))
         return 0
@@ -241,12 +249,12 @@ def main():
     for name in names:
         output = subprocess.run(
             [sys.executable, __file__, "--child", name, "--steps", str(args.steps), "--batch-size", str(args.batch_size),
-             "--length", str(args.length)], capture_output=True, text=True, env=dict(os.environ), check=True,
+             "--length", str(args.length), "--size", args.size], capture_output=True, text=True, env=dict(os.environ), check=True,
         ).stdout
         results[name] = json.loads(output.strip().splitlines()[-1])
     base = results["gpt2"]
     print(f"B {args.batch_size}, T' {args.length}, d {MODEL['hidden_size']}, {MODEL['num_attention_heads']} heads, "
-          f"{MODEL['num_hidden_layers']} layers, vocab {VOCAB}, dropout 0, {base['threads']} threads, {args.steps} steps")
+          f"{MODEL['num_hidden_layers']} layers, d_ff {MODEL['intermediate_size']}, vocab {VOCAB}, dropout 0, {base['threads']} threads, {args.steps} steps")
     print(f"tokens/s counts all {args.batch_size * args.length} positions of a batch; 'real' says how many are not padding "
           "(TXL (terminals) reads the words only, so most of its positions are padding, which its attention skips)")
     print(f"{'model':<18} {'params':>10} {'real':>6} {'s/step':>8} {'tokens/s':>9} {'vs GPT-2':>9} {'peak MB':>8} {'vs GPT-2':>9}")
