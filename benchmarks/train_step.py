@@ -30,8 +30,8 @@ TREE_SOURCES = [REPO.parent / "shared" / "data" / "gum_const" / "const", REPO / 
 DEPENDENCY_SOURCE = REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-train.conllu"
 DEPENDENCY_MODELS = ("dtg", "txl_trans")
 # Paper 003 (issue 14, Speed): an In-M variant should reach 0.9x GPT-2's tokens/s, an Ex variant (composer included)
-# 0.75x. Benchmarked when they are models (COMPOSITIONAL_MODEL_VARIANTS).
-COMPOSITIONAL_ROWS = ("nb-dn-in-m", "nb-dn-ex-m")
+# 0.75x. Nb-Up-In-M adds the start pointer (section 2.2), whose scores are [B, T, T'] per step.
+COMPOSITIONAL_ROWS = ("nb-dn-in-m", "nb-dn-ex-m", "nb-up-in-m")
 # `--size`: "small" (the default) for every row; "paper" is GPT-2 small's shape (paper 003's backbone), where the
 # Ex composer (256-d, 4 layers, whatever the size) costs the main model what it does in the paper.
 MODEL_SIZES = {"small": dict(hidden_size=256, num_attention_heads=8, num_hidden_layers=4, intermediate_size=1024),
@@ -145,11 +145,14 @@ def build_compositional_batch(name, batch_size, length):
     trees = read_trees(next(p for p in TREE_SOURCES if p.exists()))
     tokenizer = CompositionalTokenizer.train(trees, vocab_size=VOCAB - 600,
                                              linearization=grammar_class(name).linearization)
-    ids = tokenizer([tokenizer.unlabel(tree) for tree in trees])["input_ids"]
+    encoded = tokenizer([tokenizer.unlabel(tree) for tree in trees])
+    ids = encoded["input_ids"]
     doubled = doubled_id_ranges(name, tokenizer.action_layout)
     expanded = np.array([len(s) + sum(low <= i < high for i in s for low, high in doubled) for s in ids])
     order = [i for i in np.argsort(-expanded) if expanded[i] <= length][:batch_size]
-    batch = SyntacticDataCollator(name, tokenizer.action_layout, pad_to_multiple_of=length)([ids[i] for i in order])
+    fields = [field for field in ("input_ids", "constituent_starts") if field in encoded]  # Nb-Up: each `)`'s start
+    features = [{field: encoded[field][i] for field in fields} for i in order]
+    batch = SyntacticDataCollator(name, tokenizer.action_layout, pad_to_multiple_of=length)(features)
     return batch, tokenizer.action_layout, int((batch["position_kinds"] != 0).sum())
 
 
