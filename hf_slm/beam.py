@@ -12,6 +12,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .checks import check_tokenizer_matches
+from .modeling.configuration_slm import position_limit
 from .modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
 from .modeling.grammars import ActionKind, ActionLayout, grammar_for_config
 from .tokenization.linearizers import tree_from_top_down
@@ -59,18 +60,6 @@ def _incomplete_word_ids(tokenizer):
 
 
 # ---- the sentence check: every sentence passes it before any search --------------------------------------
-
-
-def position_limit(config):
-    """(the most positions the model reads in one sequence, the config field that says so):
-    config.max_sequence_length, or max_position_embeddings for a config that has only transformers' name; (None,
-    None) for a model with segment recurrence (config.segment_length), which reads any length through its memory."""
-    if getattr(config, "segment_length", None):
-        return None, None
-    for name in ("max_sequence_length", "max_position_embeddings"):
-        if getattr(config, name, None):
-            return int(getattr(config, name)), name
-    return None, None
 
 
 def _name(index, sources):

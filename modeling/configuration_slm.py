@@ -188,6 +188,19 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
 
+def position_limit(config):
+    """(the most positions the model reads in one sequence, the config field that says so):
+    config.max_sequence_length, or max_position_embeddings for a config that has only transformers' name; (None,
+    None) for a model with segment recurrence (config.segment_length), which reads any length through its memory.
+    The search's constraints and the evaluations' length checks both read it."""
+    if getattr(config, "segment_length", None):
+        return None, None
+    for name in ("max_sequence_length", "max_position_embeddings"):
+        if getattr(config, name, None):
+            return int(getattr(config, name)), name
+    return None, None
+
+
 def family_auto_classes(prefix):
     """The auto_map of a family whose classes are {prefix}Config, {prefix}Model and {prefix}ForCausalLM."""
     return {

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .configuration_slm import position_limit
 from .grammars import ActionKind, grammar_for_config
 from .hypothesis_rows import NewPositions, hypothesis_rows
 from .search_constraints import DecodingStatus, SearchConstraints, SentenceWords
@@ -207,9 +208,8 @@ class WordSynchronousBeamSearch:
             self.grammar, word_start_mask, incomplete_word_ids, self.options.max_nonterminals,
             self.options.max_consecutive_open, self.options.max_structural_per_word,
             self.options.max_nonterminals_per_word,
-            # a hypothesis never grows into a sequence the model cannot read (backbone.SequenceTooLong); a segment
-            # model reads any length (through its memory)
-            max_positions=None if getattr(config, "segment_length", None) else getattr(config, "max_sequence_length", None),
+            # a hypothesis never grows into a sequence the model cannot read (backbone.SequenceTooLong)
+            max_positions=position_limit(config)[0],
         )
         self.decoder = decoder or search_decoder_for(model, use_cache=self.options.use_cache)
         # Nb-Up (paper 003, section 2.2): a `)` is chosen with its start, scored log p(")") + log p(start | ")")
