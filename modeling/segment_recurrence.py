@@ -158,6 +158,26 @@ def _renumbered(positions):
     return torch.where(real, positions - earliest, -1)
 
 
+def _read_together(model, grammar, segmented):
+    """Read segmented sequences (segments.segment_sequence) together, one per batch row, segment after segment with
+    the memory carried; a row whose sequence has ended reads a padding segment (it costs no result). Yields
+    (tau, the collated batch, segment_forward's output) for each segment index tau."""
+    from .segments import padding_segment
+
+    first = segmented[0]
+    device = next(model.parameters()).device
+    memory = empty_memory(model, len(segmented), first.memory_length)
+    padding = padding_segment(first.segment_length, first.memory_length, int(grammar.layout.pad_token_id),
+                              first.coordinates is not None, first.head_ids is not None)
+    for tau in range(max(s.num_segments for s in segmented)):
+        rows = [(s, tau) if tau < s.num_segments else (padding, 0) for s in segmented]
+        batch = collate_segments(rows).to(device)
+        with torch.no_grad():
+            out = segment_forward(model, batch, memory, compute_loss=False)
+        memory = out.memory
+        yield tau, batch, out
+
+
 def segment_log_probs(model, grammar, sequences, segment_length, memory_length=None, memory_update=None):
     """Per action sequence of `sequences` (lists of ids; documents under a document-level grammar), the log-
     probabilities [T - 1] (float32, nats) of its actions after the first, read segment by segment with the memory
@@ -169,18 +189,11 @@ def segment_log_probs(model, grammar, sequences, segment_length, memory_length=N
     segmented = [segment_sequence(grammar, list(ids), segment_length, memory_length, memory_update) for ids in sequences]
     if not segmented:
         return []
-    memory = empty_memory(model, len(segmented), segmented[0].memory_length)
     results = [[] for _ in segmented]
-    for tau in range(max(s.num_segments for s in segmented)):
-        # A sequence that has ended repeats its last segment (its rows are not read: they cost no result).
-        rows = [(s, min(tau, s.num_segments - 1)) for s in segmented]
-        batch = collate_segments(rows).to(next(model.parameters()).device)
-        with torch.no_grad():
-            out = segment_forward(model, batch, memory, compute_loss=False)
-        memory = out.memory
+    for tau, batch, out in _read_together(model, grammar, segmented):
         log_probs = torch.log_softmax(out.logits.float(), -1)
-        for b, (sequence, index) in enumerate(rows):
-            if index == tau:
+        for b, sequence in enumerate(segmented):
+            if tau < sequence.num_segments:
                 labels = batch.labels[b]
                 where = torch.nonzero(labels != IGNORE_INDEX)[:, 0]
                 results[b].append(log_probs[b, where].gather(1, labels[where][:, None])[:, 0].cpu())
@@ -192,20 +205,15 @@ def read_prefixes(model, grammar, sequences, segment_length, memory_length=None,
     """Read action sequences (document prefixes that a search continues) segment by segment, one per batch row.
     Returns (the memory after each sequence, per layer [B, M, d]; the original position each memory slot holds
     [B, M] numpy, -1 empty; the logits [B, V] at each sequence's last position: its next action's)."""
-    from .segments import padding_segment, segment_sequence
+    from .segments import segment_sequence
 
     segmented = [segment_sequence(grammar, list(ids), segment_length, memory_length, memory_update) for ids in sequences]
-    count, first = len(segmented), segmented[0]
-    device = next(model.parameters()).device
-    memory = empty_memory(model, count, first.memory_length)
-    final = [list(layer) for layer in memory]  # per layer, per row: the memory after the row's last segment
+    count = len(segmented)
+    final = None  # per layer, per row: the memory after the row's last segment
     logits = [None] * count
-    padding = padding_segment(first.segment_length, first.memory_length, int(grammar.layout.pad_token_id),
-                              first.coordinates is not None, first.head_ids is not None)
-    for tau in range(max(s.num_segments for s in segmented)):
-        rows = [(s, tau) if tau < s.num_segments else (padding, 0) for s in segmented]
-        out = segment_forward(model, collate_segments(rows).to(device), memory, compute_loss=False)
-        memory = out.memory
+    for tau, _, out in _read_together(model, grammar, segmented):
+        if final is None:
+            final = [list(layer) for layer in out.memory]
         for b, sequence in enumerate(segmented):
             if tau == sequence.num_segments - 1:  # the row's last segment: keep what it leaves
                 last = int(np.flatnonzero(sequence.segment_positions[tau] >= 0)[-1])
