@@ -39,6 +39,7 @@ from .configuration_slm import (
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
 from .grammars import ActionLayout, PositionKind, grammar_for_config
 from .safe_loading import SafetensorsOnlyLoading
+from .segments import causal_segment_window, check_segment_options
 from .start_pointer import FinalLayerHeads, StartPointer
 
 IGNORE_INDEX = -100
@@ -343,6 +344,15 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         positions = positions.masked_fill(~padding, -1)
         structure = self._structure(None, positions.clamp(min=0), positions, None)
         structure.mask = structure.causal_mask(length)
+        if getattr(self.config, "segment_length", None):
+            # A segment model reads as it was trained, through a memory: for a causal grammar that is a window,
+            # the same in one pass, through a cache, and segment by segment (segment_recurrence.py); any length.
+            segment_length, memory_length, _ = check_segment_options(
+                self.grammar, self.config.segment_length, getattr(self.config, "memory_length", None),
+                getattr(self.config, "memory_update", None))
+            structure.mask = structure.mask & causal_segment_window(
+                positions[:, -length:], positions, segment_length, memory_length)
+            structure.segmented = True
         if composition is not None:
             structure.composition_children, structure.composition_level, structure.start_candidates = composition
             if structure.start_candidates is not None:  # one position per action: its index among the real ones

@@ -207,7 +207,8 @@ def read_prefixes(model, grammar, sequences, segment_length, memory_length=None,
     [B, M] numpy, -1 empty; the logits [B, V] at each sequence's last position: its next action's)."""
     from .segments import segment_sequence
 
-    segmented = [segment_sequence(grammar, list(ids), segment_length, memory_length, memory_update) for ids in sequences]
+    segmented = [segment_sequence(grammar, list(ids), segment_length, memory_length, memory_update,
+                                  require_complete=False) for ids in sequences]
     count = len(segmented)
     final = None  # per layer, per row: the memory after the row's last segment
     logits = [None] * count

@@ -218,6 +218,17 @@ def shift_memory(total, segment_length, memory_length):
     return np.where(memory >= 0, memory, -1)
 
 
+def causal_segment_window(query_positions, key_positions, segment_length, memory_length):
+    """For a causal grammar, [..., T, S] bool: whether the query at position p may attend the key at position j
+    through segments of L positions and a memory of M, j >= L * floor(p / L) - M (with j <= p: AND it with the
+    causal mask). Both memory rules keep the M positions right before a segment for a causal grammar (module
+    docstring), so reading a sequence segment by segment with its memory is one causal pass under this window,
+    and so is a key/value cache that keeps every position (transformers' generate). Positions are indices among
+    a row's real tokens; numpy or torch arrays [..., T] and [..., S]."""
+    window_start = (query_positions // segment_length) * segment_length - memory_length
+    return key_positions[..., None, :] >= window_start[..., :, None]
+
+
 def update_matrices(memory_positions, segment_positions, next_memory_positions):
     """(U^{h->m} [n, M, L], U^{m->m} [n, M, M]) bool: slot y of the next memory copies the segment row, or the
     memory slot, that holds the same original position (an empty slot copies nothing)."""

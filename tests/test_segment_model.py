@@ -5,7 +5,7 @@ streams in one batch do not mix; a small memory changes what is attended."""
 import numpy as np
 import pytest
 import torch
-from test_segments import VOCAB, random_case
+from test_segments import VOCAB, WORDS, random_case
 
 from hf_slm.modeling.configuration_slm import config_for_grammar
 from hf_slm.modeling.grammars import get_grammar
@@ -153,3 +153,59 @@ def test_a_search_after_a_long_prefix_reads_it_through_the_memory():
     model.config.memory_length = 1
     small = WordSynchronousBeamSearch(model, options).generate([[]], max_new_words=3, prefixes=[prefix])[0]
     assert small and [score for _, score in small] != pytest.approx([score for _, score in whole], abs=1e-4)
+
+
+def _terminals_segment_model(segment_length, memory_length, seed=0):
+    """A tiny TXL (terminals) model trained as segments of `segment_length` with a memory of `memory_length`, whose
+    max_sequence_length (8) is shorter than the sequences it reads."""
+    grammar = get_grammar("terminals", VOCAB.layout)
+    model = tiny_model(grammar, seed=seed, max_sequence_length=8)
+    model.config.segment_length, model.config.memory_length, model.config.memory_update = \
+        segment_length, memory_length, "shift"
+    return grammar, model
+
+
+def _random_words(rng, count):
+    return VOCAB.encode(list(rng.choice(WORDS, count)), add_eos=False)
+
+
+@pytest.mark.parametrize("memory_length", [2, 4, 7])
+def test_a_causal_segment_model_reads_any_length_in_one_pass_as_segment_by_segment(memory_length):
+    """model(**inputs) of a segment model with a causal grammar reads as it was trained, through its memory (the
+    window of segments.causal_segment_window), past max_sequence_length, under either padding side."""
+    rng = np.random.default_rng(memory_length)
+    grammar, model = _terminals_segment_model(4, memory_length)
+    rows = [_random_words(rng, 21) + [VOCAB.layout.eos_token_id], _random_words(rng, 14) + [VOCAB.layout.eos_token_id]]
+    expected = [segment_log_probs(model, grammar, [ids], 4, memory_length, "shift")[0] for ids in rows]
+    for side in ("right", "left"):
+        width = max(map(len, rows))
+        pad = [[VOCAB.layout.pad_token_id] * (width - len(ids)) for ids in rows]
+        ids = torch.tensor([ids + p if side == "right" else p + ids for ids, p in zip(rows, pad)])
+        mask = ids != VOCAB.layout.pad_token_id
+        with torch.no_grad():
+            log_probs = torch.log_softmax(model(input_ids=ids, attention_mask=mask.long()).logits.float(), -1)
+        for b, row in enumerate(rows):
+            real = torch.nonzero(mask[b])[:, 0]
+            got = log_probs[b, real[:-1]].gather(1, torch.tensor(row[1:])[:, None])[:, 0]
+            torch.testing.assert_close(got, expected[b], rtol=1e-5, atol=1e-5)
+    # Not the whole causal context: with a window smaller than the row, reading whole differs.
+    whole = tiny_model(grammar, seed=0, max_sequence_length=64)
+    assert not torch.allclose(whole_log_probs(whole, rows[0]), expected[0], atol=1e-4)
+
+
+def test_transformers_generate_continues_a_long_prompt_through_the_memory():
+    """transformers' own generate (past_key_values) for a words-only segment model: a prompt longer than
+    max_sequence_length, greedy, gives the words that reading each prefix segment by segment picks."""
+    from hf_slm.modeling.segment_recurrence import read_prefixes
+
+    rng = np.random.default_rng(2)
+    grammar, model = _terminals_segment_model(4, 4, seed=3)
+    prompt = _random_words(rng, 13)
+    not_words = [i for i in range(len(VOCAB.tokens)) if VOCAB.tokens[i] not in WORDS]  # a random model's picks
+    expected = list(prompt)
+    for _ in range(6):
+        _, _, logits = read_prefixes(model, grammar, [expected], 4, 4, "shift")
+        expected.append(int(logits[0].index_fill(0, torch.tensor(not_words), float("-inf")).argmax()))
+    model.generation_config.pad_token_id = VOCAB.layout.pad_token_id
+    got = model.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False, suppress_tokens=not_words)
+    assert got[0].tolist() == expected
