@@ -682,16 +682,42 @@ def unused_parameter_names(model, collator, dataset, batch_size):
     return unused
 
 
-def predicted_actions(inputs, pad_token_id):
-    """How many actions of a collated batch the model's loss averages over: the shifted labels that are neither
-    -100, nor the pad id, nor under a 0 of the [B, T] attention mask (SyntacticTransformerForCausalLM.forward's
-    rule)."""
+def _predicted(inputs, pad_token_id):
+    """[B, T - 1] bool: the shifted labels the model's loss averages over, neither -100, nor the pad id, nor under a
+    0 of the [B, T] attention mask (SyntacticTransformerForCausalLM.forward's rule)."""
     labels = inputs["labels"]
     counted = (labels != -100) & (labels != pad_token_id)
     mask = inputs.get("attention_mask")
     if mask is not None and mask.shape == labels.shape:
         counted &= mask != 0
-    return counted[:, 1:].sum()
+    return counted[:, 1:]
+
+
+def predicted_actions(inputs, pad_token_id):
+    """How many actions of a collated batch the model's loss averages over."""
+    return _predicted(inputs, pad_token_id).sum()
+
+
+def predicted_starts(inputs, pad_token_id):
+    """How many `)` starts the start pointer's loss averages over (paper 003's Nb-Up; the model's _start_loss):
+    the predicted actions that have a start."""
+    return (_predicted(inputs, pad_token_id) & (inputs["constituent_starts"][:, 1:] >= 0)).sum()
+
+
+def process_share_loss(loss, outputs, inputs, pad_token_id, gather, processes):
+    """The loss of one process's rows (`loss`, the model's `outputs`), weighted so that DistributedDataParallel's average of the processes'
+    gradients is the gradient of the whole batch's loss: each mean is weighted by this process's share of what it
+    averages over, times the number of processes (the actions for the language-model loss; for a start pointer's
+    loss, the `)` starts). `gather` collects a 1-element tensor from every process."""
+    def share(mine):
+        return mine * processes / gather(mine.reshape(1)).sum().clamp(min=1)
+
+    actions = share(predicted_actions(inputs, pad_token_id))
+    start_loss = outputs.get("start_loss") if hasattr(outputs, "get") else None
+    if start_loss is None:
+        return loss * actions.to(loss.dtype)
+    starts = share(predicted_starts(inputs, pad_token_id))
+    return outputs["lm_loss"] * actions.to(start_loss.dtype) + start_loss * starts.to(start_loss.dtype)
 
 
 class SyntacticTrainer(Trainer):
@@ -701,8 +727,8 @@ class SyntacticTrainer(Trainer):
     each process reading its part, so that the processes together read the one-process run's batches. And the
     model's loss is a mean over the actions of its own rows, while DistributedDataParallel averages the processes'
     gradients: each process's loss is weighted by its share of the actions (x N, which the averaging divides
-    again), so that the step follows the mean over all the batch's actions. (A start pointer's loss, paper 003's
-    Nb-Up, is weighted by the same share of actions, not of its own `)` targets.)
+    again), so that the step follows the mean over all the batch's actions; a start pointer's loss (paper 003's
+    Nb-Up) by its share of the `)` starts (process_share_loss).
     """
 
     def _get_train_sampler(self, train_dataset=None):
@@ -715,9 +741,8 @@ class SyntacticTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
         if self.args.world_size > 1 and model.training:
-            mine = predicted_actions(inputs, self.accelerator.unwrap_model(model).config.pad_token_id)
-            total = self.accelerator.gather(mine.reshape(1)).sum().clamp(min=1)
-            loss = loss * (mine * self.args.world_size / total).to(loss.dtype)
+            loss = process_share_loss(loss, outputs, inputs, self.accelerator.unwrap_model(model).config.pad_token_id,
+                                      self.accelerator.gather, self.args.world_size)
         return (loss, outputs) if return_outputs else loss
 
 

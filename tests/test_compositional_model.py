@@ -532,6 +532,39 @@ def test_the_start_pointer_learns_the_gold_starts_of_a_couple_of_trees(grammar, 
     assert losses[-1] < 0.3 * losses[0], losses
 
 
+def test_processes_weight_the_start_loss_by_their_share_of_starts(one_thread):
+    """Under N processes each one's loss is weighted (training.process_share_loss) so that the average of their
+    gradients, what DistributedDataParallel takes, is the whole batch's gradient, the pointer's loss included:
+    rows split unevenly between two processes give the gradient of the batch read at once."""
+    from hf_slm.training import predicted_actions, predicted_starts, process_share_loss
+
+    model, tokenizer = tiny("nb-up-in-m", vocab_size=30, sentencepiece_options={"model_type": "word"})
+    trees = unlabeled_trees(tokenizer)
+
+    def batch(rows):
+        inputs = tokenizer(rows, padding=True, return_tensors="pt")
+        return dict(inputs, labels=inputs["input_ids"])
+
+    def gradient(loss):
+        model.zero_grad()
+        loss.backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    expected = gradient(model(**batch(trees)).loss)
+    halves = [batch(trees[:2]), batch(trees[2:])]
+    pad = model.config.pad_token_id
+    counts = {"actions": torch.stack([predicted_actions(h, pad) for h in halves]),
+              "starts": torch.stack([predicted_starts(h, pad) for h in halves])}
+    shares = [counts[kind] / counts[kind].sum() for kind in ("actions", "starts")]
+    assert not torch.allclose(shares[0], shares[1])  # weighting the pointer by actions would be wrong here
+    total = 0
+    for half in halves:
+        answers = iter([counts["actions"], counts["starts"]])  # what gathering from both processes gives
+        outputs = model(**half)
+        total = total + gradient(process_share_loss(outputs.loss, outputs, half, pad, lambda _: next(answers), 2))
+    torch.testing.assert_close(total / 2, expected, rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("grammar, fields", [(name, {}) for name in NB_UP] + [
     # h takes the final layer's first two heads in its own order: restricted (COMPOSE rows: their own parameters),
     # then unrestricted
