@@ -13,9 +13,13 @@ memory is part of the training state: every checkpoint saves it (`segment_memory
 restores it, so a resumed run reads the same memory, and gives the same losses, as an uninterrupted one (Trainer
 restores the weights, the optimizer, the random states and skips the batches already read).
 
-Segment training runs in one process: `compute_loss` calls `segment_forward` on the unwrapped model, outside
-DistributedDataParallel's forward, which would skip its gradient averaging; hf_slm.training refuses it under
-torchrun / accelerate launch (`check_segments_on_one_process`).
+Under N processes (torchrun / accelerate launch) the run takes the steps of one process with N times the batch:
+the sequences are split into B x N streams, process r reading streams r B .. r B + B - 1, and every process takes
+the steps of the longest stream. `compute_loss` calls `segment_forward` on the unwrapped model (the memory is
+not an input DistributedDataParallel's forward knows), so DDP's own gradient averaging never runs; instead each
+process's loss is weighted by its share of the batch's predicted actions (x N) and `training_step` averages the
+gradients itself, one all-reduce of all of them, before Trainer clips them and steps. Each process keeps its
+streams' memory, saved per process in every checkpoint (`memory_file`).
 """
 
 import json
@@ -23,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 from tqdm.auto import tqdm
@@ -33,6 +38,11 @@ from .modeling.segment_recurrence import SegmentBatch, check_segment_model, coll
 from .modeling.segments import check_segment_options, padding_segment, segment_sequence
 
 MEMORY_FILE = "segment_memory.safetensors"
+
+
+def memory_file(process_index=0):
+    """The file in a checkpoint that holds a process's memory (the main process's: MEMORY_FILE)."""
+    return MEMORY_FILE if process_index == 0 else f"segment_memory.process{process_index}.safetensors"
 
 
 def split_into_streams(lengths, streams):
@@ -63,7 +73,7 @@ class DocumentStreams(Dataset):
     """
 
     def __init__(self, grammar, sequences, streams, segment_length, memory_length=None, memory_update=None,
-                 disable_progress=False):
+                 disable_progress=False, process_index=0, processes=1):
         from .training import doubled_id_ranges
 
         self.grammar = grammar
@@ -80,11 +90,12 @@ class DocumentStreams(Dataset):
             expanded = len(ids) + sum(int(((ids >= low) & (ids < high)).sum()) for low, high in doubled)
             counts.append(-(-expanded // L))
         self.segment_counts = counts
-        self.streams = []
-        for part in split_into_streams(counts, streams):
-            self.streams.append([(i, tau) for i in part for tau in range(counts[i])])
-        self.steps = max(len(stream) for stream in self.streams)
+        every = [[(i, tau) for i in part for tau in range(counts[i])]
+                 for part in split_into_streams(counts, streams * processes)]
+        self.streams = every[process_index * streams: (process_index + 1) * streams]  # this process's rows
+        self.steps = max(len(stream) for stream in every)  # every process takes the same steps
         self._segmented = {}  # sequence index -> SegmentedSequence, while a stream reads it
+        self._padding = None
 
     def __len__(self):
         return self.steps
@@ -103,14 +114,21 @@ class DocumentStreams(Dataset):
             self._segmented[index] = segmented
         return self._segmented[index]
 
+    def padding(self):
+        """The segment a row reads once its stream has ended (the fields of this grammar's segments)."""
+        if self._padding is None:
+            like = segment_sequence(self.grammar, list(self.sequences[0]), self.segment_length, self.memory_length,
+                                    self.memory_update)
+            self._padding = padding_segment(self.segment_length, self.memory_length,
+                                            int(self.grammar.layout.pad_token_id), like.coordinates is not None,
+                                            like.head_ids is not None)
+        return self._padding
+
     def __getitem__(self, step):
         active = {b: (self.segmented(stream[step][0]), stream[step][1]) for b, stream in enumerate(self.streams)
                   if step < len(stream)}
-        if len(active) < len(self.streams):  # rows whose stream has ended read a padding segment
-            like = next(iter(active.values()))[0]
-            padding = padding_segment(self.segment_length, self.memory_length, int(self.grammar.layout.pad_token_id),
-                                      like.coordinates is not None, like.head_ids is not None)
-        rows = [active.get(b, (padding, 0) if len(active) < len(self.streams) else None) for b in range(len(self.streams))]
+        # rows whose stream has ended read a padding segment (under several processes, maybe all of them)
+        rows = [active.get(b, (self.padding(), 0)) for b in range(len(self.streams))]
         # Keep only what the streams still read: the sequences at this step (the next step reads the same or the
         # next ones).
         current = {stream[step][0] for stream in self.streams if step < len(stream)}
@@ -142,14 +160,32 @@ class SegmentTrainer(Trainer):
             self.segment_memory = empty_memory(model, len(batch.input_ids), self.train_dataset.memory_length)
         output = segment_forward(model, batch, self.segment_memory)
         self.segment_memory = output.memory
-        return (output.loss, output) if return_outputs else output.loss
+        loss = output.loss
+        if self.args.world_size > 1 and model.training:  # this process's share of the batch's actions (x N)
+            mine = torch.tensor(output.num_predicted, device=loss.device)
+            loss = loss * process_share(mine, self.accelerator.gather, self.args.world_size).to(loss.dtype)
+        return (loss, output) if return_outputs else loss
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.args.world_size > 1:  # what DistributedDataParallel's forward would have set up (module docstring)
+            average_gradients(self.accelerator.unwrap_model(model))
+        return loss
 
     def restore_memory(self, checkpoint):
-        """Read the memory a checkpoint saved (None where it saved none: a run without segments)."""
-        path = Path(checkpoint) / MEMORY_FILE
+        """Read the memory this process saved in a checkpoint; ValueError where it saved none (a run without
+        segments) or was saved by another number of processes."""
+        name = memory_file(self.args.process_index)
+        path = Path(checkpoint) / name
         if not path.is_file():
-            raise ValueError(f"checkpoint {str(checkpoint)!r} has no {MEMORY_FILE}: it was not written by a run with "
-                             "segment recurrence, so its memory cannot be restored")
+            raise ValueError(f"checkpoint {str(checkpoint)!r} has no {name}: it was not written by a run with "
+                             f"segment recurrence on {self.args.world_size} process(es), so this process's memory "
+                             "cannot be restored")
+        with safe_open(str(path), "pt") as handle:
+            saved_by = json.loads((handle.metadata() or {}).get("processes", "1"))
+        if saved_by != self.args.world_size:
+            raise ValueError(f"checkpoint {str(checkpoint)!r} holds the memory of {saved_by} process(es)' streams; "
+                             f"resume it on {saved_by}, not {self.args.world_size}")
         tensors = load_file(str(path))
         layers = len([name for name in tensors if name.startswith("layer_")])
         self.segment_memory = tuple(tensors[f"layer_{k}"] for k in range(layers))
@@ -161,6 +197,26 @@ class SegmentTrainer(Trainer):
             if checkpoint is not None:
                 self.restore_memory(checkpoint)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+
+def process_share(mine, gather, processes):
+    """This process's share of a count summed over all processes, times their number: the weight of its mean loss
+    under which the average of the processes' gradients is that of the whole batch's mean. `gather` collects a
+    1-element tensor from every process."""
+    return mine * processes / gather(mine.reshape(1)).sum().clamp(min=1)
+
+
+def average_gradients(model):
+    """Average the gradients of `model`'s trainable parameters over the processes: one all-reduce of all of them
+    (a parameter without a gradient here counts as zeros, so that every process sends the same tensor)."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in parameters])
+    torch.distributed.all_reduce(flat)
+    flat /= torch.distributed.get_world_size()
+    offset = 0
+    for parameter in parameters:
+        parameter.grad = flat[offset: offset + parameter.numel()].view_as(parameter)
+        offset += parameter.numel()
 
 
 def _only_item(items):
@@ -179,5 +235,6 @@ class _SaveMemory(TrainerCallback):
         if memory is None or not folder.is_dir():
             return control
         tensors = {f"layer_{k}": layer.detach().contiguous().cpu() for k, layer in enumerate(memory)}
-        save_file(tensors, str(folder / MEMORY_FILE), metadata={"global_step": json.dumps(state.global_step)})
+        save_file(tensors, str(folder / memory_file(args.process_index)),
+                  metadata={"global_step": json.dumps(state.global_step), "processes": json.dumps(args.world_size)})
         return control

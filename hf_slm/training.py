@@ -42,7 +42,7 @@ from .auto import tokenizer_class_for_grammar
 from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer,
                            reads_unlabeled_trees, trees_for_tokenizer)
 from .data.prepare_dependency import is_dependency_tokenizer, transition_grammars
-from .distributed import (barrier, is_distributed, is_main_process, main_process_context, on_main_process,
+from .distributed import (barrier, is_distributed, is_main_process, main_process_context, on_main_process, rank,
                           world_size)
 from .modeling.configuration_slm import PRESETS, preset_config
 from .modeling.grammars import grammar_class
@@ -50,7 +50,7 @@ from .modeling.modeling_slm import causal_lm_for_config
 from .modeling.segment_recurrence import check_segment_model
 from .modeling.segments import check_segment_options
 from .run_journal import output_lock
-from .segment_training import DocumentStreams, SegmentTrainer
+from .segment_training import DocumentStreams, SegmentTrainer, process_share
 from .tokenization.trees import read_trees
 
 def warmup_cosine_schedule(step, warmup_steps, total_steps, initial, peak, final):
@@ -435,7 +435,6 @@ def train(setup, log=print):
     Under `torchrun` / `accelerate launch` (hf_slm/distributed.py) the main process holds the lock, checks the
     output folder, trains the tokenizer and writes every file; the others wait for it and read its tokenizer.
     """
-    check_segments_on_one_process(setup)
     if not is_main_process():
         log = _say_nothing  # one process speaks for all
     with main_process_context(output_lock(setup.output, log=log), f"locking the output folder {setup.output}"):
@@ -444,17 +443,6 @@ def train(setup, log=print):
 
 def _say_nothing(*_):
     pass
-
-
-def check_segments_on_one_process(setup):
-    """Refuse segment recurrence under several processes: SegmentTrainer calls the model's segment_forward
-    itself, outside DistributedDataParallel's forward, so the processes' gradients would never be averaged."""
-    if getattr(setup, "segment_length", None) is not None and is_distributed():  # FinetuneSetup has none
-        raise ValueError(
-            f"--segment-length {setup.segment_length}: segment recurrence trains in one process only ({world_size()} "
-            "were launched): its steps call the model outside DistributedDataParallel, whose gradient averaging "
-            "would be skipped; run `hf-slm train` without torchrun / accelerate launch"
-        )
 
 
 def _train(setup, log):
@@ -636,7 +624,8 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
         # Batches of similar lengths waste less on padding: the [B, T', T'] attention grows with the longest.
         train_sampling_strategy="group_by_length" if setup.group_by_length else "random",
     )
-    if is_distributed():
+    segments = getattr(setup, "segment_length", None) is not None  # hf-slm train's option (not fine-tuning's)
+    if is_distributed() and not segments:  # (SegmentTrainer averages gradients itself)
         # DistributedDataParallel's search for unused parameters costs a graph traversal every step: only where
         # the configuration has some.
         unused = unused_parameter_names(model, collator, train_dataset, schedule["batch_size"])
@@ -645,11 +634,12 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
             print("parameters without gradients (DistributedDataParallel looks for them every step): "
                   + ", ".join(unused[:10]) + (" ..." if len(unused) > 10 else ""))
     callbacks = [_TimeLimit(setup.max_seconds)] if setup.max_seconds else []
-    check_segments_on_one_process(setup)
-    if getattr(setup, "segment_length", None) is not None:  # hf-slm train's option (not fine-tuning's)
+    if segments:
+        # batch_size streams per process (segment_training.py: N processes read the streams of N x the batch)
         streams = DocumentStreams(model.grammar, train_dataset["input_ids"], schedule["batch_size"],
                                   setup.segment_length, setup.memory_length, setup.memory_update,
-                                  disable_progress=setup.disable_progress)
+                                  disable_progress=setup.disable_progress, process_index=rank(),
+                                  processes=world_size())
         trainer = SegmentTrainer(model=model, args=args, train_dataset=streams, optimizers=(optimizer, scheduler),
                                  callbacks=callbacks, processing_class=tokenizer)
     else:
@@ -709,14 +699,11 @@ def process_share_loss(loss, outputs, inputs, pad_token_id, gather, processes):
     gradients is the gradient of the whole batch's loss: each mean is weighted by this process's share of what it
     averages over, times the number of processes (the actions for the language-model loss; for a start pointer's
     loss, the `)` starts). `gather` collects a 1-element tensor from every process."""
-    def share(mine):
-        return mine * processes / gather(mine.reshape(1)).sum().clamp(min=1)
-
-    actions = share(predicted_actions(inputs, pad_token_id))
+    actions = process_share(predicted_actions(inputs, pad_token_id), gather, processes)
     start_loss = outputs.get("start_loss") if hasattr(outputs, "get") else None
     if start_loss is None:
         return loss * actions.to(loss.dtype)
-    starts = share(predicted_starts(inputs, pad_token_id))
+    starts = process_share(predicted_starts(inputs, pad_token_id), gather, processes)
     return outputs["lm_loss"] * actions.to(start_loss.dtype) + start_loss * starts.to(start_loss.dtype)
 
 

@@ -121,14 +121,27 @@ def test_resuming_under_two_processes_takes_the_same_next_steps(training_runs, t
         assert again[step] == pytest.approx(single[step], rel=1e-5, abs=1e-6), (step, single, again)
 
 
-def test_segment_recurrence_is_refused_under_two_processes(training_trees, tmp_path):
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-addr=127.0.0.1",
-               f"--master-port={_free_port()}", "-m", "hf_slm.cli",
-               *train_args(training_trees, tmp_path / "segments", batch_size=2), "--segment-length", "32"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=_environment())
-    assert result.returncode != 0
-    assert "segment recurrence trains in one process only (2 were launched)" in result.stderr, result.stderr[-3000:]
-    assert not (tmp_path / "segments").exists()
+def test_two_processes_train_segments_like_one_and_resume_with_their_memories(training_trees, tmp_path):
+    """Segment recurrence (segment_training.py) under two processes of 2 streams each takes the steps of one process
+    of 4 streams (the same streams, each process weighted by its share of the actions, gradients averaged by
+    SegmentTrainer); each process saves its own memory, and a resumed run reads it back."""
+    segments = ["--segment-length", "32", "--memory-length", "16"]
+    one = tmp_path / "one"
+    run_cli([*train_args(training_trees, one, batch_size=4), *segments])
+    two = tmp_path / "two"
+    run_cli([*train_args(training_trees, two, batch_size=2, save_steps=2), *segments], processes=2)
+    single, double = logged_losses(one, 4), logged_losses(two, 4)
+    assert sorted(single) == sorted(double) == [1, 2, 3, 4]
+    for step in single:
+        assert double[step] == pytest.approx(single[step], rel=1e-5, abs=1e-6), (step, single, double)
+    assert {p.name for p in (two / "checkpoint-2").glob("segment_memory*")} == {
+        "segment_memory.safetensors", "segment_memory.process1.safetensors"}
+    resumed = tmp_path / "resumed"
+    shutil.copytree(two / "checkpoint-2", resumed / "checkpoint-2")
+    run_cli([*train_args(training_trees, resumed, batch_size=2, save_steps=2), *segments, "--resume"], processes=2)
+    again = logged_losses(resumed, 4)
+    for step in (3, 4):
+        assert again[step] == pytest.approx(double[step], rel=1e-6, abs=1e-7), (step, double, again)
 
 
 def test_the_parameters_a_configuration_leaves_unused_are_found(tmp_path):
