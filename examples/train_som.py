@@ -1,7 +1,7 @@
 """Train eSOM and dSOM (paper 001) on UD English EWT beside an LSTM LM of similar size, on CPU, in minutes.
 
     python examples/train_som.py [--data ../shared/data/ud_english_ewt] [--steps 300] [--train-sentences 2000]
-                                 [--ablations]
+                                 [--ablations] [--save DIR]
 
 Everything in view: CoNLL-U sentences (hf_slm.data.conllu_loader) -> gold trees Gamma (Figure 4: each head and
 its dependents form a constituent, left-binarized) -> Algorithm 1's first siblings per token (the collator) ->
@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from hf_slm.data.conllu_loader import read_conllu_file
+from hf_slm.model_card import write_model_card
 from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
 from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
 from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
@@ -101,6 +102,13 @@ def train(model, batches, steps, learning_rate, log_every):
     return time.time() - started
 
 
+def save_with_card(model, tokenizer, directory):
+    """A checkpoint that loads with AutoModelForCausalLM (trust_remote_code) and its README.md model card."""
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    print(f"  saved {directory} ({write_model_card(directory).name})", flush=True)
+
+
 @torch.no_grad()
 def lstm_perplexity(model, batches):
     total = count = 0
@@ -123,6 +131,9 @@ def main():
     parser.add_argument("--slots", type=int, default=10, help="N, the memory slots")
     parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save", type=Path, metavar="DIR",
+                        help="save each SOM model with the tokenizer to DIR/<model> and write its model card "
+                             "(hf-slm eval ... --model DIR/<model> adds results; hf-slm card DIR/<model> quotes them)")
     parser.add_argument("--ablations", action="store_true",
                         help="also Table 2's switches on dSOM: teacher forcing loss (TF), no prediction network "
                              "(noPN), left-branching tree labels (LB)")
@@ -178,6 +189,8 @@ def main():
         print(f"training {name}", flush=True)
         seconds = train(model, left_batches if name == "dSOM-LB" else batches, args.steps, args.learning_rate,
                         log_every=50)
+        if args.save:
+            save_with_card(model, tokenizer, args.save / name)
         ppl = som_perplexity(model, tokenizer, [r["words"] for r in dev_rows])["perplexity"]
         parse = som_parse_eval(model, tokenizer, dev_rows)
         rows.append((name, parameter_count(model), ppl, parse["p_accuracy"], parse["uf1"],

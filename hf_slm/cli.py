@@ -202,6 +202,10 @@ def command_parse(args):
 
     sentences, sources = _parse_inputs(args)  # before the model loads: a missing file fails at once
     model, tokenizer = _load(args.model)
+    if _is_som(model):  # SOM parses with its own incremental parser: no beam (hf_slm/som_cli.py)
+        from .som_cli import parse
+
+        return parse(model, tokenizer, sentences, args)
     with _left_out_said_once():
         trees = parse_sentences(model, tokenizer, sentences, sources, cache_dir=args.cache,
                                 progress=len(sentences) > 8, on_error=_sentence_options(args)["on_error"],
@@ -221,6 +225,10 @@ def command_score(args):
     from .beam import score
 
     model, tokenizer = _load(args.model)
+    if _is_som(model):  # SOM scores from its logits, exactly: no beam (hf_slm/som_cli.py)
+        from .som_cli import score as som_score
+
+        return som_score(model, tokenizer, args)
     units = "bits" if args.bits else "nats"
     with _left_out_said_once():
         results = score(model, tokenizer, args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
@@ -240,6 +248,10 @@ def command_generate(args):
     from .beam import generate_trees
 
     model, tokenizer = _load(args.model)
+    if _is_som(model):  # SOM generates words with transformers' model.generate (hf_slm/som_cli.py)
+        from .som_cli import generate
+
+        return generate(model, tokenizer, args)
     options = _beam_options(args)
     trees = generate_trees(model, tokenizer, args.prompt, num_trees=args.num_trees, num_beams=args.num_beams,
                            top_k=args.top_k, max_new_words=args.max_new_words, seed=args.seed, **options)
@@ -304,7 +316,7 @@ def command_eval_parse(args):
     if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
         from .som_cli import eval_parse
 
-        return eval_parse(model, tokenizer, args)
+        return eval_parse(model, tokenizer, args, directory)
     with _left_out_said_once():
         metrics = parse_eval(model, tokenizer, args.gold, limit=args.limit, output_dir=directory,
                              overwrite=args.overwrite, **_sentence_options(args), **_beam_options(args))
@@ -323,7 +335,7 @@ def command_eval_sg(args):
     if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
         from .som_cli import eval_sg
 
-        return eval_sg(model, tokenizer, args)
+        return eval_sg(model, tokenizer, args, directory)
     with _left_out_said_once():
         metrics = run_syntaxgym(model, tokenizer, args.suites, output_dir=directory, limit=args.limit,
                                 batch_size=args.batch_size, rule=args.rule, overwrite=args.overwrite,
@@ -343,7 +355,7 @@ def command_eval_ppl(args):
     if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
         from .som_cli import eval_ppl
 
-        return eval_ppl(model, tokenizer, args)
+        return eval_ppl(model, tokenizer, args, directory)
     with _left_out_said_once():
         metrics = word_perplexity(model, tokenizer, args.data, proposals=args.proposals,
                                   beam_options=_beam_options(args), document_level=args.document_level,
@@ -364,7 +376,7 @@ def command_eval_blimp(args):
     if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
         from .som_cli import eval_blimp
 
-        return eval_blimp(model, tokenizer, args)
+        return eval_blimp(model, tokenizer, args, directory)
     with _left_out_said_once():
         metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
                             batch_size=args.batch_size, overwrite=args.overwrite, **_sentence_options(args),

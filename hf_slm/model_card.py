@@ -2,7 +2,8 @@
 
 `write_model_card(checkpoint_dir)` reads
 - `config.json` (required): its "grammar" picks the family template (model_cards/tg.md, txl_cc.md,
-  txl_terminals.md) and its sizes fill "Model details";
+  txl_terminals.md; a model without a grammar, Syntactic Ordered Memory, by its "model_type": som.md) and its
+  sizes fill "Model details";
 - `model.safetensors` (or the shards its index names): the parameter count, from the tensor shapes in the
   file headers (no weights are loaded; pickled weights are never opened);
 - `training_setup.json` (optional; hf_slm.training.write_training_record): data and schedule;
@@ -45,7 +46,7 @@ class ModelFamily:
     name: str  # as the papers name it
     tag: str  # the hub tag of the family
     template: str  # file in model_cards/
-    syntactic: bool  # models p(x, y) (trees) rather than p(x)
+    syntactic: bool  # models syntax (p(x, y) over trees, or SOM's parser) rather than words alone
 
 
 FAMILIES = {
@@ -64,6 +65,10 @@ FAMILIES = {
 # needs no card code.
 FAMILIES.update({name: ModelFamily("-".join(part.capitalize() for part in name.split("-")), "compositional-slm",
                                    "compositional.md", True) for name in COMPOSITIONAL_GRAMMARS})
+# Models without a grammar, by their config's model_type. Paper 001's SOM models p(x) exactly, its tree a soft
+# latent structure of its incremental parser.
+FAMILIES["syntactic_ordered_memory"] = ModelFamily("Syntactic Ordered Memory (SOM)", "syntactic-ordered-memory",
+                                                   "som.md", True)
 # The transition system of each dependency grammar, as a card names it.
 TRANSITION_SYSTEM_NAMES = {"dtg": "arc-standard", "dtg_eager": "arc-eager", "dtg_swift": "arc-swift",
                            "txl_trans": "arc-standard"}
@@ -100,12 +105,11 @@ def read_config(checkpoint_dir):
 
 
 def model_family(config, source="config.json"):
-    """The ModelFamily of a config (dict), from its "grammar"."""
-    grammar = config.get("grammar")
-    if grammar not in FAMILIES:
-        raise ValueError(f"{source}: grammar {grammar!r} has no model card template; expected one of "
-                         f"{sorted(FAMILIES)} (the card for SOM comes with that model)")
-    return FAMILIES[grammar]
+    """The ModelFamily of a config (dict), from its "grammar" (its "model_type" when it has none)."""
+    key, name = (config["grammar"], "grammar") if config.get("grammar") else (config.get("model_type"), "model_type")
+    if key not in FAMILIES:
+        raise ValueError(f"{source}: {name} {key!r} has no model card template; expected one of {sorted(FAMILIES)}")
+    return FAMILIES[key]
 
 
 def count_parameters(checkpoint_dir):
@@ -426,9 +430,28 @@ def _rouge(record, path):
     return ReportedEvaluation(rows, result, "rougeL")
 
 
+def _incremental_parse(record, path):
+    """UF1 of SOM's incremental parses (hf_slm.som_evaluation.som_parse_eval), with p and p' accuracy."""
+    metrics = _metric_values(record, path, ("uf1", "sentences", "p_accuracy", "brackets"))
+    data = record["data"] if isinstance(record["data"], dict) else {}
+    gold = _name_of(data.get("gold", "gold trees"))
+    accuracies = [f"{name} accuracy {_percent(metrics[key])}" for name, key in (("p", "p_accuracy"),
+                                                                                ("p'", "next_p_accuracy"))
+                  if isinstance(metrics.get(key), (int, float))]
+    how = (f"argmax decisions of p_t; gold: binary trees from the dependency trees (paper 001, Figure 4); brackets: "
+           f"{metrics['brackets']}" + (f"; {', '.join(accuracies)}" if accuracies else ""))
+    row = EvaluationRow("Unlabeled F1, incremental parses", f"{metrics['uf1']:.2f}",
+                        f"{gold} ({metrics['sentences']} sentences{_limit_text(record['options'] or {}, 'sentences')})",
+                        how, _date(record))
+    result = EvalResult(task_type="constituency-parsing", task_name="Incremental parsing",
+                        dataset_type=gold, dataset_name=gold, metric_type="uf1", metric_value=metrics["uf1"],
+                        metric_name="unlabeled F1 (paper 001, Table 2)")
+    return ReportedEvaluation([row], result, "uf1")
+
+
 # save_results names -> what reads them, in the order the card lists them.
 EVALUATIONS = {"ppl": _perplexity, "sg": _syntaxgym, "blimp": _blimp, "rerank": _bracketing, "parse": _bracketing,
-               "uas": _attachment, "uas-rerank": _attachment, "rouge": _rouge}
+               "uf1": _incremental_parse, "uas": _attachment, "uas-rerank": _attachment, "rouge": _rouge}
 
 
 def report_evaluations(records, grammar, checkpoint_dir):
@@ -455,6 +478,8 @@ def _config_value(config, key):
 
 def model_details(config, parameters):
     """(label, value) rows describing the architecture, from config.json."""
+    if not config.get("grammar"):  # the families chosen by model_type
+        return som_model_details(config, parameters)
     grammar = config["grammar"]
     heads = config.get("num_attention_heads")
     hidden = config.get("hidden_size")
@@ -510,6 +535,36 @@ def model_details(config, parameters):
         rows.append(("separate COMPOSE attention parameters",
                      "yes" if config.get("distinct_compose_attention") else "no"))
     return rows
+
+
+def som_model_details(config, parameters):
+    """The "Model details" rows of a Syntactic Ordered Memory config (paper 001's names: D, N, D_sem, D_syn)."""
+    if config.get("disentangle"):
+        kind = (f"dSOM (disentangled, section 3.4): D_sem = {_config_value(config, 'semantic_size')} semantic and "
+                f"D_syn = {_config_value(config, 'syntactic_size')} syntactic features; the parsers read the semantic "
+                "segment through a gradient stop")
+    else:
+        kind = "eSOM (one entangled state, section 3.4)"
+    return [
+        ("variant", kind),
+        ("hidden size D", _config_value(config, "hidden_size")),
+        ("memory slots N", f"{_config_value(config, 'num_slots')} (the deepest tree the memory holds; deeper trees "
+                           "are flattened at the bottom)"),
+        ("cell MLP size", _config_value(config, "intermediate_size")),
+        ("parser scorer size", _config_value(config, "parser_size")),
+        ("prediction network", "yes: an RNN over the memory weighted by the zero-step look-ahead parser p'_t "
+                               "(section 3.2)" if config.get("use_prediction_network", True)
+         else "no (Table 2's ablation): the top candidate slot predicts the next token"),
+        ("structural loss", f"{_config_value(config, 'structure_loss')} (weight "
+                            f"{_config_value(config, 'structure_loss_weight')}; language-model loss weight "
+                            f"{_config_value(config, 'lm_loss_weight')})"),
+        ("vocabulary", f"{_config_value(config, 'vocab_size')} token ids"),
+        ("parameters", f"{parameters:,}" if parameters is not None else "not counted (no safetensors weights)"),
+        ("dropout", f"cells and scorers {_config_value(config, 'dropout')}, whole word embeddings "
+                    f"{_config_value(config, 'embedding_dropout')}, before the output "
+                    f"{_config_value(config, 'output_dropout')}"),
+        ("tied input and output embeddings", "yes"),
+    ]
 
 
 # Paper 003's four options (section 2), as a card states them: grammar attribute -> (aspect, (when true, when false)).
@@ -665,7 +720,8 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
     directory = Path(checkpoint_dir)
     config = read_config(directory)
     family = model_family(config, str(directory / "config.json"))
-    grammar = config["grammar"]
+    grammar = config.get("grammar")  # None for the families chosen by model_type (SOM)
+    rules = grammar_class(grammar) if grammar else None
     if repo_id is not None:
         validate_repo_id(repo_id)
         if "/" not in repo_id:
@@ -717,8 +773,13 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         dependency_variant=config.get("dependency_variant", "paper"),
         # paper 003 (compositional.md, gpt2_token.md): the variant's four options, its tree form, its end token
         compositional=compositional_options(config),
-        binary=bool(getattr(grammar_class(grammar), "binary", False)),
-        uses_eos=bool(getattr(grammar_class(grammar), "uses_eos", False)),
+        binary=bool(getattr(rules, "binary", False)),
+        uses_eos=bool(getattr(rules, "uses_eos", False)),
+        # Syntactic Ordered Memory (som.md): eSOM or dSOM, D, N
+        disentangle=bool(config.get("disentangle")), hidden_size=config.get("hidden_size", NOT_RECORDED),
+        num_slots=config.get("num_slots", NOT_RECORDED), semantic_size=config.get("semantic_size"),
+        syntactic_size=config.get("syntactic_size"),
+        use_prediction_network=config.get("use_prediction_network", True),
         vocab_size=config.get("vocab_size", NOT_RECORDED),
         # the tokenizer's piece model (tokenization_slm.SyntacticTokenizer): a saved byte-level BPE says itself
         pieces="byte_bpe" if (directory / "byte_bpe.json").is_file() else "sentencepiece",
@@ -752,6 +813,7 @@ __all__ = [
     "read_eval_results",
     "read_training_record",
     "report_evaluations",
+    "som_model_details",
     "training_details",
     "write_model_card",
 ]

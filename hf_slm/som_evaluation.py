@@ -16,13 +16,23 @@ so no beam search is run and log p(x) = sum_t log p(x_t | x_<t) is exact (not a 
   every constituent of two or more words except the whole sentence, punctuation kept (Gamma has it), as sets of
   (first word, last word) spans, micro-averaged over the corpus as EVALB does; leaves, the whole-sentence span
   and the spans that contain `<s>` or `</s>` are left out.
+- `som_parses(model, tokenizer, sentences)`: those incremental parses as bracketed trees (`hf-slm parse`).
+
+Results files: `run_som_perplexity` and `run_som_parse_eval` (and som_syntaxgym, som_blimp through the shared
+evaluation.syntaxgym / evaluation.blimp runners) write `eval_results/<kind>-<data>.json` with a journal beside
+it, through evaluation.results and hf_slm.run_journal as every model's evaluations do: `ppl-*`, `sg-*`,
+`blimp-*`, and `uf1-*` for the parses. A model card quotes them (hf_slm.model_card).
 """
 
+import json
 import math
+from pathlib import Path
 
 import torch
 
+from .evaluation.results import evaluation_run, save_results
 from .modeling.som_structure import parse_spans
+from .run_journal import map_in_chunks
 from .som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
 from .tokenization.som_trees import constituent_spans
 
@@ -72,42 +82,149 @@ def som_surprisals(model, tokenizer, sentences, bits=True, batch_size=32):
     return [[-value * scale for value in score["word_log_probs"]] for score in scores]
 
 
-def som_perplexity(model, tokenizer, sentences, batch_size=32):
-    """Exact word-level perplexity of `sentences` (lists of words); see the module docstring."""
-    scores = som_sentence_scores(model, tokenizer, sentences, batch_size=batch_size, eos=True)
+# What a results file records as the way SOM's surprisals were computed (no search of any kind).
+EXACT_SURPRISALS = "exact, from the logits (no beam search)"
+
+
+def _journal(run):
+    return run.journal if run is not None else None
+
+
+def som_perplexity(model, tokenizer, sentences, batch_size=32, journal=None, progress=False):
+    """Exact word-level perplexity of `sentences` (lists of words); see the module docstring. With a journal
+    (hf_slm.run_journal), the sentence scores of each batch are recorded as soon as they are computed and an
+    interrupted run resumes from them. Returns the metrics, with "sentence_scores" (one dict per sentence)."""
+    scores = map_in_chunks(lambda chunk: som_sentence_scores(model, tokenizer, chunk, batch_size=batch_size, eos=True),
+                           [list(words) for words in sentences], batch_size, journal, progress=progress,
+                           desc="perplexity (exact)", unit="sentence")
     total = math.fsum(score["log_prob"] for score in scores)
     words = sum(len(score["word_log_probs"]) for score in scores)
     words_only = math.fsum(math.fsum(score["word_log_probs"]) for score in scores)
+    denominator = words + len(scores)
     return {
-        "perplexity": math.exp(-total / (words + len(scores))),
+        "perplexity": math.exp(-total / denominator),
         "perplexity_words_only_count": math.exp(-words_only / words),
         "log_prob_total": total, "log_prob_units": "nats", "words": words, "sentences": len(scores),
         "method": "exact", "estimate": "exact", "is_upper_bound": False, "eos_counted": True,
-        "summary": (f"perplexity {math.exp(-total / (words + len(scores))):.2f} (exact: SOM's soft parser marginalizes "
+        "denominator": denominator,
+        "summary": (f"perplexity {math.exp(-total / denominator):.2f} (exact: SOM's soft parser marginalizes "
                     f"its structure; {words} words + {len(scores)} </s>)"),
+        "sentence_scores": scores,
     }
 
 
-def som_syntaxgym(model, tokenizer, suites, limit=None, rule="first", batch_size=32):
-    """SyntaxGym metrics (evaluation.syntaxgym.evaluate_suites) with SOM's exact surprisals in bits."""
-    from .evaluation.syntaxgym import evaluate_suites
+def run_som_perplexity(model, tokenizer, data, limit=None, batch_size=32, output_dir=None, overwrite=False,
+                       progress=False):
+    """`som_perplexity` of the sentences of a data file (trees or one sentence per line), written as
+    `hf-slm eval ppl` writes a TG's: `<output_dir>/ppl-<data name>[-limit<N>].json` (evaluation.results.
+    save_results), `<stem>_sentences.jsonl` (log p of each sentence) and the journal `<stem>.journal.jsonl`
+    from which an interrupted run resumes (`overwrite` starts over). output_dir None: nothing is written."""
+    from .evaluation.perplexity import read_sentences
 
-    return evaluate_suites(lambda sentences: som_surprisals(model, tokenizer, sentences, batch_size=batch_size),
-                           suites, limit=limit, rule=rule)
+    sentences = read_sentences(data)
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"limit must be a positive number of sentences, got {limit!r}")
+        sentences = sentences[:limit]
+    if not sentences:
+        raise ValueError(f"data file {str(data)!r} holds no sentences")
+    options = {"method": "exact", "limit": limit, "batch_size": batch_size}
+    with evaluation_run(output_dir, "ppl", data, model, options, limit=limit, overwrite=overwrite) as run:
+        metrics = som_perplexity(model, tokenizer, sentences, batch_size, _journal(run), progress)
+        scores = metrics.pop("sentence_scores")
+        if run is not None:
+            described = {"path": str(data), "sentences": len(sentences), "words": metrics["words"]}
+            files = {"json": save_results(run.directory, "ppl", metrics, model, described, options, stem=run.stem),
+                     "sentences": run.path("_sentences.jsonl")}
+            with open(files["sentences"], "w", encoding="utf-8") as handle:
+                for index, (words, score) in enumerate(zip(sentences, scores)):
+                    handle.write(json.dumps({"index": index, "words": len(words), "log_prob": score["log_prob"],
+                                             "units": "nats"}) + "\n")
+            metrics["files"] = {kind: str(path) for kind, path in files.items()}
+    return metrics
 
 
-def som_blimp(model, tokenizer, data_dir, limit=None, batch_size=32, word_splitting="ptb"):
-    """BLiMP accuracy (evaluation.blimp.run_blimp) with SOM's exact log p(x), `</s>` included."""
+def som_syntaxgym(model, tokenizer, suites, limit=None, rule="first", batch_size=32, output_dir=None,
+                  overwrite=False, progress=False):
+    """SyntaxGym metrics with SOM's exact surprisals in bits: evaluation.syntaxgym.run_syntaxgym with SOM's
+    scorer, so results, plots and the journal are written as for every model (into output_dir, or the folder
+    the model was loaded from)."""
+    from .evaluation.syntaxgym import run_syntaxgym
+
+    def surprisals(sentences):
+        return som_surprisals(model, tokenizer, sentences, batch_size=batch_size)
+
+    return run_syntaxgym(model, tokenizer, suites, output_dir=output_dir, limit=limit, batch_size=batch_size,
+                         rule=rule, progress=progress, overwrite=overwrite,
+                         surprisal_scorer=(surprisals, EXACT_SURPRISALS))
+
+
+def som_blimp(model, tokenizer, data_dir, limit=None, batch_size=32, word_splitting="ptb", output_dir=None,
+              overwrite=False, progress=False):
+    """BLiMP accuracy (evaluation.blimp.run_blimp) with SOM's exact log p(x), `</s>` included; results and the
+    journal go to output_dir as for every model."""
     from .evaluation.blimp import run_blimp
 
     def scorer(sentences):
         return [score["log_prob"] for score in som_sentence_scores(model, tokenizer, sentences, batch_size=batch_size)]
 
-    metrics = run_blimp(None, None, data_dir, limit=limit, batch_size=batch_size, progress=False, scorer=scorer,
-                        word_splitting=word_splitting)
-    metrics["log_prob"] = "exact"
-    metrics["summary"] = metrics["summary"].replace("p(x): custom scorer", "p(x): exact")
-    return metrics
+    return run_blimp(model, tokenizer, data_dir, limit=limit, output_dir=output_dir, batch_size=batch_size,
+                     progress=progress, scorer=scorer, word_splitting=word_splitting, overwrite=overwrite,
+                     scorer_description="exact")
+
+
+def bracketed_tree(words, spans, label="X"):
+    """A bracketed tree string over `words` with a node `(label ...)` for each span (first, last word index,
+    0-based) of a nested set, the whole sentence the root; words outside every smaller span are the root's."""
+    spans = {span for span in spans if span[0] < span[1]} | {(0, len(words) - 1)}
+    ordered = sorted(spans, key=lambda span: (span[0], -span[1]))
+
+    def node(first, last):
+        parts, position = [], first
+        for span in ordered:  # the children: the widest spans inside, left to right
+            if span[0] >= position and span[1] <= last and span != (first, last):
+                parts.extend(words[position:span[0]])
+                parts.append(node(*span))
+                position = span[1] + 1
+        parts.extend(words[position:last + 1])
+        return f"({label} {' '.join(parts)})"
+
+    return node(0, len(words) - 1)
+
+
+@torch.no_grad()
+def som_parses(model, tokenizer, sentences, batch_size=32):
+    """The model's incremental parse of each sentence (lists of words) as an unlabeled bracketed tree: the
+    binary tree that the argmax decisions of p_t build over `<s> words </s>` (what `som_parse_eval` scores),
+    its constituents that cover two or more whole words and neither `<s>` nor `</s>`, under one root. A
+    constituent that splits a word's pieces is left out (subword vocabularies)."""
+    model.eval()
+    trees = []
+    for start in range(0, len(sentences), batch_size):
+        chunk = [list(words) for words in sentences[start:start + batch_size]]
+        for index, words in enumerate(chunk):
+            if not words:
+                raise ValueError(f"sentence {start + index + 1} is empty; expected at least one word")
+        encoded = tokenizer(chunk, is_split_into_words=True, return_word_starts=True)
+        features = [{"input_ids": list(ids) + [tokenizer.eos_token_id]} for ids in encoded["input_ids"]]
+        out, _ = _decisions(model, tokenizer, features)
+        for row, (words, starts) in enumerate(zip(chunk, encoded["word_starts"])):
+            length = len(features[row]["input_ids"])
+            spans = parse_spans([decision + 1 for decision in out.decisions[row, :length].tolist()],
+                                model.config.num_slots)
+            trees.append(bracketed_tree(words, _word_spans_of_tokens(spans, list(starts), length)))
+    return trees
+
+
+def _word_spans_of_tokens(spans, word_starts, length):
+    """Token spans (positions in `<s> pieces </s>`) as 0-based word spans, for those that begin at a word's first
+    piece and end at a word's last piece, inside the sentence."""
+    boundaries = list(word_starts[1:length - 1]) + [1]  # whether each position 1.. starts a word (</s> does)
+    word_of = [0] * length
+    for position in range(1, length - 1):
+        word_of[position] = word_of[position - 1] + (1 if boundaries[position - 1] else 0)
+    return {(word_of[a] - 1, word_of[b] - 1) for a, b in spans
+            if 1 <= a <= b <= length - 2 and boundaries[a - 1] and boundaries[b]}
 
 
 def word_spans(spans, length):
@@ -116,58 +233,104 @@ def word_spans(spans, length):
     return {span for span in spans if 1 <= span[0] < span[1] <= length and span != (1, length)}
 
 
+def _decisions(model, tokenizer, features):
+    """The model's forward output on `features` (som_example dicts) and the batch it read."""
+    batch = SyntacticOrderedMemoryCollator(pad_token_id=tokenizer.pad_token_id)(features)
+    device = _device(model)
+    out = model(**{name: value.to(device) for name, value in batch.items() if name != "labels"})
+    return out, batch
+
+
+def _parse_counts(model, tokenizer, examples, tree, first_index):
+    """Per example: the counts UF1, p accuracy and p' accuracy are summed from (see som_parse_eval)."""
+    features = [som_example(tokenizer, example["words"], example.get("heads"), tree,
+                            where=f"example {first_index + index}") for index, example in enumerate(examples)]
+    out, batch = _decisions(model, tokenizer, features)
+    labels, decisions = out.structure_labels.cpu(), out.decisions.cpu()
+    labeled = batch["som_first_siblings"] >= 0
+    guesses = out.next_split_log_probs.argmax(-1).cpu() if out.next_split_log_probs is not None else None
+    counts = []
+    for row, (example, feature) in enumerate(zip(examples, features)):
+        length, words = len(feature["input_ids"]), len(example["words"])
+        if length != words + 2:
+            raise ValueError(f"example {first_index + row}: UF1 needs one token per word (a word vocabulary); "
+                             f"got {length - 2} tokens for {words} words")
+        mine = labeled[row]
+        count = {"p_right": int((decisions[row][mine] == labels[row][mine]).sum()), "p_total": int(mine.sum()),
+                 "q_right": 0, "q_total": 0}
+        if guesses is not None:  # p'_t guesses the decision of token t + 1
+            later = mine[1:]
+            count["q_right"] = int((guesses[row, :-1][later] == labels[row, 1:][later]).sum())
+            count["q_total"] = int(later.sum())
+        parse = parse_spans([decision + 1 for decision in decisions[row, :length].tolist()], model.config.num_slots)
+        gold = constituent_spans(gold_tree(example["words"], example.get("heads"), tree), offset=1)
+        parse, gold = word_spans(parse, words), word_spans(gold, words)
+        count.update(matched=len(parse & gold), predicted=len(parse), gold=len(gold))
+        counts.append(count)
+    return counts
+
+
 @torch.no_grad()
-def som_parse_eval(model, tokenizer, examples, tree="dependency", batch_size=32):
+def som_parse_eval(model, tokenizer, examples, tree="dependency", batch_size=32, journal=None, progress=False):
     """UF1 of SOM's incremental parses against Gamma, p accuracy and p' accuracy (Table 2's metrics).
 
     examples: dicts with "words" and "heads" (CoNLL-U rows, e.g. hf_slm.data.conllu_loader's). The input ends
-    with `</s>`, so its decision closes the sentence and counts towards p accuracy. Returns {"uf1", "precision",
-    "recall", "p_accuracy", "next_p_accuracy", "sentences", "brackets": "..."}.
+    with `</s>`, so its decision closes the sentence and counts towards p accuracy. With a journal the counts of
+    each batch are recorded as they are done. Returns {"uf1", "precision", "recall", "p_accuracy",
+    "next_p_accuracy", "sentences", "brackets": "..."}.
     """
     model.eval()
-    matched = predicted_count = gold_count = 0
-    p_right = p_total = q_right = q_total = 0
-    num_slots = model.config.num_slots
-    for start in range(0, len(examples), batch_size):
-        chunk = examples[start:start + batch_size]
-        features = [som_example(tokenizer, example["words"], example.get("heads"), tree,
-                                where=f"example {start + index}") for index, example in enumerate(chunk)]
-        batch = SyntacticOrderedMemoryCollator(pad_token_id=tokenizer.pad_token_id)(features)
-        device = _device(model)
-        out = model(**{name: value.to(device) for name, value in batch.items() if name != "labels"})
-        labels, decisions = out.structure_labels.cpu(), out.decisions.cpu()
-        first_siblings = batch["som_first_siblings"]
-        labeled = first_siblings >= 0
-        p_right += int((decisions[labeled] == labels[labeled]).sum())
-        p_total += int(labeled.sum())
-        if out.next_split_log_probs is not None:
-            guesses = out.next_split_log_probs.argmax(-1).cpu()[:, :-1]
-            next_labeled = labeled[:, 1:]
-            q_right += int((guesses[next_labeled] == labels[:, 1:][next_labeled]).sum())
-            q_total += int(next_labeled.sum())
-        for row, (example, feature) in enumerate(zip(chunk, features)):
-            length = len(feature["input_ids"])
-            words = len(example["words"])
-            if length != words + 2:
-                raise ValueError(f"example {start + row}: UF1 needs one token per word (a word vocabulary); "
-                                 f"got {length - 2} tokens for {words} words")
-            parse = parse_spans([decision + 1 for decision in decisions[row, :length].tolist()], num_slots)
-            gold = constituent_spans(gold_tree(example["words"], example.get("heads"), tree), offset=1)
-            parse, gold = word_spans(parse, words), word_spans(gold, words)
-            matched += len(parse & gold)
-            predicted_count += len(parse)
-            gold_count += len(gold)
-    precision = matched / predicted_count if predicted_count else 0.0
-    recall = matched / gold_count if gold_count else 0.0
+    examples = list(examples)
+    counts = _chunked_counts(model, tokenizer, examples, tree, batch_size, journal, progress)
+    total = {key: sum(count[key] for count in counts) for key in
+             ("matched", "predicted", "gold", "p_right", "p_total", "q_right", "q_total")}
+    precision = total["matched"] / total["predicted"] if total["predicted"] else 0.0
+    recall = total["matched"] / total["gold"] if total["gold"] else 0.0
     return {
         "uf1": 100 * (2 * precision * recall / (precision + recall) if precision + recall else 0.0),
         "precision": 100 * precision, "recall": 100 * recall,
-        "p_accuracy": p_right / p_total if p_total else None,
-        "next_p_accuracy": q_right / q_total if q_total else None,
+        "p_accuracy": total["p_right"] / total["p_total"] if total["p_total"] else None,
+        "next_p_accuracy": total["q_right"] / total["q_total"] if total["q_total"] else None,
         "sentences": len(examples),
         "brackets": "unlabeled spans of 2+ words, whole sentence excluded, punctuation kept; corpus micro-average",
     }
 
 
-__all__ = ["gold_tree", "som_blimp", "som_parse_eval", "som_perplexity", "som_sentence_scores", "som_surprisals",
-           "som_syntaxgym", "word_spans"]
+def _chunked_counts(model, tokenizer, examples, tree, batch_size, journal, progress):
+    """_parse_counts of every example, batch_size examples per forward call (and per journal record)."""
+    indexed = list(enumerate(examples))
+
+    def compute(chunk):
+        return _parse_counts(model, tokenizer, [example for _, example in chunk], tree, chunk[0][0])
+
+    return map_in_chunks(compute, indexed, batch_size, journal, progress=progress, desc="incremental parses",
+                         unit="sentence")
+
+
+def run_som_parse_eval(model, tokenizer, gold, limit=None, batch_size=32, output_dir=None, overwrite=False,
+                       progress=False):
+    """`som_parse_eval` against the dependency trees of a CoNLL-U file (Gamma is built from their heads), written
+    as `<output_dir>/uf1-<data name>[-limit<N>].json` with its journal (as run_som_perplexity)."""
+    from .data.conllu_loader import read_conllu_file
+
+    gold = Path(gold)
+    if gold.suffix != ".conllu":
+        raise ValueError(f"--gold {gold}: a SOM model is evaluated against gold dependency trees; expected a "
+                         ".conllu file (Gamma is built from its heads)")
+    examples = [{"words": e["words"], "heads": e["heads"]} for e in read_conllu_file(gold, gold.name)]
+    if limit is not None:
+        examples = examples[:limit]
+    options = {"limit": limit, "batch_size": batch_size, "tree": "dependency", "decisions": "argmax of p_t"}
+    with evaluation_run(output_dir, "uf1", gold, model, options, limit=limit, overwrite=overwrite) as run:
+        metrics = som_parse_eval(model, tokenizer, examples, batch_size=batch_size, journal=_journal(run),
+                                 progress=progress)
+        if run is not None:
+            path = save_results(run.directory, "uf1", metrics, model, {"gold": str(gold), "sentences": len(examples)},
+                                options, stem=run.stem)
+            metrics["files"] = {"json": str(path)}
+    return metrics
+
+
+__all__ = ["EXACT_SURPRISALS", "bracketed_tree", "gold_tree", "run_som_parse_eval", "run_som_perplexity", "som_blimp",
+           "som_parse_eval", "som_parses", "som_perplexity", "som_sentence_scores", "som_surprisals", "som_syntaxgym",
+           "word_spans"]

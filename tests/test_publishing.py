@@ -365,6 +365,18 @@ def _family_checkpoint(grammar, directory):
     if grammar in COMPOSITIONAL_GRAMMARS or grammar in BASELINE_GRAMMARS:  # paper 003: unlabeled trees
         _, model, tokenizer = save_tiny_checkpoint(directory, TREES, grammar=grammar)
         return model, tokenizer, [tokenizer.unlabel(tree) for tree in TREES]
+    if grammar == "syntactic_ordered_memory":  # paper 001: no grammar; a word vocabulary, sentences of words
+        from test_som_model import SENTENCES, tiny_model
+
+        from hf_slm.som_data import gold_tree
+        from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
+
+        tokenizer = SyntacticWordTokenizer.train([gold_tree(w, h) for w, h in SENTENCES], linearization="terminals",
+                                                 min_count=1)
+        model = tiny_model(tokenizer).eval()
+        model.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+        return model, tokenizer, [" ".join(words) for words, _ in SENTENCES]
     from test_dependency_model import TREES as DEPENDENCY_TREES
     from test_dependency_model import tiny
 
@@ -378,7 +390,9 @@ def _family_checkpoint(grammar, directory):
 FAMILY_HUB_CODE = {"dtg_swift": {"dependency_grammars.py", "tokenization_dependency.py", "transitions.py"},
                    "txl_trans": {"dependency_grammars.py", "tokenization_dependency.py", "transitions.py"},
                    "nb-dn-in-m": {"compositional_grammars.py", "tokenization_compositional.py"},
-                   "gpt2-token": {"compositional_grammars.py", "tokenization_compositional.py"}}
+                   "gpt2-token": {"compositional_grammars.py", "tokenization_compositional.py"},
+                   # SOM is chosen by its model_type (it has no grammar)
+                   "syntactic_ordered_memory": {"modeling_som.py", "configuration_som.py", "safe_loading.py"}}
 
 
 @pytest.mark.parametrize("grammar", list(FAMILY_HUB_CODE))

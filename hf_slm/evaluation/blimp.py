@@ -164,7 +164,8 @@ def blimp_accuracy(pairs, log_probs_good, log_probs_bad):
 
 
 def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_size=8, progress=True, scorer=None,
-              word_splitting="ptb", overwrite=False, on_error="skip", **beam_options):
+              word_splitting="ptb", overwrite=False, on_error="skip", scorer_description="custom scorer",
+              **beam_options):
     """BLiMP accuracy of a model (or of `scorer`) on the jsonl files of `data_dir`.
 
     Args:
@@ -177,6 +178,7 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
         scorer: a function from a list of sentences (lists of words) to their log p(x), called on batch_size
             sentences at a time; by default `perplexity.sentence_log_probs` (exact for terminals models, the
             beam for syntactic models).
+        scorer_description: how `scorer` computes p(x), recorded as "log_prob" (e.g. "exact" for SOM).
         word_splitting: "ptb" (default) or "whitespace" (module docstring).
         overwrite: discard the journal of an earlier run into the same file and start over.
         on_error: "skip" leaves out the pairs of a sentence that cannot be scored (hf_slm.beam.check_sentences;
@@ -201,7 +203,7 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
 
         how = "exact" if grammar_class(model.config.grammar).words_only else "beam (lower bound on p(x))"
     else:
-        how = "custom scorer"
+        how = scorer_description
     if output_dir is not None and model is None:
         raise ValueError("saving BLiMP results needs the model (its name and config are recorded)")
     options = {"limit": limit, "batch_size": batch_size, "word_splitting": word_splitting,

@@ -821,7 +821,7 @@ def _model_directory(model):
 
 
 def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, batch_size=8, rule="first",
-                  progress=True, overwrite=False, on_error="skip", **beam_options):
+                  progress=True, overwrite=False, on_error="skip", surprisal_scorer=None, **beam_options):
     """SyntaxGym for a syntactic LM: word surprisals (bits) from word-synchronous beam search, then
     `evaluate_suites`. Writes into `output_dir` (default: `<model dir>/eval_results` when the model was loaded
     from a local folder, else nothing is written), named by the suites (results.result_stem, e.g.
@@ -834,6 +834,10 @@ def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, bat
     beam_options go to `hf_slm.score` (beam_size, word_beam_size, fast_track, ...); so does on_error ("skip":
     the items of a sentence that cannot be scored are left out, see `evaluate_suites`; "raise"). Returns the metrics of
     `evaluate_suites` with `files`: {kind: path} of what was written.
+
+    surprisal_scorer: (function, description) for a model that scores without a search (SOM,
+    hf_slm.som_evaluation): the function maps a list of sentences to their per-word surprisals in bits, the
+    description is recorded as the option "surprisals"; beam_options must then be empty.
     """
     import hf_slm
 
@@ -844,10 +848,17 @@ def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, bat
     model_dir = _model_directory(model)
     directory = results_directory(model_dir, output_dir) if output_dir is not None or model_dir is not None else None
     options = {"limit": limit, "batch_size": batch_size, "rule": rule, "units": "bits", **beam_options}
+    if surprisal_scorer is not None:
+        if beam_options:
+            raise ValueError(f"beam options {sorted(beam_options)} were given with a surprisal_scorer, which runs no "
+                             "beam search; expected one or the other")
+        options["surprisals"] = surprisal_scorer[1]
     files = {}
     with evaluation_run(directory, "sg", suites_dir, model, options, limit=limit, overwrite=overwrite) as run:
 
         def surprisals(sentences):
+            if surprisal_scorer is not None:
+                return surprisal_scorer[0](sentences)
             results = hf_slm.score(model, tokenizer, sentences, bits=True, progress=False, batch_size=batch_size,
                                    sources=[repr(" ".join(words)) for words in sentences], on_error=on_error,
                                    **beam_options)
