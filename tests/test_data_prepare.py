@@ -126,6 +126,45 @@ def test_prepare_with_several_processes_gives_the_same_ids(wsj_tokenizer, tmp_pa
     assert two["train"]["input_ids"] == one["train"]["input_ids"]
 
 
+def test_two_processes_read_a_tree_file_in_byte_ranges_and_prepare_what_one_does(tmp_path, monkeypatch):
+    from hf_slm.data import ptb
+
+    # 120 sample trees, every fifth followed by a blank line (BLLIP's document breaks hold no tree), cut into
+    # byte ranges of at least 2 KB (1 MiB by default) so that a small file is read by 2 processes.
+    lines = (Path(hf_slm.__file__).parent / "sample_data" / "gum" / "train.txt").read_text().splitlines()[:120]
+    text = "".join(line + "\n" + ("\n" if number % 5 == 4 else "") for number, line in enumerate(lines))
+    trees = tmp_path / "train.txt"
+    trees.write_text(text)
+    tokenizer = tmp_path / "tokenizer"
+    hf_slm.SyntacticTokenizer.train(lines, vocab_size=200).save_pretrained(tokenizer)
+    monkeypatch.setattr(ptb, "MIN_SHARD_BYTES", 2000)
+    shards = ptb.line_shards(trees, 2)
+    assert len(shards) == 2 and shards[0].start == 0 and shards[1].stop == trees.stat().st_size
+    # The second range starts at a line start, with that line's number and the count of trees before it.
+    before = text.encode()[: shards[1].start].decode()
+    assert before.endswith("\n") and shards[1].first_line == before.count("\n") + 1
+    assert shards[1].first_index == sum(1 for line in before.splitlines() if line.strip())
+
+    prepared = {}
+    for processes in (1, 2):
+        prepared[processes] = prepare_dataset("bllip", {"train": trees}, tokenizer, tmp_path / f"out{processes}",
+                                              num_proc=processes, log=quiet, cache_dir=str(tmp_path / "cache"))
+    one, two = prepared[1]["train"], prepared[2]["train"]
+    assert len(one) == 120 and one["index"] == list(range(120))
+    assert two.to_dict() == one.to_dict()  # every column, in order
+    assert (json.loads((tmp_path / "out2" / "prepare.json").read_text())["options"]
+            == json.loads((tmp_path / "out1" / "prepare.json").read_text())["options"])
+
+    # An error in the second range names the line of the file, as one process would.
+    broken = text.splitlines()
+    bad = len(broken) - 3
+    broken[bad] = "(S (NP the bird)"
+    trees.write_text("\n".join(broken) + "\n")
+    with pytest.raises(ValueError, match=rf"train.txt, line {bad + 1}: unbalanced brackets"):
+        prepare_dataset("bllip", {"train": trees}, tokenizer, tmp_path / "broken", num_proc=2, log=quiet,
+                        cache_dir=str(tmp_path / "cache"))
+
+
 def test_prepare_bllip_documents(tmp_path):
     trees = FIXTURES / "bllip"
     tokenizer_dir = tmp_path / "tokenizer"

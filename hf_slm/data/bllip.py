@@ -165,7 +165,7 @@ def _boundary_files(boundaries, splits):
     return found
 
 
-def load_bllip(path, document_level=False, boundaries=None, cache_dir=None, **normalize_options):
+def load_bllip(path, document_level=False, boundaries=None, cache_dir=None, num_proc=None, **normalize_options):
     """Load BLLIP-LG trees (one per line) as a DatasetDict, by sentence or by document (module docstring).
 
     Args:
@@ -174,6 +174,8 @@ def load_bllip(path, document_level=False, boundaries=None, cache_dir=None, **no
         boundaries: document-boundary file(s) (document level only); without them, blank lines separate
             documents.
         cache_dir: datasets' cache folder (default: datasets' own).
+        num_proc: processes reading sentence-level files (ptb.tree_dataset_dict cuts large files into byte
+            ranges; the result does not depend on it); documents, whose trees span lines, are read by one.
         normalize_options: options of `hf_slm.tokenization.trees.normalize_tree`.
     """
     normalize_options = check_normalize_options(normalize_options)
@@ -182,7 +184,7 @@ def load_bllip(path, document_level=False, boundaries=None, cache_dir=None, **no
     if not document_level:
         if boundaries is not None:
             raise ValueError("boundaries mark documents: they need document_level=True")
-        return tree_dataset_dict(split_files, normalize_options, cache_dir, root=root)
+        return tree_dataset_dict(split_files, normalize_options, cache_dir, root=root, num_proc=num_proc)
     boundary_files = _boundary_files(boundaries, split_files) if boundaries is not None else {}
     split_kwargs = {}
     for split, files in split_files.items():

@@ -130,7 +130,9 @@ def add_data_command(commands):
                          help="the folder to write (new or empty); each split is saved and journaled "
                               "(prepare.journal.jsonl) as it is done, so the same command after an interruption "
                               "resumes; the folder is locked (.hf-slm.lock) while it is written")
-    prepare.add_argument("--num-proc", type=int, help="processes for tokenizing and saving")
+    prepare.add_argument("--num-proc", type=int, help="processes for reading tree files (one-tree-per-line files of "
+                         "several MiB are cut into byte ranges), tokenizing and saving; the output does not depend "
+                         "on it. Inputs are streamed to disk (datasets' Arrow cache), never held in memory whole")
     prepare.add_argument("--splits", metavar="SPEC",
                          help="split=item[+item],... (ptb: sections 02-21, file numbers 0001-0159, file names or "
                               "globs; other loaders: files) or a JSON object")

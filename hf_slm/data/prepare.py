@@ -267,7 +267,9 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
     elif parser is not None:
         raise ValueError("a parser model applies to summarization data (--summarization)")
     with output_lock(output, log=log):
-        dataset = load(loader, path, **arguments)
+        # The tree loaders read large files with num_proc processes too; the prepared data does not depend on it.
+        reading = {"num_proc": num_proc} if num_proc and "num_proc" in loader_options(loader) else {}
+        dataset = load(loader, path, **arguments, **reading)
         # What the saved splits depend on; the data by its files' names, sizes and times (BLLIP is gigabytes).
         header = {"run": "prepare", "loader": loader, "document_level": bool(document_level),
                   "data": data_fingerprint(_jsonable(path), contents=False),

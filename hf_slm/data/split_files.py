@@ -142,8 +142,51 @@ def require_examples(examples, description):
         raise ValueError(f"{description}: no examples found")
 
 
-def build_dataset_dict(generator, split_kwargs, features, cache_dir=None):
-    """DatasetDict {split: Dataset.from_generator(generator, gen_kwargs=split_kwargs[split])}.
+# Under num_proc, a generator's error reaches this process only as the text of its traceback (multiprocess.pool's
+# RemoteTraceback, the __cause__ of datasets' DatasetGenerationError): generators raise their errors through
+# `marked_errors`, whose marks let build_dataset_dict find the message in that text and raise it again.
+_MARK = "\x1e"
+
+
+def marked_errors(examples):
+    """Yield from `examples`; a ValueError or OSError they raise is raised again with its message marked."""
+    try:
+        yield from examples
+    except (ValueError, OSError) as error:
+        raise _like(error, f"{_MARK}{error}{_MARK}") from None
+
+
+def _like(error, message):
+    """An error of `error`'s type with `message` (its base ValueError / OSError where the type takes other
+    arguments, as UnicodeDecodeError does)."""
+    try:
+        return type(error)(message)
+    except TypeError:
+        return (ValueError if isinstance(error, ValueError) else OSError)(message)
+
+
+def _generator_error(error):
+    """The ValueError / OSError a generator raised inside `error` (a DatasetGenerationError), marks removed; None
+    when there is none."""
+    cause = error.__cause__
+    if isinstance(cause, (ValueError, OSError)):
+        return _like(cause, str(cause).replace(_MARK, ""))
+    parts = str(cause).split(_MARK) if cause is not None else []
+    return ValueError(parts[1]) if len(parts) >= 3 else None
+
+
+def _processes_for(gen_kwargs, num_proc):
+    """from_generator's num_proc: none asked, or fewer than 2 list entries to share out (datasets would warn and
+    fall back to one process), leave it out."""
+    entries = min((len(value) for value in gen_kwargs.values() if isinstance(value, list)), default=0)
+    processes = min(num_proc or 1, entries)
+    return {"num_proc": processes} if processes > 1 else {}
+
+
+def build_dataset_dict(generator, split_kwargs, features, cache_dir=None, num_proc=None):
+    """DatasetDict {split: Dataset.from_generator(generator, gen_kwargs=split_kwargs[split])}; with num_proc,
+    datasets runs the generator in that many processes over parts of the gen_kwargs' lists (at most one process
+    per list entry), in order.
 
     Errors raised inside the generator come out as themselves (datasets wraps them in a
     DatasetGenerationError that hides the file and line they name).
@@ -153,9 +196,11 @@ def build_dataset_dict(generator, split_kwargs, features, cache_dir=None):
         try:
             splits[split] = Dataset.from_generator(
                 generator, features=features, gen_kwargs=gen_kwargs, cache_dir=cache_dir, split=split,
+                **_processes_for(gen_kwargs, num_proc),
             )
         except DatasetGenerationError as error:
-            if isinstance(error.__cause__, (ValueError, OSError)):
-                raise error.__cause__ from None
+            original = _generator_error(error)
+            if original is not None:
+                raise original from None
             raise
     return DatasetDict(splits)
