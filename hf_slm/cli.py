@@ -10,7 +10,7 @@ from .card_command import add_card_command
 from .cli_errors import run_command
 from .data.command import add_data_command
 from .publishing_command import add_publishing_commands
-from .summarization_command import add_summarization_commands
+from .summarization_command import add_summarization_commands, add_training_precision_options
 
 
 def _add_tree_options(parser):
@@ -91,6 +91,7 @@ def command_train(args):
         overwrite=args.overwrite,
         normalize_options=_tree_options(args), segment_length=args.segment_length,
         memory_length=args.memory_length, memory_update=args.memory, pieces=args.pieces,
+        mixed_precision=args.mixed_precision, gradient_accumulation_steps=args.gradient_accumulation_steps,
     )
     if args.segment_length is None and (args.memory_length is not None or args.memory is not None):
         raise ValueError("--memory-length and --memory describe segment recurrence; give --segment-length too")
@@ -301,9 +302,11 @@ def command_eval_rerank(args):
     from .evaluation.parsing import rerank
 
     model, tokenizer, directory = _eval_setup(args)
+    if args.chunk_size < 1:
+        raise ValueError(f"--chunk-size {args.chunk_size}: expected a positive number of proposals")
     metrics = rerank(model, tokenizer, args.gold, args.proposals, limit=args.limit, batch_size=args.batch_size,
-                     output_dir=directory, overwrite=args.overwrite)
-    if not _reports():  # proposal reranking is not shared out: every process scores all, the main one reports
+                     output_dir=directory, overwrite=args.overwrite, chunk_size=args.chunk_size)
+    if not _reports():  # every process scored its share of the proposals; the main one reports
         return 0
     _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "oracle", "first_proposal", "units"))
     return 0
@@ -465,6 +468,29 @@ def _add_beam_options(parser, sizes=True):
     parser.add_argument("--max-consecutive-open", type=int,
                         help="p_c, the most opening nonterminals in a row (default 6; 5 for generate)")
     parser.add_argument("--no-cache", action="store_true", help="re-encode prefixes instead of a KV cache")
+    _add_autocast_option(parser)
+
+
+def _add_autocast_option(parser):
+    parser.add_argument("--autocast", choices=sorted(AUTOCAST_DTYPES), metavar="{bf16,fp16}",
+                        help="run the model under torch.autocast in this dtype on the device it computes on (the CPU, "
+                        "or each process's GPU under torchrun): faster on GPUs, numbers within bf16's rounding of "
+                        "float32's; results journaled without it are not resumed with it")
+
+
+# --autocast's names of torch dtypes.
+AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def _autocast(args):
+    """The torch.autocast context --autocast asks for, on the device this process computes on; else none."""
+    if not getattr(args, "autocast", None):
+        return contextlib.nullcontext()
+    import torch
+
+    from .distributed import device
+
+    return torch.autocast(device().type, dtype=getattr(torch, AUTOCAST_DTYPES[args.autocast]))
 
 
 def build_parser():
@@ -568,6 +594,7 @@ def build_parser():
                        help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
                             "still attend; TG and DTG's default) or 'shift' (Transformer-XL's; the others' default)")
     _add_tree_options(train)
+    add_training_precision_options(train)
     train.set_defaults(function=command_train)
 
     parse_command = commands.add_parser("parse", help="best tree of each sentence (word-synchronous beam search)")
@@ -615,6 +642,10 @@ def build_parser():
     rerank_command.add_argument("--gold", required=True, help="gold trees (PTB brackets, file or .mrg folder)")
     rerank_command.add_argument("--proposals", required=True,
                                 help="proposal trees: one per line, one blank-line separated block per sentence")
+    _add_autocast_option(rerank_command)
+    rerank_command.add_argument("--chunk-size", type=int, default=2048,
+                                help="proposals scored and journaled together (whole sentences; under torchrun, "
+                                "what one process scores at a time)")
     parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses", command_eval_parse)
     parse_eval_command.add_argument("--gold", required=True)
     ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for terminals models, an upper bound for "
@@ -653,7 +684,8 @@ def main(argv=None):
     # The words that chose the command ("eval ppl", "data prepare") name it in error lines.
     words = (args.command, getattr(args, "evaluation", None), getattr(args, "data_command", None))
     command = " ".join(word for word in words if word)
-    return run_command(args.function, args, command)
+    with _autocast(args):
+        return run_command(args.function, args, command)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ save_steps, resume from the last one). What fine-tuning adds:
   model was fine-tuned from and on.
 The output folder follows `hf-slm train`'s rules: locked while written, an existing model refused unless
 --overwrite or --resume (which continues from the last checkpoint-*: nothing finished is lost).
+Under `torchrun` / `accelerate launch` it also runs as `hf-slm train` does (hf_slm/distributed.py): Trainer
+trains under DistributedDataParallel, the main process alone locks, checks and writes the output folder (model,
+tokenizer, training_setup.json, card), and the others read the same prepared data and write nothing.
 """
 
 import json
@@ -72,10 +75,13 @@ class FinetuneSetup:
     normalize_options: dict = field(default_factory=dict)  # read by training's checks: prepared data has none
     tokenizer: str | None = None
     eval: list = field(default_factory=list)
+    mixed_precision: str | None = None  # "bf16" or "fp16": autocast (hf_slm.training.TrainingSetup)
+    gradient_accumulation_steps: int = 1
 
 
-def schedule_for(setup, train_examples):
-    """The schedule of `setup.preset` with the setup's values over it; epochs become max_steps."""
+def schedule_for(setup, train_examples, processes=1):
+    """The schedule of `setup.preset` with the setup's values over it; epochs become max_steps. batch_size is per
+    process and batch: a step reads processes x batch_size x gradient_accumulation_steps sequences."""
     if setup.preset not in FINETUNE_PRESETS:
         raise ValueError(f"unknown fine-tuning preset {setup.preset!r}; expected one of {sorted(FINETUNE_PRESETS)}")
     schedule = {"embedding_learning_rate_multiplier": 1.0,
@@ -89,7 +95,9 @@ def schedule_for(setup, train_examples):
                 schedule.pop("epochs", None)
             schedule[name] = value
     if "epochs" in schedule:
-        schedule["max_steps"] = max(1, math.ceil(schedule["epochs"] * math.ceil(train_examples / schedule["batch_size"])))
+        steps_per_epoch = math.ceil(train_examples / (schedule["batch_size"] * processes
+                                                      * setup.gradient_accumulation_steps))
+        schedule["max_steps"] = max(1, math.ceil(schedule["epochs"] * steps_per_epoch))
     schedule["warmup_steps"] = min(schedule["warmup_steps"], schedule["max_steps"])
     return schedule
 
@@ -114,20 +122,31 @@ def load_base_model(directory):
 
 
 def finetune(setup, log=print):
-    """Fine-tune `setup.model` on the prepared summarization data `setup.train`; return (trainer, tokenizer)."""
+    """Fine-tune `setup.model` on the prepared summarization data `setup.train`; return (trainer, tokenizer).
+    Under several processes the main process alone locks and writes the output folder and logs (module docstring)."""
+    from .distributed import is_main_process, main_process_context
     from .run_journal import output_lock
+    from .training import precision_arguments
 
-    with output_lock(setup.output, log=log):
+    precision_arguments(setup)  # checked before any work
+    if not is_main_process():
+        log = _say_nothing  # one process speaks for all
+    with main_process_context(output_lock(setup.output, log=log), f"locking the output folder {setup.output}"):
         return _finetune(setup, log)
+
+
+def _say_nothing(*_):
+    pass
 
 
 def _finetune(setup, log):
     import torch
 
     from .data.prepare import PREPARE_RECORD
+    from .distributed import is_main_process, on_main_process, world_size
     from .training import (
         _check_output, ids_dataset, load_prepared_dataset, prepared_tokenizer, run_trainer, tokenizer_difference,
-        write_training_record, _eval_split,
+        _eval_split,
     )
 
     if setup.task not in TASKS:
@@ -144,7 +163,7 @@ def _finetune(setup, log):
     dataset, record = load_prepared_dataset(setup.train)
     if "train" not in dataset:
         raise ValueError(f"prepared dataset {str(setup.train)!r} has no train split; its splits are {list(dataset)}")
-    _check_output(setup, log)
+    on_main_process(lambda: _check_output(setup, log), f"checking the output folder {setup.output}")
     model, tokenizer = load_base_model(setup.model)
     difference = tokenizer_difference(prepared_tokenizer(setup.train), tokenizer)
     if difference:
@@ -156,7 +175,7 @@ def _finetune(setup, log):
     split = _eval_split(dataset)
     eval_dataset = (ids_dataset(dataset[split], tokenizer, grammar, limit, f"{setup.train} split {split!r}")
                     if split is not None else None)
-    schedule = schedule_for(setup, len(train_dataset))
+    schedule = schedule_for(setup, len(train_dataset), world_size())
     fine_tuning = {"task": setup.task, "base_model": str(setup.model), "prepared": str(setup.train),
                    "preset": setup.preset, "data": record.get("path"), "labels": summarization.get("labels")}
     # Read by hf_slm.summarize: the format of the sequences, and the parser whose trees the documents need.
@@ -169,6 +188,16 @@ def _finetune(setup, log):
         f"{schedule['max_steps']} steps of {schedule['batch_size']} ({setup.preset})")
     setup.train = [setup.train]  # write_training_record lists the training data
     trainer = run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, schedule)
+    if is_main_process():  # the others wrote nothing (run_trainer saved the model on the main process only)
+        _write_fine_tuning_record(setup, grammar, schedule, trainer, train_dataset, eval_dataset, record, fine_tuning)
+    return trainer, tokenizer
+
+
+def _write_fine_tuning_record(setup, grammar, schedule, trainer, train_dataset, eval_dataset, record, fine_tuning):
+    """training_setup.json with "fine_tuning", and the model card."""
+    from .model_card import write_model_card
+    from .training import write_training_record
+
     path = write_training_record(setup.output, setup, grammar, schedule, trainer, len(train_dataset),
                                  len(eval_dataset or []), prepared={"path": str(setup.train[0]), "loader": "xsum",
                                                                     "source": record.get("path"),
@@ -176,10 +205,7 @@ def _finetune(setup, log):
     written = json.loads(path.read_text())
     written["fine_tuning"] = fine_tuning
     path.write_text(json.dumps(written, indent=2) + "\n")
-    from .model_card import write_model_card
-
     write_model_card(setup.output, datasets=["xsum"])
-    return trainer, tokenizer
 
 
 __all__ = ["DEFAULT_PRESET", "FINETUNE_PRESETS", "FinetuneSetup", "TASKS", "finetune", "load_base_model",

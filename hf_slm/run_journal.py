@@ -166,7 +166,9 @@ def text_fingerprint(text, name="in memory"):
 
 
 def model_fingerprint(model):
-    """{"grammar", "parameters_sha256"}: the model by its weights, wherever it was loaded from."""
+    """{"grammar", "parameters_sha256"}: the model by its weights, wherever it was loaded from; plus "autocast"
+    (e.g. "torch.bfloat16") when it computes under torch.autocast (`hf-slm ... --autocast`), whose numbers differ
+    from float32's: a journal of one is not resumed by the other."""
     import torch
 
     grammar = getattr(getattr(model, "config", None), "grammar", None)
@@ -176,7 +178,11 @@ def model_fingerprint(model):
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
-    return {"grammar": grammar, "parameters_sha256": digest.hexdigest()}
+    fingerprint = {"grammar": grammar, "parameters_sha256": digest.hexdigest()}
+    device_type = next(model.parameters()).device.type if any(True for _ in model.parameters()) else "cpu"
+    if torch.is_autocast_enabled(device_type):
+        fingerprint["autocast"] = str(torch.get_autocast_dtype(device_type))
+    return fingerprint
 
 
 # ---- the journal -----------------------------------------------------------------------------------------
@@ -296,20 +302,68 @@ def _as_journaled(values):
 def proposal_chunks(blocks, evaluate, chunk_size, total, progress=False, desc="reranking", unit="sentence"):
     """Call `evaluate(chunk)` on consecutive `blocks` (index, proposals, locations), a chunk closing once it holds
     `chunk_size` proposals, with a progress bar over `total` blocks. Returns how many blocks there were."""
-    chunk, in_chunk, count = [], 0, 0
+    return proposal_rounds(blocks, lambda chunks: evaluate(chunks[0]), chunk_size, 1, total, progress, desc, unit)
+
+
+def proposal_rounds(blocks, evaluate_round, chunk_size, chunks_per_round, total, progress=False, desc="reranking",
+                    unit="sentence"):
+    """proposal_chunks, `evaluate_round(chunks)` called on `chunks_per_round` consecutive chunks at a time (the
+    last round may hold fewer): one chunk per process under torchrun (journaled_chunks shares them out). The
+    blocks are read as they come, at most one round of them held at a time. Returns how many blocks there were."""
+    chunk, in_chunk, count, round_ = [], 0, 0, []
+
+    def close_round(bar):
+        evaluate_round(round_)
+        bar.update(sum(len(done) for done in round_))
+        round_.clear()
+
     with tqdm(total=total, desc=desc, unit=unit, disable=not progress) as bar:
         for block in blocks:
             chunk.append(block)
             in_chunk += len(block[1])
             count += 1
             if in_chunk >= chunk_size:
-                evaluate(chunk)
-                bar.update(len(chunk))
+                round_.append(chunk)
                 chunk, in_chunk = [], 0
+                if len(round_) == chunks_per_round:
+                    close_round(bar)
         if chunk:
-            evaluate(chunk)
-            bar.update(len(chunk))
+            round_.append(chunk)
+        if round_:
+            close_round(bar)
     return count
+
+
+def journaled_chunks(journal, chunk_keys, compute):
+    """[journaled(journal, keys, lambda: compute(i)) for i, keys in enumerate(chunk_keys)]: the values of each
+    chunk's keys, read from `journal` when all of the chunk's keys are finished there, else `compute(i)`d.
+
+    Under torchrun / accelerate launch the chunks still to compute are dealt out to the processes (chunk
+    pending[k * N + r] to process r in round k) and gathered, so that every process gets the values one process
+    would; only the main process's journal is read and written (the others may pass None).
+    """
+    from .distributed import broadcast_from_main, gathered, is_distributed, is_main_process, rank, world_size
+
+    chunk_keys = [list(keys) for keys in chunk_keys]
+    if not is_distributed():
+        return [journaled(journal, keys, lambda index=index: compute(index)) for index, keys in enumerate(chunk_keys)]
+    journal = journal if is_main_process() else None  # one reader and writer
+    finished = broadcast_from_main(None if journal is None else [
+        [journal.finished[key] for key in keys] if all(key in journal.finished for key in keys) else None
+        for keys in chunk_keys])
+    journaling = finished is not None  # values come back as a journal gives them, as with one process
+    values = list(finished) if journaling else [None] * len(chunk_keys)
+    pending = [index for index, value in enumerate(values) if value is None]
+    for first in range(0, len(pending), world_size()):
+        round_ = pending[first : first + world_size()]
+        mine = round_[rank()] if rank() < len(round_) else None
+        results = gathered(None if mine is None else lambda: _checked_values(compute(mine), chunk_keys[mine]),
+                           "computing items")
+        for index, computed in zip(round_, results):
+            values[index] = _as_journaled(computed) if journaling else computed
+            if journal is not None:
+                journal.record(zip(chunk_keys[index], values[index]))
+    return values
 
 
 def map_in_chunks(compute, items, chunk_size, journal=None, keys=None, progress=False, desc=None, unit="item"):
@@ -387,5 +441,5 @@ def _map_across_processes(compute, items, chunk_size, journal, keys, progress, d
     return [value for start in starts for value in values[start]]
 
 
-__all__ = ["LOCK_NAME", "RunJournal", "data_fingerprint", "journaled", "map_in_chunks", "model_fingerprint",
-           "output_lock", "proposal_chunks", "text_fingerprint"]
+__all__ = ["LOCK_NAME", "RunJournal", "data_fingerprint", "journaled", "journaled_chunks", "map_in_chunks",
+           "model_fingerprint", "output_lock", "proposal_chunks", "proposal_rounds", "text_fingerprint"]

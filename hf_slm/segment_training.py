@@ -158,7 +158,9 @@ class SegmentTrainer(Trainer):
         model = self.accelerator.unwrap_model(model)
         if self.segment_memory is None:
             self.segment_memory = empty_memory(model, len(batch.input_ids), self.train_dataset.memory_length)
-        output = segment_forward(model, batch, self.segment_memory)
+        # The unwrapped model skips the prepared forward, where accelerate applies --bf16 / --fp16's autocast.
+        with self.accelerator.autocast():
+            output = segment_forward(model, batch, self.segment_memory)
         self.segment_memory = output.memory
         loss = output.loss
         if self.args.world_size > 1 and model.training:  # this process's share of the batch's actions (x N)

@@ -2,20 +2,18 @@
 
     hf-slm finetune --task xsum --model CKPT --train PREPARED --output DIR [--preset xsum-paper003]
     hf-slm summarize --model DIR FILE... [--trees]
-    hf-slm eval rouge --model DIR --data XSUM [--split test] [--limit N]
+    hf-slm eval rouge --model DIR --data XSUM [--split test] [--limit N] [--batch-size 8]
 
-`eval rouge` generates a summary of each document (journaled as it goes, in
+`eval rouge` generates a summary of each document, --batch-size documents at a time (journaled as it goes, in
 `eval_results/rouge-DATA[-limitN].generated.journal.jsonl`: an interrupted run resumes without generating again)
 and scores them with hf_slm.evaluation.rouge (ROUGE-1/2/L, bootstrap intervals, lead-1 in the same run), which
-writes `eval_results/rouge-DATA[-limitN].json` and the per-document `..._documents.jsonl`.
+writes `eval_results/rouge-DATA[-limitN].json` and the per-document `..._documents.jsonl`. Under torchrun /
+accelerate launch the processes share the documents and the main process writes (hf_slm/distributed.py).
 Everything heavy is imported when a command runs, to keep `hf-slm` quick to start.
 """
 
 import json
 import sys
-
-# Every summary generated and recorded at a time by `eval rouge`.
-GENERATION_CHUNK = 8
 
 
 def _summary_options(args):
@@ -34,9 +32,14 @@ def command_finetune(args):
     setup = FinetuneSetup(model=args.model, train=args.train, output=args.output, task=args.task, preset=args.preset,
                           epochs=args.epochs, max_steps=args.max_steps, batch_size=args.batch_size,
                           learning_rate=args.learning_rate, warmup_steps=args.warmup_steps, eval_steps=args.eval_steps,
-                          save_steps=args.save_steps, seed=args.seed, resume=args.resume, overwrite=args.overwrite)
+                          save_steps=args.save_steps, seed=args.seed, resume=args.resume, overwrite=args.overwrite,
+                          mixed_precision=args.mixed_precision,
+                          gradient_accumulation_steps=args.gradient_accumulation_steps)
+    from .distributed import is_main_process
+
     finetune(setup)
-    print(f"saved the fine-tuned model, its tokenizer and card to {args.output}")
+    if is_main_process():  # under torchrun the main process alone wrote them
+        print(f"saved the fine-tuned model, its tokenizer and card to {args.output}")
     return 0
 
 
@@ -57,7 +60,14 @@ def command_summarize(args):
 
 
 def _generated_summaries(model, tokenizer, rows, directory, stem, options, overwrite):
-    """The summary and tree of each row, journaled in `<directory>/<stem>.generated.journal.jsonl`."""
+    """The summary and tree of each row, journaled in `<directory>/<stem>.generated.journal.jsonl`.
+
+    The rows are generated options["batch_size"] at a time, each chunk by one summarize call (its sampling seeds
+    depend on the chunk, not on the process). Under torchrun / accelerate launch the processes share the chunks
+    (hf_slm.run_journal.map_in_chunks) and every one gets all the summaries; the main process alone locks the
+    folder and keeps the journal.
+    """
+    from .distributed import is_main_process, main_process_context
     from .run_journal import RunJournal, map_in_chunks, model_fingerprint, output_lock, text_fingerprint
     from .summarization import summarize
 
@@ -68,22 +78,40 @@ def _generated_summaries(model, tokenizer, rows, directory, stem, options, overw
 
     header = {"run": "rouge generation", "model": model_fingerprint(model),
               "data": text_fingerprint(json.dumps([[row["id"], row["document"]] for row in rows])),
-              "options": {key: value for key, value in options.items() if key not in ("batch_size", "cache_dir")}}
-    with output_lock(directory):
-        journal = RunJournal(directory / f"{stem}.generated.journal.jsonl", header, overwrite=overwrite)
+              # batch_size kept: the documents sampled together, and their seeds, are a chunk's
+              "options": {key: value for key, value in options.items() if key != "cache_dir"}}
+    with main_process_context(output_lock(directory), f"locking the results folder {directory}"):
+        journal = (RunJournal(directory / f"{stem}.generated.journal.jsonl", header, overwrite=overwrite)
+                   if is_main_process() else None)
         try:
-            return map_in_chunks(generate, rows, GENERATION_CHUNK, journal, keys=[row["id"] for row in rows],
+            return map_in_chunks(generate, rows, options["batch_size"], journal, keys=[row["id"] for row in rows],
                                  progress=True, desc="summaries", unit="document")
         finally:
-            journal.close()
+            if journal is not None:
+                journal.close()
+
+
+def _check_cache_on_one_process(args):
+    """Refuse --cache under several processes: each process parses the silver trees of its own documents, and
+    the cache folder (hf_slm/silver.py) is locked by the process writing it, so a second one would fail."""
+    from .distributed import is_distributed, world_size
+
+    if args.cache is not None and is_distributed():
+        raise ValueError(f"--cache {args.cache}: the silver-tree cache is written by one process at a time and "
+                         f"{world_size()} were launched; leave --cache out under torchrun / accelerate launch (each "
+                         "process then parses the trees of its own documents), or evaluate with one process")
 
 
 def command_eval_rouge(args):
     from .data import load_xsum
+    from .distributed import device, is_distributed, is_main_process
     from .evaluation.results import data_name, results_directory
     from .evaluation.rouge import evaluate_rouge
     from .loading import load_checkpoint
 
+    _check_cache_on_one_process(args)
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size {args.batch_size}: expected a positive number of documents")
     dataset = load_xsum(args.data)
     split = args.split or ("test" if "test" in dataset else next(iter(dataset)) if len(dataset) == 1 else None)
     if split is None or split not in dataset:
@@ -95,6 +123,8 @@ def command_eval_rouge(args):
             raise ValueError(f"--limit {args.limit}: expected a positive number of documents")
         rows = rows[: args.limit]
     model, tokenizer = load_checkpoint(args.model)
+    if is_distributed():  # each process generates on its own device (hf_slm/distributed.py)
+        model.to(device())
     directory = results_directory(args.model, args.output)
     # rouge-DATA[-SPLIT][-limitN]: the generation journal and evaluate_rouge's files share the name
     name = data_name(args.data) + (f"-{split}" if args.split else "") + (
@@ -104,8 +134,9 @@ def command_eval_rouge(args):
     scored = [{"id": row["id"], "document": row["document"], "reference": row["summary"],
                "generated": found["tree"], "tree": found["tree"]} for row, found in zip(rows, generated)]
     metrics = evaluate_rouge(scored, data=name, model=model, output_dir=directory, overwrite=args.overwrite)
-    print(metrics["summary"])
-    print(f"wrote {', '.join(metrics.get('files', {}).values())}", file=sys.stderr)
+    if is_main_process():  # every process has the merged metrics; the main one wrote the files and reports
+        print(metrics["summary"])
+        print(f"wrote {', '.join(metrics.get('files', {}).values())}", file=sys.stderr)
     return 0
 
 
@@ -118,6 +149,19 @@ def _add_generation_options(parser):
                         "recorded when the model was fine-tuned)")
     parser.add_argument("--cache", metavar="DIR", help="cache the documents' silver trees in DIR (hf_slm/silver.py)")
     parser.add_argument("--beam-size", type=int, help="hypotheses sampled per document (default 1)")
+
+
+def add_training_precision_options(parser):
+    """--bf16 / --fp16 and --gradient-accumulation-steps, shared by `hf-slm train` and `hf-slm finetune`."""
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument("--bf16", dest="mixed_precision", action="store_const", const="bf16",
+                           help="mixed precision: the forward under torch.autocast in bfloat16 (weights, optimizer and "
+                           "loss stay float32); on the CPU too")
+    precision.add_argument("--fp16", dest="mixed_precision", action="store_const", const="fp16",
+                           help="mixed precision in float16 (with loss scaling on CUDA)")
+    parser.add_argument("--gradient-accumulation-steps", type=int, default=1, metavar="K",
+                        help="sum the gradients of K batches per optimizer step: a step reads batch size x processes x "
+                        "K sequences (each batch's loss is its own mean over actions, and the K are averaged)")
 
 
 def add_summarization_commands(commands, evaluations, add_eval_command):
@@ -146,6 +190,7 @@ def add_summarization_commands(commands, evaluations, add_eval_command):
     finetune.add_argument("--seed", type=int, default=0)
     finetune.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output")
     finetune.add_argument("--overwrite", action="store_true", help="replace a model (or checkpoints) in --output")
+    add_training_precision_options(finetune)
     finetune.set_defaults(function=command_finetune)
 
     summarize = commands.add_parser(

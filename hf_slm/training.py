@@ -375,6 +375,12 @@ class TrainingSetup:
     memory_length: int | None = None
     memory_update: str | None = None
     pieces: str | None = None  # a new tokenizer's piece model: "sentencepiece" (None: the default) or "byte_bpe"
+    # Low precision (issue 18): "bf16" or "fp16" runs the forward under torch.autocast (TrainingArguments' bf16 /
+    # fp16; the weights and the optimizer stay float32); None trains in float32.
+    mixed_precision: str | None = None
+    # Batches whose gradients one optimizer step sums (TrainingArguments' gradient_accumulation_steps): the step
+    # reads batch_size x processes x this many sequences.
+    gradient_accumulation_steps: int = 1
 
 
 # Files that make a folder hold a trained model (with config.json).
@@ -435,6 +441,7 @@ def train(setup, log=print):
     Under `torchrun` / `accelerate launch` (hf_slm/distributed.py) the main process holds the lock, checks the
     output folder, trains the tokenizer and writes every file; the others wait for it and read its tokenizer.
     """
+    precision_arguments(setup)  # checked before any work
     if not is_main_process():
         log = _say_nothing  # one process speaks for all
     with main_process_context(output_lock(setup.output, log=log), f"locking the output folder {setup.output}"):
@@ -623,6 +630,7 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
         dataloader_num_workers=0,
         # Batches of similar lengths waste less on padding: the [B, T', T'] attention grows with the longest.
         train_sampling_strategy="group_by_length" if setup.group_by_length else "random",
+        **precision_arguments(setup),
     )
     segments = getattr(setup, "segment_length", None) is not None  # hf-slm train's option (not fine-tuning's)
     if is_distributed() and not segments:  # (SegmentTrainer averages gradients itself)
@@ -655,6 +663,23 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
         (output / "training_args.bin").unlink(missing_ok=True)
         tokenizer.save_pretrained(str(output))
     return trainer
+
+
+MIXED_PRECISIONS = ("bf16", "fp16")
+
+
+def precision_arguments(setup):
+    """TrainingArguments' bf16 / fp16 and gradient_accumulation_steps from the setup (FinetuneSetup too), checked."""
+    precision = getattr(setup, "mixed_precision", None)
+    if precision is not None and precision not in MIXED_PRECISIONS:
+        raise ValueError(f"mixed precision {precision!r}: expected one of {list(MIXED_PRECISIONS)} (or none: float32)")
+    steps = getattr(setup, "gradient_accumulation_steps", 1)
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"--gradient-accumulation-steps {steps!r}: expected a positive number of batches per step")
+    if steps > 1 and getattr(setup, "segment_length", None) is not None:
+        raise ValueError(f"--gradient-accumulation-steps {steps}: segment recurrence carries its memory from one "
+                         "batch to the next and steps after every batch; leave it out with --segment-length")
+    return {"bf16": precision == "bf16", "fp16": precision == "fp16", "gradient_accumulation_steps": steps}
 
 
 def unused_parameter_names(model, collator, dataset, batch_size):
@@ -770,6 +795,8 @@ def write_training_record(output, setup, grammar, schedule, trainer, train_examp
         "final_learning_rate": schedule["final_learning_rate"],
         "embedding_learning_rate_multiplier": schedule.get("embedding_learning_rate_multiplier", 1.0),
         "seed": setup.seed,
+        "mixed_precision": getattr(setup, "mixed_precision", None),
+        "gradient_accumulation_steps": getattr(setup, "gradient_accumulation_steps", 1),
         "segments": ({"segment_length": setup.segment_length, "memory_length": setup.memory_length,
                       "memory_update": setup.memory_update} if getattr(setup, "segment_length", None) else None),
         "final_train_loss": train_losses[-1] if train_losses else None,

@@ -86,6 +86,9 @@ class ChunkedAttention(torch.autograd.Function):
         return s
 
     @staticmethod
+    # Under CPU autocast the inputs arrive in mixed dtypes (bf16 projections, fp32 tables and mask), and the in-place
+    # GEMMs need one: the kernel computes in float32, which also keeps the -inf mask and the softmax exact.
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx, qx, kx, k, v, qr, r, addmask, plan, dropout):
         B, h, T, _ = qx.shape
         S = kx.shape[2]
@@ -112,6 +115,7 @@ class ChunkedAttention(torch.autograd.Function):
         return out
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx, grad_out):
         qx, kx, k, v, qr, r, out = ctx.saved_tensors
         probs, keeps, plan, dropout = ctx.probs, ctx.keeps, ctx.plan, ctx.dropout

@@ -80,6 +80,11 @@ class _KeyValueRows:
         return (self.slots >= 0).sum(1)
 
 
+def _copy_into(storage, slots, rows):
+    """storage[slots] = rows, in the storage's dtype."""
+    storage.index_copy_(0, slots, rows.to(storage.dtype))
+
+
 class _KeyValuePool:
     """Keys, values, coordinates and token ids of every position computed since the last `retain`, one slot
     each (a DTG arc adds the embedding of an earlier position's token: its head word's last piece), and, for a
@@ -118,6 +123,8 @@ class _KeyValuePool:
         return np.arange(start, stop)
 
     def _storage(self, table, layer, like):
+        """The table's storage of `layer`, grown to the pool's capacity, in the dtype of the first tensor stored
+        (writes are cast to it: under autocast a token's embedding is float32 and a composed one bfloat16)."""
         capacity = len(self.coordinates)
         storage = table.get(layer)
         if storage is None or storage.shape[0] < capacity:
@@ -128,12 +135,12 @@ class _KeyValuePool:
         return storage
 
     def write(self, layer, slots, keys, values):
-        self._storage(self.keys, layer, keys).index_copy_(0, slots, keys)
-        self._storage(self.values, layer, values).index_copy_(0, slots, values)
+        _copy_into(self._storage(self.keys, layer, keys), slots, keys)
+        _copy_into(self._storage(self.values, layer, values), slots, values)
 
     def write_inputs(self, slots, embeddings):
         """Store the input embeddings [N, d] of the positions at `slots` (a long tensor)."""
-        self._storage(self.inputs, 0, embeddings).index_copy_(0, slots, embeddings)
+        _copy_into(self._storage(self.inputs, 0, embeddings), slots, embeddings)
 
     def read_inputs(self, slots):
         """The input embeddings stored at `slots` (a long tensor of any shape): [*slots.shape, d]."""
@@ -142,7 +149,7 @@ class _KeyValuePool:
 
     def write_pointer_states(self, slots, states):
         """Store the start pointer's h [N, D] of the positions at `slots` (a long tensor)."""
-        self._storage(self.pointer_states, 0, states).index_copy_(0, slots, states)
+        _copy_into(self._storage(self.pointer_states, 0, states), slots, states)
 
     def read_pointer_states(self, slots):
         """The pointer's h stored at `slots` (a long tensor of any shape): [*slots.shape, D]."""

@@ -1,5 +1,6 @@
 """`torchrun --nproc_per_node=2 -m hf_slm.cli ...` on 2 CPU processes (gloo) against the same command on one
-process (issue 18): training takes the same steps, evaluation gives the same results.
+process (issue 18): training and fine-tuning take the same steps, evaluation (ppl, parse, sg, blimp, uas, rerank,
+rouge) gives the same results.
 
 Each test launches real processes (python -m torch.distributed.run) with a timeout; they are skipped only where
 torch.distributed or its gloo backend is missing.
@@ -227,6 +228,31 @@ def test_two_processes_give_the_uas_of_one(tmp_path):
         tmp_path)
 
 
+def proposal_blocks(gold_lines):
+    """Per gold tree, 3 proposals over its words and POS tags: the gold tree, the flat tree and the right-branching
+    one (a block of text each, blank-line separated)."""
+    from nltk import Tree
+
+    blocks = []
+    for line in gold_lines:
+        preterminals = [f"({tag} {word})" for word, tag in Tree.fromstring(line).pos()]
+        right = preterminals[-1]
+        for preterminal in reversed(preterminals[:-1]):
+            right = f"(S {preterminal} {right})"
+        blocks.append("\n".join([line, f"(S {' '.join(preterminals)})", right]))
+    return "\n\n".join(blocks) + "\n"
+
+
+def test_two_processes_rerank_like_one(evaluated_model, tmp_path):
+    checkpoint, gold = evaluated_model
+    proposals = tmp_path / "proposals.txt"
+    proposals.write_text(proposal_blocks(gold.read_text().splitlines()))
+    # 7 sentences of 3 proposals in chunks of 6 proposals: 4 chunks, dealt out in 2 rounds of 2 processes
+    evaluate_with_one_and_two_processes(
+        "rerank", ["eval", "rerank", "--model", str(checkpoint), "--gold", str(gold), "--proposals", str(proposals),
+                   "--chunk-size", "6", "--batch-size", "4"], tmp_path)
+
+
 def evaluate_with_one_and_two_processes(evaluation, args, tmp_path):
     one = run_cli([*args, "--output", str(tmp_path / "one")])
     two = run_cli([*args, "--output", str(tmp_path / "two")], processes=2)
@@ -240,7 +266,8 @@ def evaluate_with_one_and_two_processes(evaluation, args, tmp_path):
     assert _progress_bars(two.stderr, evaluation) == _progress_bars(one.stderr, evaluation) >= 1, two.stderr
 
 
-PROGRESS_NAMES = {"ppl": "perplexity (", "parse": "parsing", "sg": "SyntaxGym", "blimp": "BLiMP", "uas": "parsing"}
+PROGRESS_NAMES = {"ppl": "perplexity (", "parse": "parsing", "sg": "SyntaxGym", "blimp": "BLiMP", "uas": "parsing",
+                  "rerank": "reranking"}
 
 
 def _progress_bars(stderr, evaluation):
@@ -251,7 +278,7 @@ def _progress_bars(stderr, evaluation):
 SHARING_SCRIPT = r'''
 import json, sys
 from hf_slm.distributed import is_main_process, rank
-from hf_slm.run_journal import map_in_chunks
+from hf_slm.run_journal import journaled_chunks, map_in_chunks
 
 def compute(chunk):
     if sys.argv[1] == "fail" and rank() == 1:
@@ -260,8 +287,11 @@ def compute(chunk):
     return [(rank(), square) for square in map_in_chunks(lambda inner: [x * x for x in inner], chunk, 1)]
 
 values = map_in_chunks(compute, range(7), chunk_size=2)
+# chunks of other sizes (reranking's: whole sentences up to a number of proposals), none of them journaled
+chunk_values = journaled_chunks(None, [["a", "b"], ["c"], ["d"]], lambda index: [(rank(), index)] * (2 - (index > 0)))
 if is_main_process():
     print(json.dumps(values))
+    print(json.dumps(chunk_values))
 '''
 
 
@@ -276,9 +306,10 @@ def run_script(tmp_path, *args):
 def test_chunks_are_dealt_out_to_the_processes_in_rounds(tmp_path):
     result = run_script(tmp_path, "ok")
     assert result.returncode == 0, result.stderr[-3000:]
-    values = json.loads(result.stdout)
+    values, chunk_values = map(json.loads, result.stdout.splitlines())
     # chunks [0, 1] [2, 3] [4, 5] [6]: round 1 gives the first two to processes 0 and 1, round 2 the others
     assert values == [[0, 0], [0, 1], [1, 4], [1, 9], [0, 16], [0, 25], [1, 36]]
+    assert chunk_values == [[[0, 0], [0, 0]], [[1, 1]], [[0, 2]]]
 
 
 def test_a_process_that_fails_stops_all_of_them_with_its_error(tmp_path):
@@ -304,3 +335,89 @@ def test_two_processes_resume_an_interrupted_evaluation_from_its_journal(evaluat
     without_journal = {name: text for name, text in complete.items() if not name.endswith(".journal.jsonl")}
     assert {name: text for name, text in _result_files(tmp_path).items()
             if not name.endswith(".journal.jsonl")} == without_journal
+
+
+# ---- summarization: fine-tuning and ROUGE ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def summarization_data(tmp_path_factory):
+    """Two XSum documents prepared as summarization sequences for a tiny random TG (test_summarization's setup):
+    (base model folder, XSum data folder, prepared folder)."""
+    from test_summarization import PARSER_ARGS, _memorization_setup
+
+    from hf_slm.cli import main
+
+    directory = tmp_path_factory.mktemp("distributed_summarization")
+    _, data, parser = _memorization_setup(directory, "tg")
+    # Dropout off: the processes would draw other random masks than the single process.
+    config = json.loads((directory / "base" / "config.json").read_text())
+    config.update(embedding_dropout=0.0, core_dropout=0.0, final_dropout=0.0)
+    (directory / "base" / "config.json").write_text(json.dumps(config))
+    prepared = directory / "prepared"
+    assert main(["data", "prepare", "--loader", "xsum", "--summarization", "--parser", str(parser), "--path",
+                 str(data), "--tokenizer", str(directory / "base"), "--output", str(prepared),
+                 "--max-document-words", "20", *PARSER_ARGS]) == 0
+    return directory / "base", data, prepared
+
+
+@pytest.fixture(scope="module")
+def finetuned_runs(summarization_data, tmp_path_factory):
+    """3 fine-tuning steps over the 2 prepared documents: one process with batches of 2, two with batches of 1."""
+    base, _, prepared = summarization_data
+    directory = tmp_path_factory.mktemp("distributed_finetuning")
+
+    def args(output, batch_size):
+        return ["finetune", "--task", "xsum", "--model", str(base), "--train", str(prepared), "--output",
+                str(output), "--max-steps", "3", "--batch-size", str(batch_size), "--learning-rate", "3e-3",
+                "--warmup-steps", "1", "--save-steps", "3"]
+
+    one = run_cli(args(directory / "one", 2))
+    two = run_cli(args(directory / "two", 1), processes=2)
+    return (directory / "one", one), (directory / "two", two)
+
+
+def test_two_processes_fine_tune_like_one(finetuned_runs, summarization_data):
+    from safetensors.torch import load_file
+
+    (one_dir, _), (two_dir, two) = finetuned_runs
+    first, second = load_file(one_dir / "model.safetensors"), load_file(two_dir / "model.safetensors")
+    base = load_file(summarization_data[0] / "model.safetensors")
+    assert sorted(first) == sorted(second) == sorted(base)
+    assert any(not torch.equal(first[name], base[name]) for name in base), "3 steps changed no weight"
+    # The same 3 steps: each process half of each batch, the gradients averaged by DistributedDataParallel.
+    for name in first:
+        torch.testing.assert_close(second[name], first[name], rtol=1e-4, atol=1e-4, msg=name)
+    # Written once, by the main process: the record (with its fine-tuning entry), the card and the message.
+    record = json.loads((two_dir / "training_setup.json").read_text())
+    assert record["steps_done"] == 3 and record["fine_tuning"]["task"] == "xsum"
+    assert "fine-tuned" in (two_dir / "README.md").read_text()
+    assert two.stdout.count("saved the fine-tuned model") == 1, two.stdout
+    assert two.stdout.count("fine-tuning ") == 1, two.stdout
+    assert not (two_dir / ".hf-slm.lock").exists()
+
+
+def test_two_processes_give_the_rouge_of_one(finetuned_runs, summarization_data, tmp_path):
+    (_, _), (model, _) = finetuned_runs
+    _, data, _ = summarization_data
+    # --batch-size 1: the 2 documents are 2 chunks, one generated by each process.
+    args = ["eval", "rouge", "--model", str(model), "--data", str(data), "--split", "train", "--batch-size", "1",
+            "--max-new-words", "4"]
+    one = run_cli([*args, "--output", str(tmp_path / "one")])
+    two = run_cli([*args, "--output", str(tmp_path / "two")], processes=2)
+    files = _result_files(tmp_path / "one")
+    assert "rouge-xsum-train.generated.journal.jsonl" in files and "rouge-xsum-train_documents.jsonl" in files
+    assert _result_files(tmp_path / "two") == files
+    assert two.stdout == one.stdout and one.stdout.count("ROUGE F-measure") == 1
+    assert two.stderr.count("wrote ") == 1, two.stderr
+
+
+def test_the_silver_cache_is_refused_under_two_processes(finetuned_runs, summarization_data, tmp_path):
+    (_, _), (model, _) = finetuned_runs
+    _, data, _ = summarization_data
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-addr=127.0.0.1",
+               f"--master-port={_free_port()}", "-m", "hf_slm.cli", "eval", "rouge", "--model", str(model),
+               "--data", str(data), "--split", "train", "--cache", str(tmp_path / "cache"), "--output",
+               str(tmp_path / "results")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=_environment())
+    assert result.returncode != 0
+    assert f"--cache {tmp_path / 'cache'}: the silver-tree cache is written by one process" in result.stderr
+    assert not (tmp_path / "results").exists()

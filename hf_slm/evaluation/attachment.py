@@ -58,8 +58,9 @@ from ..beam import score as beam_score
 from ..checks import check_tokenizer_matches
 from ..data.conllu_loader import read_conllu_file
 from ..modeling.generation_slm import BeamSearchOptions
+from ..distributed import is_main_process, world_size
 from ..modeling.grammars import grammar_for_config
-from ..run_journal import data_fingerprint, journaled, map_in_chunks, proposal_chunks, text_fingerprint
+from ..run_journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
 from ..scoring import joint_log_probs
 from ..text_files import open_text
 from ..tokenization.dependency_trees import DependencyTree
@@ -599,11 +600,15 @@ def rerank_uas(model, tokenizer, gold, proposals, batch_size=32, limit=None, max
             run.journal.say_resumed([str(index) for index in range(len(sentences))], "sentence")
         blocks, values = [], []
 
-        def evaluate(chunk):
-            scored = journaled(run.journal if run is not None else None, [str(index) for index, _, _ in chunk],
-                                lambda: _score_block_chunk(model, tokenizer, chunk, batch_size))
-            blocks.extend(trees for _, trees, _ in chunk)
-            values.extend(scored)
+        def evaluate_round(chunks):
+            # Under torchrun each process scores one chunk of the round, and every process gets all of them.
+            scored = journaled_chunks(run.journal if run is not None else None,
+                                      [[str(index) for index, _, _ in chunk] for chunk in chunks],
+                                      lambda position: _score_block_chunk(model, tokenizer, chunks[position],
+                                                                          batch_size))
+            for chunk, chunk_values in zip(chunks, scored):
+                blocks.extend(trees for _, trees, _ in chunk)
+                values.extend(chunk_values)
 
         def checked_blocks():
             for index, (trees, locations, sent_id) in enumerate(proposal_blocks(proposals)):
@@ -617,7 +622,8 @@ def rerank_uas(model, tokenizer, gold, proposals, batch_size=32, limit=None, max
                     trees, locations = trees[:max_proposals], locations[:max_proposals]
                 yield index, trees, locations
 
-        count = proposal_chunks(checked_blocks(), evaluate, chunk_size, len(sentences), progress)
+        count = proposal_rounds(checked_blocks(), evaluate_round, chunk_size, world_size(), len(sentences),
+                                progress and is_main_process())
         if count < len(sentences):
             hint = ("; analyses without sent_id comments are grouped by their words, so two consecutive gold "
                     "sentences with the same words need sent_ids" if isinstance(proposals, (str, Path)) else "")

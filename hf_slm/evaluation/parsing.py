@@ -41,7 +41,8 @@ import numpy as np
 
 from ..beam import parse as beam_parse
 from ..checks import check_tokenizer_matches
-from ..run_journal import data_fingerprint, journaled, map_in_chunks, proposal_chunks, text_fingerprint
+from ..distributed import is_main_process, world_size
+from ..run_journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
 from ..scoring import joint_log_probs
 from ..text_files import open_text
 from ..tokenization.tree_type import Tree
@@ -166,13 +167,6 @@ def _save(run, name, metrics, model, data, options, trees):
     metrics["files"] = {kind: str(path) for kind, path in files.items()}
 
 
-def _journaled(run, keys, score):
-    """The proposals' log-probabilities of a chunk of sentences (one array per key): read from the run's
-    journal when every sentence of the chunk is in it, else `score()`d and journaled."""
-    values = journaled(run.journal if run is not None else None, keys, score)
-    return [np.asarray(value, dtype=float) for value in values]
-
-
 def _gold_description(gold_trees, gold):
     """What the journal hashes for the gold data: its path, or the text of trees given in memory."""
     if isinstance(gold_trees, (str, Path)):
@@ -264,10 +258,16 @@ def _rerank(model, tokenizer, gold, gold_source, proposals, batch_size, limit, m
     by_choice = {"chosen": [], "oracle": [], "first_proposal": []}
     total = 0
 
-    def evaluate(chunk):
+    def evaluate_round(chunks):
+        # Under torchrun each process scores one chunk of the round, and every process gets all of them.
+        scored = journaled_chunks(run.journal if run is not None else None,
+                                  [[str(index) for index, _, _ in chunk] for chunk in chunks],
+                                  lambda position: _score_chunk(model, tokenizer, chunks[position], batch_size))
+        for chunk, values in zip(chunks, scored):
+            tally(chunk, [np.asarray(value, dtype=float) for value in values])
+
+    def tally(chunk, arrays):
         nonlocal total
-        arrays = _journaled(run, [str(index) for index, _, _ in chunk],
-                            lambda: _score_chunk(model, tokenizer, chunk, batch_size))
         for (index, trees, locations), log_probs in zip(chunk, arrays):
             sentence_scores = []
             for tree, location in zip(trees, locations):
@@ -297,7 +297,8 @@ def _rerank(model, tokenizer, gold, gold_source, proposals, batch_size, limit, m
                 trees, locations = trees[:max_proposals], locations[:max_proposals]
             yield index, trees, locations
 
-    count = proposal_chunks(blocks(), evaluate, chunk_size, len(gold), progress)
+    count = proposal_rounds(blocks(), evaluate_round, chunk_size, world_size(), len(gold),
+                            progress and is_main_process())
     if count != len(gold):
         raise ValueError(f"{count} proposal blocks for {len(gold)} gold trees; expected one block per gold tree, "
                          "in the same order")
