@@ -4,15 +4,16 @@
                                        [--models DIR] [--repeats 1]
 
 Table 3's shape: seconds per sentence of word-synchronous beam search at each action beam, over five sentences of
-20 words from the GUM sample shipped in the package, searched one at a time, averaged over `--repeats` runs (the
-paper: 5). Table 5's: forward calls of the main Transformer for the first of those sentences (calls of the Ex
+20 tokens (word pieces, as the paper's are 20 GPT-2 BPE tokens) from the GUM sample shipped in the package (test,
+then dev, then train sentences), searched one at a time, averaged over `--repeats` runs (the paper: 5). Table 5's: forward calls of the main Transformer for the first of those sentences (calls of the Ex
 variants' composer are not counted, as in the paper). Settings as paper 003: word beam = beam / 10, fast track 5,
 n_c = sentence length, p_c = 3 (CONSTRAINT_SETTINGS["paper003-sg"]; benchmarks/beam_search.py's helpers).
 
 Models: `DIR/<variant>` when `--models DIR` holds one (e.g. the output of examples/train_compositional.py), else a
 randomly initialized `<variant>-tiny` (4 layers, d 128) with a CompositionalTokenizer trained on the GUM sample.
 What the numbers are not: the paper's models are GPT-2 small, trained, on an H800 GPU with GPT-2's BPE (its 20
-tokens are BPE tokens, ours words); ours are tiny CPU models. A random model spreads its beam differently from a
+tokens are BPE tokens, ours SentencePiece pieces of a 2,000-piece vocabulary, so fewer words); ours are tiny CPU
+models. A random model spreads its beam differently from a
 trained one, so forward calls compare in shape (Nb above Bi, In above Ex), not number by number; seconds compare
 between rows of one run only.
 """
@@ -24,7 +25,9 @@ from pathlib import Path
 
 import torch
 
-from beam_search import SAMPLE, paper003_search, run, sample_sentences
+from beam_search import SAMPLE, paper003_search, run
+
+TOKENS = 20  # paper 003 times and counts sentences of 20 tokens
 
 # Paper 003, appendix C, Table 5: main-Transformer forward calls on one sentence of 20 tokens, by beam size.
 PAPER_TABLE_5 = {
@@ -88,10 +91,27 @@ def load_or_build(variant, models, tokenizers):
     return causal_lm_for_config(config), tokenizer, "random"
 
 
+def sentences_of_tokens(tokenizer, tokens, count):
+    """Word pieces of the first `count` GUM sentences (test, then dev, then train: the sample is small) of exactly
+    `tokens` pieces; exits saying so when the sample has fewer."""
+    from hf_slm import read_trees
+    from hf_slm.beam import words_to_pieces
+
+    chosen = []
+    for split in ("test", "dev", "train"):
+        for tree in read_trees(SAMPLE / f"{split}.txt"):
+            pieces = words_to_pieces(tokenizer, tree.leaves())[0]
+            if sum(len(word) for word in pieces) == tokens:
+                chosen.append(pieces)
+                if len(chosen) == count:
+                    return chosen
+    raise SystemExit(f"the sample has {len(chosen)} sentences of {tokens} tokens; {count} are needed")
+
+
 def measure(model, tokenizer, beams, repeats):
     """{beam: (seconds per sentence over the five, forward calls on the first)}, and {beam: why it failed} for the
     beams where a search found no tree (a row of the table then says so rather than the run stopping)."""
-    sentences = sample_sentences(tokenizer, (20,), 5)
+    sentences = sentences_of_tokens(tokenizer, TOKENS, 5)
     rows, failures = {}, {}
     for beam in beams:
         search = paper003_search(model, tokenizer, beam)
@@ -122,8 +142,7 @@ def print_tables(results, beams, sources, failures):
         print(f"{paper_name(variant):<14} {sources[variant]:<9}" + "".join(
             f" {cell(rows[b][0] if b in rows else None, 9, '.3f')} {cell(paper(PAPER_TABLE_3, variant, b), 9, '.2f')}"
             for b in beams))
-    print("\nTable 5 shape: forward calls of the main Transformer on one sentence of 20 words (paper: 20 tokens, its "
-          "Table 5)")
+    print(f"\nTable 5 shape: forward calls of the main Transformer on one sentence of {TOKENS} tokens (paper: its Table 5)")
     print(f"{'model':<14} {'model is':<9}" + "".join(f" {f'ours b{b}':>9} {f'paper b{b}':>9}" for b in beams)
           + "  ours <= paper")
     for variant, rows in results.items():
@@ -157,7 +176,7 @@ def main():
         raise SystemExit(f"--variants {' '.join(unknown)}: expected some of {' '.join(known)} (the compositional "
                          "variants that are models, and gpt2-tree)")
     print(f"{torch.get_num_threads()} threads; beams {args.beams} (word beam = beam / 10, fast track 5, n_c = words, "
-          f"p_c = 3); five GUM sentences of 20 words; {args.repeats} repeat(s)")
+          f"p_c = 3); five GUM sentences of {TOKENS} tokens; {args.repeats} repeat(s)")
     results, sources, tokenizers, failures = {}, {}, {}, {}
     for variant in variants:
         model, tokenizer, source = load_or_build(variant, args.models, tokenizers)
