@@ -354,6 +354,14 @@ class SearchConstraints:
             needs_close = (inside_word & terminal_last & (status.piece >= 2)) | just_ended_long_word
             length = torch.where(in_forced, words.word_lengths[status.sentence, word], 1)
             opened_for_it = status.consecutive_open >= length - 1
+            if self.grammar.top_down:
+                # Child slots still to fill: the root's, plus one per `(` (it takes one and brings two), minus one
+                # per piece. A forced word's k pieces take k of them (its own k - 1 `(` are already counted); one
+                # must stay open for the words after it, or its pieces complete the tree and they can never attach
+                # (a sentence's first word of several pieces with only its own brackets becomes the root).
+                pending = 1 + (open_total - status.open_before) - words.pieces_before[status.sentence, word]
+                words_after = (status.word + 1 < num_forced).long()
+                opened_for_it &= pending - length >= words_after
             forced_piece_ok = ~needs_close & ((status.piece > 0) | opened_for_it | (not self.grammar.top_down))
             structure_here = (between_words & ~needs_close) | needs_close
             # Those brackets come with the pieces, not with the tree: n_c and p_c do not count them (top-down).

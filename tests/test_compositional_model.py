@@ -506,6 +506,30 @@ def test_bi_dn_search_keeps_only_hypotheses_the_words_left_can_complete(one_thre
             assert log_prob < 0
 
 
+def test_a_greedy_bi_dn_search_never_completes_the_tree_before_the_last_word(one_thread):
+    """Top-down, a Bi word of k pieces brings its own k - 1 `(` and fills k child slots; a word that fills the last
+    open slot completes the tree, and the words after it can never attach (a first word of several pieces with
+    only its own brackets becomes the root). A search that keeps one hypothesis (beam 1), of a model that opens
+    as little as it may, must still finish every sentence (paper 003's beam 10 keeps one per word)."""
+    model, tokenizer = tiny("bi-dn-in-m")
+    rules = get_grammar("bi-dn-in-m", ActionLayout(**tokenizer.action_layout))
+    firsts = [w for w in ("quickly", "essay", "barks", "moon", "blue")
+              if len(tokenizer(w, is_split_into_words=True, add_special_tokens=False)["input_ids"]) > 1]
+    assert len(firsts) >= 3  # first words of several pieces
+    sentences = [[first, "the", "bird", "sings"] for first in firsts]
+    pieces = [[tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
+              for words in sentences]
+    with torch.no_grad():  # a model that opens as little as it may: a word whenever one is allowed
+        model.output_bias[tokenizer.action_layout["open_nt_start"]] = -20.0
+    results = model.word_synchronous_beam_search(pieces, beam_size=1, word_beam_size=1, fast_track=0,
+                                                 word_start_mask=tokenizer.word_start_mask)
+    for result, sentence in zip(results, pieces):
+        assert result.trees, sentence
+        ids = result.trees[0][0]
+        rules.validate(ids)
+        assert [i for i in ids if rules.layout.kind(i) == hf_slm.ActionKind.TERMINAL] == sum(sentence, [])
+
+
 # ---- Nb-Up: the start pointer (section 2.2) --------------------------------------------------------------------
 
 NB_UP = ("nb-up-in-m", "nb-up-in-nm", "nb-up-ex-m", "nb-up-ex-nm")
