@@ -173,6 +173,9 @@ def main_process_context(context, what):
     else:
         if entered:
             context.__exit__(None, None, None)
+        # Every process leaves together: one that went on to exit while the main process still wrote its files
+        # could abort in gloo's teardown ("terminate called without an active exception", seen under CI load).
+        barrier()
 
 
 def _raise(error):
