@@ -34,7 +34,10 @@ in the document and their corresponding silver parse trees". Here one example is
   one of the summary is an error naming the document. A model whose grammar reads words only (TXL
   (terminals)) needs no parser: its sequence is the PTB-style words (hf_slm/sentence_splitting.py).
 - Sequences hold several trees, so the model must be document-level (config.document_level, set by
-  `hf-slm finetune`). Dependency grammars read one sentence per sequence and cannot hold a document.
+  `hf-slm finetune`). Paper 003's bottom-up (Up) variants end each sentence with `</s>`, the prompt's too
+  (compositional_grammars.py, "Document level"), and a Nb-Up sequence carries its `)` starts
+  (constituent_starts) from preparation to generation. Dependency grammars read one sentence per sequence and
+  cannot hold a document.
 
 Generation (`summarize`). The context -- the document's trees and the prompt, built by the same
 `context_ids` as in training -- goes to WordSynchronousBeamSearch.generate: as a prefix of complete trees when
@@ -42,19 +45,20 @@ the grammar says the context is complete (TG, TXL (CC): the prompt's root closed
 whose sequence is complete only at `</s>`) as forced words. The search then samples one summary tree per
 document, every action among the top-k legal ones (k = 2, paper 003), under paper 003's constraints for
 summaries (CONSTRAINT_SETTINGS["paper003-summaries"]: p_c = 5, n_c = one nonterminal per word, counted over
-the words the summary may have, `max_new_words`). The summary ends when its root closes (or at `</s>`): one
-tree, one sentence, as XSum's summaries are.
+the words the summary may have, `max_new_words`). The summary ends when its root closes (Up: at its `</s>`;
+TXL (terminals): at `</s>`): one tree, one sentence, as XSum's summaries are.
 """
 
 import dataclasses
 import warnings
 from pathlib import Path
 
-from .beam import SentencesLeftOut, tree_string
+from .beam import SentencesLeftOut, _without_prefix, tree_string
 from .checks import LINEARIZATION_OF_GRAMMAR
 from .data.prepare import trees_for_tokenizer
 from .modeling.backbone import SequenceTooLong
-from .modeling.generation_slm import CONSTRAINT_SETTINGS, BeamSearchOptions, WordSynchronousBeamSearch, prompt_words
+from .modeling.generation_slm import (CONSTRAINT_SETTINGS, ActionIds, BeamSearchOptions, WordSynchronousBeamSearch,
+                                      prompt_words)
 from .modeling.grammars import ActionLayout, get_grammar, grammar_for_config
 from .silver import document_sentences, silver_trees
 from .tokenization.tree_type import Tree
@@ -202,19 +206,33 @@ def document_grammar(tokenizer):
                          f"the {readers[0]} grammar cannot read several trees in one: {error}") from None
 
 
+def encoded_document(tokenizer, sentences, add_special_tokens=True):
+    """`tokenizer.encode_document`'s ids, as ActionIds carrying their constituent starts for a Nb-Up tokenizer
+    (a plain list otherwise)."""
+    encoded = tokenizer.encode_document(sentences, add_special_tokens=add_special_tokens)
+    ids = list(encoded["input_ids"])
+    return ActionIds(ids, encoded["constituent_starts"]) if "constituent_starts" in encoded else ids
+
+
+def _starts_of(ids):
+    """The keyword that passes `ids`' constituent starts to a grammar (none for ids without them)."""
+    starts = getattr(ids, "starts", None)
+    return {} if starts is None else {"starts": starts}
+
+
 def prompt_ids(tokenizer, prompt, grammar):
     """The action ids of the prompt (no `<s>`), checked to be one complete tree of `grammar` (or its words, for a
     words-only grammar); a ValueError naming the prompt otherwise."""
     try:
-        encoded = tokenizer.encode_document([as_sentence(prompt, tokenizer)])["input_ids"]
+        encoded = encoded_document(tokenizer, [as_sentence(prompt, tokenizer)])
     except (ValueError, TypeError) as error:
         raise ValueError(f"the summary prompt {prompt!r} cannot be encoded by this tokenizer: {error}; give a prompt "
                          "tree whose labels and words the tokenizer knows (e.g. --prompt '(S Summary :)')") from None
     try:
-        grammar.validate(encoded, require_complete=True)
+        grammar.validate(encoded, require_complete=True, **_starts_of(encoded))
         state = grammar.start()
-        for action in encoded:
-            grammar.step(state, action)
+        for action, start in zip(encoded, getattr(encoded, "starts", [-1] * len(encoded))):
+            grammar.step(state, action, **({"start": start} if hasattr(encoded, "starts") else {}))
         if not grammar.words_only and state.trees_complete != 1:
             raise ValueError(f"it encodes as {state.trees_complete} trees")
     except ValueError as error:
@@ -224,9 +242,13 @@ def prompt_ids(tokenizer, prompt, grammar):
 
 
 def context_ids(tokenizer, sentences, prompt):
-    """`<s>`, the document's sentences (trees or word lists) and the prompt: what the summary follows."""
+    """`<s>`, the document's sentences (trees or word lists) and the prompt: what the summary follows (ActionIds
+    with their starts for a Nb-Up tokenizer). A words-only sequence's `</s>` is left off: the summary follows."""
     sentences = [as_sentence(sentence, tokenizer) for sentence in [*sentences, prompt]]
-    return [tokenizer.bos_token_id] + tokenizer.encode_document(sentences, add_special_tokens=False)["input_ids"]
+    ids = encoded_document(tokenizer, sentences)
+    if tokenizer.linearization == "terminals":
+        return ids[:-1]
+    return ids
 
 
 def summarization_sequence(tokenizer, document, summary, document_id, summary_format=None, grammar=None):
@@ -255,16 +277,20 @@ def summarization_sequence(tokenizer, document, summary, document_id, summary_fo
     try:
         context = context_ids(tokenizer, document, summary_format.prompt)
         sentences = [as_sentence(sentence, tokenizer) for sentence in [*document, summary_format.prompt, *summary]]
-        ids = tokenizer.encode_document(sentences)["input_ids"]
-        grammar.validate(ids, require_complete=True)
+        ids = encoded_document(tokenizer, sentences)
+        grammar.validate(ids, require_complete=True, **_starts_of(ids))
     except ValueError as error:
         raise ValueError(f"{where}: cannot encode its trees as one sequence: {error}") from None
-    if ids[: len(context)] != context:  # the shared prefix of training and generation
-        raise AssertionError(f"{where}: the context does not encode as the prefix of the sequence")
     start = len(context)
+    if (ids[:start] != context  # the shared prefix of training and generation
+            or getattr(ids, "starts", [])[:start] != getattr(context, "starts", [])):
+        raise AssertionError(f"{where}: the context does not encode as the prefix of the sequence")
     labels = list(ids) if summary_format.labels == "all" else [-100] * start + list(ids[start:])
-    return {"input_ids": ids, "labels": labels, "summary_start": start, "document_truncated": document_truncated,
-            "summary_truncated": summary_truncated}
+    example = {"input_ids": list(ids), "labels": labels, "summary_start": start,
+               "document_truncated": document_truncated, "summary_truncated": summary_truncated}
+    if hasattr(ids, "starts"):
+        example["constituent_starts"] = list(ids.starts)
+    return example
 
 
 # ---- silver trees of XSum rows ------------------------------------------------------------------------------
@@ -458,8 +484,8 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
         contexts.append(context_ids(tokenizer, kept, summary_format.prompt))
     # A context of complete trees is a prefix; one that is complete only at `</s>` (words-only) is forced words.
     state = grammar.start()
-    for action in contexts[0]:
-        grammar.step(state, action)
+    for action, start in zip(contexts[0], getattr(contexts[0], "starts", [None] * len(contexts[0]))):
+        grammar.step(state, action, **({} if start is None else {"start": start}))
     as_prefix = grammar.is_complete(state)
     options = BeamSearchOptions(**{"beam_size": 1, "word_beam_size": 1, **SUMMARY_CONSTRAINTS, **beam_options})
     search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
@@ -495,8 +521,8 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
                 results.append({"summary": "", "words": [], "tree": "", "log_prob": None, "error": str(samples)})
                 continue
             ids, log_prob = samples[0]
-            summary_ids = [int(i) for i in ids[len(ids_context):]]
-            tree = tree_string(tokenizer, summary_ids)
+            summary_ids, summary_starts = _without_prefix(ids, len(ids_context))
+            tree = tree_string(tokenizer, [int(i) for i in summary_ids], starts=summary_starts)
             words = summary_words(tree)
             results.append({"summary": " ".join(words), "words": words, "tree": tree, "log_prob": float(log_prob)})
     if too_long:

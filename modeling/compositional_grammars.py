@@ -47,8 +47,13 @@ input: section 2.3 inputs a `)` at step k and its duplicate at step k + 1, so th
 indices. `position_coordinates` are these absolute position ids, and `relative_positions` are i - j on attended
 cells (>= 0), for a backbone that wants them; `depth` is 0 (no grammar here has one).
 
-Document level: the Dn grammars read documents as TG does (roots children of `<s>`); the Up grammars read one
-sentence per sequence.
+Document level (`document_level=True`): one sequence holds a document's sentences. The Dn grammars read it as TG
+does (roots children of `<s>`, complete after any closed root). Bottom-up, a constituent spanning the words read
+so far may still be extended, so a sentence needs its end said: `</s>` after each sentence,
+`<s> It rained ) </s> We left ) </s>`. There `</s>` is legal where it ends a sentence-level sequence (one
+constituent spans the sentence's words), is pushed (later sentences attend it and the sentence's constituent,
+which stay on the stack under M) and predicts the next sentence's first word; a `)` starts within its own
+sentence (C_k holds the current sentence's items only); and the sequence is complete after any `</s>`.
 
 This file is hub code: it is copied into checkpoints and must import nothing from hf_slm.
 """
@@ -90,7 +95,7 @@ class CompositionState:
     STACK rows attend (`visible`: `<s>` and the stack under M, every pushed position under Nm)."""
 
     __slots__ = ("length", "num_actions", "num_terminals", "num_open_total", "trees_complete", "finished",
-                 "entries", "opens", "visible", "sealed")
+                 "entries", "opens", "visible", "sealed", "boundary", "sentence_start")
 
     def __init__(self):
         self.length = 0  # positions emitted so far
@@ -103,12 +108,16 @@ class CompositionState:
         self.opens = []  # indices into `entries` of the open `(` (Dn), innermost last
         self.visible = []  # positions a STACK row attends (besides itself), increasing
         self.sealed = False  # Bi-Up: a one-word sentence's `)` was read, only `</s>` may follow
+        # Up documents: the entries of earlier sentences (entries[:boundary]) and the action index of the current
+        # sentence's first action (1 after `<s>`; after a `</s>`, the action after it).
+        self.boundary = 0
+        self.sentence_start = 1
 
     def clone(self):
         """An independent copy (beam search branches a hypothesis into several)."""
         copy = CompositionState.__new__(CompositionState)
         for name in ("length", "num_actions", "num_terminals", "num_open_total", "trees_complete", "finished",
-                     "sealed"):
+                     "sealed", "boundary", "sentence_start"):
             setattr(copy, name, getattr(self, name))
         copy.entries, copy.opens, copy.visible = self.entries[:], self.opens[:], self.visible[:]
         return copy
@@ -139,9 +148,6 @@ class CompositionalRules(Grammar):
         if self.top_down and layout.open_nt_stop - layout.open_nt_start != 1:
             raise ValueError(f"{self.name} grammar: paper 003's trees are unlabeled: expected one `(` id, the layout "
                              f"has {layout.open_nt_stop - layout.open_nt_start}")
-        if document_level and not self.top_down:
-            raise ValueError(f"{self.name} grammar: bottom-up sequences are read one sentence each (`</s>` ends "
-                             "one); document_level is supported by the top-down (dn) grammars only")
         self._close_id = layout.close_nt_start
 
     # ---- legality: the one source ----------------------------------------------------------------------
@@ -163,16 +169,19 @@ class CompositionalRules(Grammar):
             return self._mask(K.OPEN_NT, K.TERMINAL)
         if state.sealed:
             return self._mask(K.EOS)
+        sentence = entries[state.boundary :]  # a document's earlier sentences are closed
         kinds = [K.TERMINAL]
-        if len(entries) >= (2 if self.binary else 1) or self._closes_one_word(state):
+        if len(sentence) >= (2 if self.binary else 1) or self._closes_one_word(state):
             kinds.append(K.CLOSE_NT)
-        if len(entries) == 1 and entries[0][2] == _CONSTITUENT:  # one constituent spans every word
+        if len(sentence) == 1 and sentence[0][2] == _CONSTITUENT:  # one constituent spans every word
             kinds.append(K.EOS)
         return self._mask(*kinds)
 
     def _closes_one_word(self, state):
-        """Bi-Up: the sequence so far is `<s> w`, whose `)` may close the one word (a one-word sentence)."""
-        return self.binary and state.num_actions == 2 and len(state.entries) == 1 and state.entries[0][2] == _WORD
+        """Bi-Up: the sentence so far is one word (`<s> w`, or `</s> w` in a document), whose `)` may close it (a
+        one-word sentence)."""
+        return (self.binary and state.num_actions == state.sentence_start + 1
+                and len(state.entries) == state.boundary + 1 and state.entries[-1][2] == _WORD)
 
     def legal_starts(self, state):
         """C_k: the start positions (action indices, `<s>` = 0, increasing) that a `)` may take now; empty when a
@@ -188,7 +197,7 @@ class CompositionalRules(Grammar):
     def _start_entries(self, state):
         if self.top_down or not self.legal_actions(state)[self._close_id]:
             return []
-        entries = state.entries
+        entries = state.entries[state.boundary :]
         if not self.binary:
             return entries
         return entries[-2:-1] if len(entries) >= 2 else entries[-1:]
@@ -246,8 +255,8 @@ class CompositionalRules(Grammar):
         if not entries:  # the `)` itself is illegal: check=False let it through
             raise ValueError(f"{where} is not allowed here: no constituent can close")
         if self.binary:  # the item second from the top (the only one, for a one-word sentence)
-            return max(len(state.entries) - 2, 0)
-        return feasible.index(start)  # Nb: C_k is the whole stack
+            return max(len(state.entries) - 2, state.boundary)
+        return state.boundary + feasible.index(start)  # Nb: C_k is the current sentence's part of the stack
 
     # ---- incremental ----------------------------------------------------------------------------------
     def start(self):
@@ -287,8 +296,15 @@ class CompositionalRules(Grammar):
             state.visible.append(position)
             return [self._new_position(state, action_id, _POSITION_KIND[kind], state.visible, True)]
         if kind == K.EOS:
-            state.finished = True
-            return [self._new_position(state, action_id, PositionKind.EOS, state.visible + [position], False)]
+            if not self.document_level:
+                state.finished = True
+                return [self._new_position(state, action_id, PositionKind.EOS, state.visible + [position], False)]
+            # A document's sentence ends: `</s>` stays visible, predicts the next sentence's first word, and the
+            # sentence's constituent is closed to later `)`.
+            state.trees_complete += 1
+            state.boundary, state.sentence_start, state.sealed = len(entries), index + 1, False
+            state.visible.append(position)
+            return [self._new_position(state, action_id, PositionKind.EOS, state.visible, True)]
         # A `)`: its constituent starts at its `(` (Dn) or at its start item (Up).
         if self.top_down:
             opening = state.opens.pop()
@@ -327,6 +343,8 @@ class CompositionalRules(Grammar):
 
     def is_complete(self, state):
         if self.document_level:
+            if not self.top_down:  # after any `</s>`
+                return state.trees_complete > 0 and len(state.entries) == state.boundary
             return state.trees_complete > 0 and not state.opens
         return state.finished
 
@@ -357,6 +375,7 @@ class CompositionalRules(Grammar):
             return close * len(state.opens) + missing, missing
         if state.sealed:
             return 1, 0
+        entries = entries[state.boundary :]  # the current sentence's
         if not entries:
             return 1 + close + 1, 1
         if len(entries) == 1 and entries[0][2] == _CONSTITUENT:
@@ -482,7 +501,7 @@ class CompositionalRules(Grammar):
         mask = self._attention(kinds, pushed, pop_time)
         mask &= real[:, :, None] & real[:, None, :]
         mask |= np.eye(width, dtype=bool)[None]  # every position attends itself; padding only itself
-        predicts = real & (kinds != PositionKind.CLOSE_COMPOSE) & (kinds != PositionKind.EOS)
+        predicts = real & (kinds != PositionKind.CLOSE_COMPOSE) & ((kinds != PositionKind.EOS) | self.document_level)
         labels = np.full((count, width), IGNORE_INDEX, dtype=np.int64)
         labels[:, :-1] = np.where(predicts[:, :-1] & real[:, 1:], input_ids[:, 1:], IGNORE_INDEX)
         prediction_index = np.zeros((count, action_width), dtype=np.int64)
@@ -515,7 +534,9 @@ class CompositionalRules(Grammar):
             result["start_labels"] = start_labels
             item = padded(expanded["item"], False)
             # C_k of the state a row predicts from: the items pushed by then and not yet popped.
+            floor = padded(expanded["sentence_floor"], 0, np.int64)
             result["start_candidates"] = (item[:, None, :] & (line[None, None, :] <= line[None, :, None])
+                                          & (line[None, None, :] > floor[:, :, None])
                                           & (pop_time[:, None, :] > line[None, :, None]) & predicts[:, :, None])
         return result
 
@@ -584,6 +605,10 @@ class _Analysis:
             self.level_after = flat.segment_cumsum(change)  # open constituents after each action
             self.level_before = self.level_after - change
         else:
+            # The flat index of the first action of each action's sentence: after `<s>`, or after the last `</s>`
+            # before it (a document). Flat indices grow with the sequences, so a running maximum stays in its own.
+            self.last_end = np.maximum.accumulate(np.where(self.is_eos, self.index, self.base))
+            self.sentence_first = self.previous(self.last_end, 0) + 1
             self.pointer = self._bottom_up_pointers()  # flat index of each `)`'s first item (-1 elsewhere)
 
     # ---- helpers over the flat batch ----------------------------------------------------------------------
@@ -623,20 +648,21 @@ class _Analysis:
         one `legal_starts` allows, and `unary`: Bi's one-word sentence `<s> w )`."""
         flat, close, word = self.flat, self.is_close, self.is_word
         given = np.where(flat.pointer >= 0, self.base + flat.pointer, -1)
-        self.unary = close & (self.local == 2) & self.previous(word, False)
+        self.unary = close & (self.index == self.sentence_first + 1) & self.previous(word, False)
         if not self.grammar.binary:
             # A start is feasible if it is an item before the `)` that no `)` in between has closed, i.e. no `)`
             # in between starts at or before it (a range minimum over the starts of the `)` in between).
             target = np.clip(given, 0, self.count - 1)
-            ok = (flat.pointer >= 1) & (flat.pointer < self.local) & (word | close)[target]
+            ok = (given >= self.sentence_first) & (flat.pointer < self.local) & (word | close)[target]
             starts = np.where(close, given, _INFINITE)
             ok &= _range_minimum(starts, given + 1, self.index - 1) > given
             self.legal_start = ok
             return np.where(close, given, -1)
-        delta = word.astype(np.int64) - close
+        delta = word.astype(np.int64) - (close & ~self.unary)  # a one-word sentence's `)` replaces its word
         size = flat.segment_cumsum(delta) - delta  # items on the stack before each action
-        self.size_before = size
-        height = np.where(word, size, size - 2)  # where each push lands
+        # ... of them in the current sentence: every earlier sentence of a document left one, its constituent
+        self.sentence_size_before = size - self.previous(flat.segment_cumsum(self.is_eos.astype(np.int64)), 0)
+        height = np.where(word, size, size - 2 + self.unary)  # where each push lands
         pushes = np.flatnonzero(word | (close & (size >= 2)))
         span = int(size.max(initial=0)) + 3
         found = self.last_before(np.sort(self.keys(height[pushes], pushes, span)),
@@ -679,15 +705,15 @@ class _Analysis:
                 illegal |= self.is_close & self.previous(self.is_open, False)  # a constituent with no child
             return illegal
         illegal |= self.is_open
-        ended = self.previous(flat.segment_cumsum(self.is_eos.astype(np.int64)), 0) > 0
-        illegal |= ended & ~first  # nothing after `</s>`
+        after_end = self.previous(self.is_eos, False) & ~first
+        # After `</s>`: nothing (a sentence), or the next sentence's first word (a document).
+        illegal |= after_end & ~(self.is_word & grammar.document_level)
         illegal |= takes_start & ~self.legal_start
         if grammar.binary:
-            illegal |= self.is_close & (self.size_before < 2) & ~self.unary
-            sealed = _any_per_sequence(self.unary, self.sequence, len(flat.lengths))[self.sequence] & (self.local >= 3)
-            illegal |= sealed & ~self.is_eos
-        # `</s>` right after a `)` whose constituent starts at the first word: one constituent spans them all.
-        spans_all = self.is_close & (self.span_starts() == self.base + 1)
+            illegal |= self.is_close & (self.sentence_size_before < 2) & ~self.unary
+            illegal |= self.previous(self.unary, False) & ~self.is_eos  # a one-word sentence ends after its `)`
+        # `</s>` right after a `)` whose constituent starts at the sentence's first word: one spans them all.
+        spans_all = self.is_close & (self.span_starts() == self.sentence_first)
         illegal |= self.is_eos & ~self.previous(spans_all, False)
         return illegal
 
@@ -765,7 +791,8 @@ class _Analysis:
 
         popper = self.popped_by()
         pushed = np.zeros(total, dtype=bool)
-        pushed[first[self.is_bos | self.is_open | self.is_word | self.is_close]] = True
+        pushed[first[self.is_bos | self.is_open | self.is_word | self.is_close
+                     | (self.is_eos & grammar.document_level)]] = True  # a document's `</s>` stays visible
         pop_time = np.full(total, _NEVER, dtype=np.int64)
         popped = popper >= 0
         pop_time[first[popped]] = local_first[popper[popped]]
@@ -796,6 +823,9 @@ class _Analysis:
             before = closes - 1  # the action whose output position predicts the `)`
             expanded["start_labels"] = (self.sequence[closes], last[before] - position_starts[self.sequence[before]],
                                         local_first[self.pointer[closes]])
+            # Per position, the column of the last `</s>` at or before it (`<s>`'s 0 in the first sentence): a
+            # document's earlier sentences are no start.
+            expanded["sentence_floor"] = np.repeat(local_first[self.last_end], repeats)
         return expanded
 
 

@@ -324,10 +324,6 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
                 compositional_grammar_class(grammar)  # the error lists the sixteen
             except ValueError as error:
                 raise ValueError(f"{type(self).__name__}: {error}, or a baseline {sorted(BASELINE_GRAMMARS)}") from None
-        if grammar in COMPOSITIONAL_GRAMMARS:
-            if kwargs.get("document_level") and not COMPOSITIONAL_GRAMMARS[grammar].top_down:
-                raise ValueError(f"grammar {grammar!r} reads one sentence per sequence (bottom-up, `</s>` ends it): "
-                                 "document_level is for the top-down (dn) variants")
         if composer_hidden_size % composer_num_heads:
             raise ValueError(f"composer_hidden_size {composer_hidden_size} is not a multiple of composer_num_heads "
                              f"{composer_num_heads}")

@@ -248,15 +248,19 @@ class WordSynchronousBeamSearch:
                              "this model reads one tree per sequence")
         checked = []
         for s, prefix in enumerate(prefixes):
+            starts = getattr(prefix, "starts", None)  # a Nb-Up prefix's `)` carry their starts (ActionIds)
             prefix = [int(i) for i in prefix]
             start = self.grammar.start_action_id
             if not prefix or prefix[0] != start:
                 raise ValueError(f"prefix {s} must start with the start action (id {start})")
+            if self.takes_start and starts is None:
+                starts = [-1] * len(prefix)  # refused below at its first `)`, naming it
             try:
-                self.grammar.validate(prefix, require_complete=len(prefix) > 1)
+                self.grammar.validate(prefix, require_complete=len(prefix) > 1,
+                                      **({} if starts is None else {"starts": starts}))
             except ValueError as error:
                 raise ValueError(f"prefix {s} is not a sequence of complete trees: {error}") from None
-            checked.append(prefix)
+            checked.append(prefix if starts is None else ActionIds(prefix, starts))
         return checked
 
     @torch.no_grad()
@@ -291,7 +295,12 @@ class WordSynchronousBeamSearch:
         states, steps = [], []
         for sequence in sequences:
             state = grammar.start()
-            steps.append([position for action in sequence for position in grammar.step(state, action)])
+            starts = getattr(sequence, "starts", None)
+            if starts is None:
+                steps.append([position for action in sequence for position in grammar.step(state, action)])
+            else:
+                steps.append([position for action, start in zip(sequence, starts)
+                              for position in grammar.step(state, action, start=start)])
             states.append(state)
         steps = NewPositions.from_lists(steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens,
                                         composes=getattr(grammar, "external_composition", False))
@@ -302,7 +311,12 @@ class WordSynchronousBeamSearch:
             actions[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
         # n_c counts the nonterminals of this sentence only: open_before holds those of the prefix.
         status = DecodingStatus.start(hypothesis_rows(grammar, states), [s[-1] for s in sequences])
-        starts = torch.full_like(actions, -1) if self.takes_start else None  # a prefix holds no `)` (Up: sentences)
+        starts = None
+        if self.takes_start:  # a document prefix's `)` keep their starts
+            starts = torch.full_like(actions, -1)
+            for row, sequence in enumerate(sequences):
+                if getattr(sequence, "starts", None) is not None:
+                    starts[row, : len(sequence)] = torch.tensor(sequence.starts, dtype=torch.long)
         return _Beam(status, torch.zeros(len(sequences), dtype=torch.float64), actions, decoder_state, log_probs, starts)
 
     def _run(self, task):

@@ -292,19 +292,28 @@ def variant_tree(tree, name):
     return remove_unary_chains(left_binarize(tree) if name.startswith("bi") else tree)
 
 
-def step_through(grammar, ids, starts):
+def step_through(grammar, ids, starts, sentence_ends=None):
     """The NewPositions of a sequence, checking that legal_actions / legal_starts allow each action, and each
-    predicting position's C_k (the positions of legal_starts) before the next action."""
+    predicting position's C_k (the positions of legal_starts) before the next action. A sentence ends the
+    sequence; a document (`sentence_ends`: the index of each sentence's last action) is complete exactly after
+    them and may go on."""
     state, positions, candidates = grammar.start(), [], {}
     close = grammar.layout.close_nt_start
-    for action, start in zip(ids, starts):
+    for index, (action, start) in enumerate(zip(ids, starts)):
         assert grammar.legal_actions(state)[action]
         if positions:
             candidates[len(positions) - 1] = set(grammar.legal_start_positions(state).tolist())
         if action == close and not grammar.top_down:
             assert start in grammar.legal_starts(state).tolist()
         positions += grammar.step(state, action, start=start)
-    assert grammar.is_complete(state) and not grammar.legal_actions(state).any()
+        if sentence_ends is not None:
+            assert grammar.is_complete(state) == (index in sentence_ends)
+    if sentence_ends is None:
+        assert grammar.is_complete(state) and not grammar.legal_actions(state).any()
+    else:  # another sentence may follow: a root's `(` (Dn) or a first word (Up)
+        legal_kinds = set(grammar.layout.kinds(np.flatnonzero(grammar.legal_actions(state))).tolist())
+        assert legal_kinds == {ActionKind.OPEN_NT if grammar.top_down else ActionKind.TERMINAL}
+        candidates[len(positions) - 1] = set(grammar.legal_start_positions(state).tolist())
     return positions, candidates
 
 
@@ -347,6 +356,28 @@ def test_step_rules_equal_vectorized_for_every_variant(tree):
 
 
 @settings(max_examples=60, **SETTINGS)
+@given(st.lists(small_trees(max_leaves=10), min_size=1, max_size=4))
+def test_document_step_rules_equal_vectorized_for_every_variant(trees):
+    """Documents: the step form equals the whole-sequence form (masks, kinds, labels, Nb-Up's C_k and start
+    labels) for all sixteen variants, and the sequence is complete exactly at each sentence's end."""
+    vocab = vocabulary(WORDS)
+    for name in COMPOSITIONAL_GRAMMAR_NAMES:
+        grammar = get_grammar(name, vocab.layout, document_level=True)
+        actions, starts = document_actions(trees, name)
+        ids = [vocab.ids[a] for a in actions]
+        ends, length = set(), 0
+        for tree in trees:
+            length += len(document_actions([tree], name)[0]) - 1
+            ends.add(length)
+        positions, candidates = step_through(grammar, ids, starts, sentence_ends=ends)
+        seq = grammar.sequence(ids, starts=starts)
+        assert_positions_equal_sequence(positions, seq, NONE)
+        if grammar.takes_start:
+            assert {i: set(np.flatnonzero(row).tolist()) for i, row in enumerate(seq.start_candidates)
+                    if i in candidates} == candidates
+
+
+@settings(max_examples=60, **SETTINGS)
 @given(st.lists(small_trees(), min_size=1, max_size=6), st.sampled_from(COMPOSITIONAL_GRAMMAR_NAMES))
 def test_batch_equals_one_at_a_time(trees, name):
     vocab = vocabulary(WORDS)
@@ -376,11 +407,41 @@ def test_batch_equals_one_at_a_time(trees, name):
 def test_vectorized_validation_agrees_with_legal_actions_and_starts(cases, name, edit):
     """Corrupt valid sequences (and starts); the vectorized check of a batch must accept exactly what
     legal_actions and legal_starts accept, action by action, for whole sequences and prefixes."""
+    grammar = get_grammar(name, vocabulary(WORDS).layout)
+    assert_corruptions_agree(grammar, [(*compositional_actions(tree, COMPOSITIONAL_GRAMMARS[name]), seed)
+                                       for tree, seed in cases], edit)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.lists(st.tuples(st.lists(small_trees(max_leaves=8), min_size=1, max_size=3), st.integers(0, 10**6)),
+                min_size=1, max_size=4),
+       st.sampled_from(COMPOSITIONAL_GRAMMAR_NAMES), st.sampled_from(["delete", "swap", "replace", "start", "none"]))
+def test_document_validation_agrees_with_legal_actions_and_starts(cases, name, edit):
+    """The same for documents (document_level=True): several sentences after one `<s>`, bottom-up each ended by
+    `</s>`; a corrupted document is refused exactly where the step rules refuse it (a start in an earlier
+    sentence, a `)` or `</s>` right after `</s>`, a Bi `)` over the last sentence's constituent...)."""
+    grammar = get_grammar(name, vocabulary(WORDS).layout, document_level=True)
+    assert_corruptions_agree(grammar, [(*document_actions(trees, name), seed) for trees, seed in cases], edit)
+
+
+def document_actions(trees, name):
+    """(actions, starts) of a document: `<s>`, then each tree's actions as a sentence gives them (bottom-up with
+    its `</s>`), its starts moved by the actions before it."""
+    actions, starts = ["<s>"], [-1]
+    for tree in trees:
+        tree_actions, tree_starts = compositional_actions(tree, COMPOSITIONAL_GRAMMARS[name])
+        offset = len(actions) - 1
+        actions += tree_actions[1:]
+        starts += [start + offset if start >= 0 else -1 for start in tree_starts[1:]]
+    return actions, starts
+
+
+def assert_corruptions_agree(grammar, cases, edit):
+    """cases: (actions, starts, seed); each is corrupted by `edit` at a seeded place and cut to a seeded prefix
+    or kept whole; the vectorized validation must agree with `legal_by_steps` on every one."""
     vocab = vocabulary(WORDS)
-    grammar = get_grammar(name, vocab.layout)
     sequences, all_starts, completes = [], [], []
-    for tree, seed in cases:
-        actions, starts = compositional_actions(tree, COMPOSITIONAL_GRAMMARS[name])
+    for actions, starts, seed in cases:
         ids = [vocab.ids[a] for a in actions]
         rng = np.random.default_rng(seed)
         k = int(rng.integers(0, len(ids)))
@@ -390,7 +451,7 @@ def test_vectorized_validation_agrees_with_legal_actions_and_starts(cases, name,
             ids[k], ids[k + 1], starts[k], starts[k + 1] = ids[k + 1], ids[k], starts[k + 1], starts[k]
         elif edit == "replace":
             ids[k] = int(rng.integers(0, len(vocab.tokens) + 1))  # one past the vocabulary too
-        else:
+        elif edit == "start":
             starts[k] = int(rng.integers(-1, len(ids) + 1))
         cut = int(rng.integers(1, len(ids) + 1)) if len(ids) else 0
         complete = bool(rng.integers(0, 2))
@@ -507,8 +568,6 @@ def test_layouts_and_document_level():
     with pytest.raises(ValueError, match=r"expected one `\(` id, the layout has 0"):
         get_grammar("bi-dn-in-m", no_open)
     vocab = vocabulary(["a", "b"])
-    with pytest.raises(ValueError, match="document_level is supported by the top-down"):
-        get_grammar("nb-up-in-m", vocab.layout, document_level=True)
     # Top-down documents: roots are children of <s>, as in TG; the second sentence sees the first one composed.
     ids = [vocab.ids[a] for a in "<s> ( a b ) ( b ( a b ) )".split()]
     for name in ("nb-dn-in-m", "bi-dn-ex-nm", "bi-dn-in-nm"):
@@ -525,6 +584,38 @@ def test_layouts_and_document_level():
         assert grammar.legal_actions(state)[vocab.ids["("]]  # another sentence may follow
     seq = get_grammar("nb-dn-in-m", vocab.layout, document_level=True).sequence(ids)
     assert attended_sets(seq.attention_mask)[6] == {0, 4, 6}  # `(` of sentence 2: <s>, sentence 1's composition
+
+
+def test_bottom_up_documents_by_hand():
+    """`<s> a b ) </s> b a ) </s>` under nb-up-in-m, written out: the first `</s>` stays visible and predicts the
+    next sentence's first word; the second sentence sees the first through its composition; its `)` may start
+    at its own words only; the sequence is complete after each `</s>`."""
+    vocab = vocabulary(["a", "b"])
+    grammar = get_grammar("nb-up-in-m", vocab.layout, document_level=True)
+    ids = [vocab.ids[a] for a in "<s> a b ) </s> b a ) </s>".split()]
+    starts = [-1, -1, -1, 1, -1, -1, -1, 5, -1]
+    seq = grammar.sequence(ids, starts=starts)
+    assert attended_sets(seq.attention_mask) == [
+        {0}, {0, 1}, {0, 1, 2}, {1, 2, 3}, {0, 3, 4}, {0, 3, 5}, {0, 3, 5, 6}, {0, 3, 5, 6, 7}, {6, 7, 8},
+        {0, 3, 5, 8, 9}, {0, 3, 5, 8, 10}]
+    assert seq.labels[5] == vocab.ids["b"] and seq.labels[10] == NONE
+    assert set(np.flatnonzero(seq.start_candidates[7])) == {6, 7}  # not sentence 1's composition (3)
+    with pytest.raises(ValueError, match=r"start 3 is not a feasible start position; expected one of C_k = \[5, 6\]"):
+        grammar.validate(ids, starts=[-1, -1, -1, 1, -1, -1, -1, 3, -1])
+    state = grammar.start()
+    complete = []
+    for action, start in zip(ids, starts):
+        grammar.step(state, action, start=start)
+        complete.append(grammar.is_complete(state))
+    assert complete == [False, False, False, False, True, False, False, False, True]
+    # Bi-Up: a `)` closes the top two items of its own sentence, never the last sentence's constituent.
+    binary = get_grammar("bi-up-in-m", vocab.layout, document_level=True)
+    binary.validate([vocab.ids[a] for a in "<s> a b ) </s> b a ) </s> a ) </s>".split()])
+    with pytest.raises(ValueError, match="CLOSE_NT.* is not allowed here"):
+        binary.validate([vocab.ids[a] for a in "<s> a b ) </s> b a ) ) </s>".split()])
+    with pytest.raises(ValueError, match=r"action 5 .*CLOSE_NT.* is not allowed here"):  # a new sentence's word first
+        grammar.validate([vocab.ids[a] for a in "<s> a b ) </s> )".split()], require_complete=False,
+                         starts=[-1, -1, -1, 1, -1, 3])
 
 
 def test_minimum_positions_match_the_smallest_trees():

@@ -322,8 +322,7 @@ def test_the_config_takes_every_variant_and_refuses_unknown_ones():
     # The pointer reads the final layer's first two heads (section 2.2).
     with pytest.raises(ValueError, match="num_attention_heads must be at least 2, got 1"):
         config_for_grammar("nb-up-in-m", hidden_size=16, num_attention_heads=1)
-    with pytest.raises(ValueError, match="document_level is for the top-down"):
-        config_for_grammar("bi-up-in-m", document_level=True)
+    assert config_for_grammar("bi-up-in-m", document_level=True).document_level  # `</s>` ends each sentence
 
 
 def test_presets_follow_paper_003():
@@ -430,8 +429,8 @@ def test_packed_composition_equals_the_padded_computation(one_thread):
     assert torch.allclose(packed, reference, atol=1e-5)
     assert torch.allclose(packed_input, reference_input, atol=1e-5)
     assert torch.equal(packed_input[~mask], torch.zeros_like(packed_input[~mask]))  # padding is never read
-    for new, old in zip(packed_parameters, reference_parameters):
-        assert torch.allclose(new, old, atol=1e-5)
+    for new, old in zip(packed_parameters, reference_parameters):  # sums of many terms: rounding scales with them
+        assert torch.allclose(new, old, atol=1e-5 * max(1.0, float(old.abs().max())))
     # a constituent's composition does not depend on what shares its call
     assert torch.allclose(composer.compose(children[1:2], mask[1:2]), packed[1:2], atol=1e-5)
 

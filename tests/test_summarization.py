@@ -348,10 +348,12 @@ def test_a_summary_past_the_model_length_costs_only_its_document(tokenizers):
     assert 1 <= len(found[1]["words"]) <= 2 and "error" not in found[1]
 
 
-def test_a_tiny_compositional_model_memorizes_two_documents(tmp_path):
+@pytest.mark.parametrize("grammar", ["nb-dn-in-m", "nb-up-in-m"])
+def test_a_tiny_compositional_model_memorizes_two_documents(tmp_path, grammar):
     """Paper 003's variants summarize as the other families do: a TG parser's labeled silver trees are unlabeled
-    for the compositional tokenizer, the prompt too (`( Summary : )`), and the top-down (Dn) variants read the
-    document, the prompt and the summary as one sequence."""
+    for the compositional tokenizer, the prompt too (`( Summary : )`), and the document, the prompt and the
+    summary are one sequence: top-down (Dn) as TG's, bottom-up (Up) with `</s>` after each sentence and the
+    start pointer's starts carried from the prepared data through fine-tuning to the sampled summary."""
     from hf_slm.data.prepare import prepare_dataset
     from hf_slm.evaluation.rouge import evaluate_rouge
     from hf_slm.finetuning import FinetuneSetup, finetune
@@ -365,8 +367,8 @@ def test_a_tiny_compositional_model_memorizes_two_documents(tmp_path):
     texts = [s for row in rows for s in split_sentences(row["document"]) + split_sentences(row["summary"])]
     trees = [f"(S (NP {' '.join(treebank_words(text))}))" for text in texts] + ["(S (VP (PP x)))", TREES[2], PROMPT]
     parser, _, _ = save_tiny_checkpoint(tmp_path / "parser", trees, vocab_size=120)
-    tokenizer = CompositionalTokenizer.train(trees, vocab_size=120, linearization="nb-dn")
-    config = config_for_grammar(vocab_size=len(tokenizer), grammar="nb-dn-in-m", hidden_size=64, num_hidden_layers=2,
+    tokenizer = CompositionalTokenizer.train(trees, vocab_size=120, linearization=grammar[:5])
+    config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, hidden_size=64, num_hidden_layers=2,
                                 num_attention_heads=4, intermediate_size=128, max_sequence_length=1024,
                                 **tokenizer.action_layout)
     torch.manual_seed(0)

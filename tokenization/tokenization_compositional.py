@@ -305,6 +305,13 @@ class CompositionalTokenizer(SyntacticTokenizer):
             ids, starts = [BOS_ID] + ids + ends, [False] + starts + [False] * len(ends)
         return ids, starts, pointers
 
+    def _document_record(self, sentence, is_split_into_words, position):
+        """A document's sentence: a bottom-up tree keeps its `</s>` (the grammar's sentence end), and Nb-Up starts
+        index the document's ids."""
+        ids, starts, pointers = self._encode_with_pointers(sentence, is_split_into_words, True)
+        pointers = [pointer - 1 + position if pointer >= 0 else -1 for pointer in pointers[1:]]  # past the `<s>`
+        return ids[1:], starts[1:], ({STARTS_FIELD: pointers} if self.points_at_starts else {})
+
     def _pad(self, encoded_inputs, max_length=None, padding_strategy=PaddingStrategy.DO_NOT_PAD, pad_to_multiple_of=None,
              padding_side=None, return_attention_mask=None):
         """The base class's padding, plus constituent_starts padded with -1 (no start) on the padding side."""

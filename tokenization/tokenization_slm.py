@@ -432,19 +432,31 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         """
         if isinstance(sentences, (str, Tree)) or not sentences:
             raise ValueError("encode_document expects a non-empty list of sentences (trees or word lists)")
-        ids, starts = [], []
+        ids, starts, fields = [], [], {}
+        first = 1 if add_special_tokens else 0  # where the sentences' actions begin
         for index, sentence in enumerate(sentences):
             try:
-                sentence_ids, sentence_starts = self._encode_one(sentence, isinstance(sentence, (list, tuple)), False)
+                sentence_ids, sentence_starts, sentence_fields = self._document_record(
+                    sentence, isinstance(sentence, (list, tuple)), first + len(ids))
             except ValueError as error:
                 raise ValueError(f"document sentence {index}: {error}") from error
             ids.extend(sentence_ids)
             starts.extend(sentence_starts)
+            for name, values in sentence_fields.items():
+                fields.setdefault(name, []).extend(values)
         if add_special_tokens:
             ids, starts = [BOS_ID] + ids, [False] + starts
+            fields = {name: [-1] + values for name, values in fields.items()}  # per-action indices; -1: none
             if self.linearization == "terminals":
                 ids, starts = ids + [EOS_ID], starts + [False]
-        return ids_encoding(ids, starts, return_word_starts, return_tensors)
+                fields = {name: values + [-1] for name, values in fields.items()}
+        return ids_encoding(ids, starts, return_word_starts, return_tensors, fields)
+
+    def _document_record(self, sentence, is_split_into_words, position):
+        """(ids, word_starts, fields) of one sentence of a document, whose first action will be at `position` of
+        the document's ids: `_encode_record`'s without special tokens. A linearization that marks each
+        sentence's end, or whose fields index the ids, says so here."""
+        return self._encode_record(sentence, is_split_into_words, False)
 
     def tokenize(self, text, is_split_into_words=False, **kwargs):
         """The tokens of one input (pieces, `(S`, `S)`), without added special tokens."""

@@ -105,14 +105,18 @@ def encode_trees(batch, tokenizer):
 
 
 def encode_documents(batch, tokenizer):
-    """input_ids of a batch of documents: each document's trees after one `<s>`."""
-    ids = []
+    """input_ids of a batch of documents: each document's trees after one `<s>` (and a Nb-Up tokenizer's
+    constituent_starts)."""
+    columns = {}
     for position, trees in enumerate(batch["trees"]):
         try:
-            ids.append(tokenizer.encode_document([parse_tree(tree) for tree in trees])["input_ids"])
+            encoded = tokenizer.encode_document(trees_for_tokenizer(tokenizer, [parse_tree(tree) for tree in trees]))
         except ValueError as error:
             raise _locate(error, batch, position, "trees") from error
-    return {"input_ids": ids}
+        for name in ("input_ids", "constituent_starts"):
+            if name in encoded:
+                columns.setdefault(name, []).append(encoded[name])
+    return columns
 
 
 def _encode_word_lists(tokenizer, word_lists, batch, what):
