@@ -3,6 +3,10 @@
     python examples/train_som.py [--data ../shared/data/ud_english_ewt] [--steps 300] [--train-sentences 2000]
                                  [--ablations] [--save DIR]
 
+One model through the command line instead, with checkpoints, --resume and training_setup.json:
+`hf-slm train --preset esom-tiny --train en_ewt-ud-train.conllu --eval en_ewt-ud-dev.conllu --output runs/esom`
+(hf_slm/som_training.py).
+
 Everything in view: CoNLL-U sentences (hf_slm.data.conllu_loader) -> gold trees Gamma (Figure 4: each head and
 its dependents form a constituent, left-binarized) -> Algorithm 1's first siblings per token (the collator) ->
 a plain Adam loop over the same batches for every model. Printed per model on the dev sentences: the exact

@@ -70,9 +70,20 @@ def command_presets(args):
     return 0
 
 
+# `hf-slm train`'s options for Syntactic Ordered Memory presets only (hf_slm/som_training.py), with their flags.
+SOM_TRAIN_OPTIONS = {"gold_tree": "--gold-tree", "convert_to_dependencies": "--convert-to-dependencies",
+                     "min_count": "--min-count"}
+
+
 def command_train(args):
+    from .som_training import SOM_TRAINING_PRESETS, SomTrainingSetup
     from .training import TrainingSetup, train
 
+    som = {name: getattr(args, name) for name in SOM_TRAIN_OPTIONS
+           if getattr(args, name) is not None and getattr(args, name) is not False}  # (--min-count 0 is given)
+    if args.preset not in SOM_TRAINING_PRESETS and som:
+        raise ValueError(f"{', '.join(SOM_TRAIN_OPTIONS[name] for name in som)}: Syntactic Ordered Memory options; "
+                         f"preset {args.preset!r} is not a SOM preset ({', '.join(SOM_TRAINING_PRESETS)})")
     overrides = {}
     for item in args.set or []:
         key, _, value = item.partition("=")
@@ -82,7 +93,9 @@ def command_train(args):
             overrides[key] = json.loads(value)  # and the config's field check names a value of the wrong type
         except json.JSONDecodeError:
             overrides[key] = value
-    setup = TrainingSetup(
+    setup_class = SomTrainingSetup if args.preset in SOM_TRAINING_PRESETS else TrainingSetup
+    setup = setup_class(
+        **som,
         preset=args.preset, train=args.train, eval=args.eval or [], output=args.output, tokenizer=args.tokenizer,
         vocab_size=args.vocab_size, model_overrides=overrides, max_steps=args.max_steps, batch_size=args.batch_size,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
@@ -552,13 +565,18 @@ def build_parser():
     presets.set_defaults(function=command_presets)
 
     train = commands.add_parser("train", help="train a TG / TXL (CC) / TXL (terminals) / DTG / paper 003 compositional "
-                                              "model with transformers.Trainer")
-    train.add_argument("--preset", required=True, help="see `hf-slm presets`")
+                                              "/ Syntactic Ordered Memory model with transformers.Trainer")
+    train.add_argument("--preset", required=True,
+                       help="see `hf-slm presets`; Syntactic Ordered Memory (paper 001): esom-ptb, dsom-ptb, "
+                            "esom-bllip-xs, dsom-bllip-xs, esom-bllip-sm, dsom-bllip-sm, esom-bllip-md-bpe, "
+                            "dsom-bllip-md-bpe (Table 6's sizes), esom-tiny, dsom-tiny (CPU sizes)")
     train.add_argument("--train", nargs="+", required=True,
                        help="tree files (PTB brackets), or one folder made by `hf-slm data prepare` (its train split; "
-                            "the only input of dependency grammars: --loader conllu --grammar dtg)")
+                            "the only input of dependency grammars: --loader conllu --grammar dtg); SOM presets: "
+                            "CoNLL-U files or PTB tree files (see --gold-tree)")
     train.add_argument("--eval", nargs="+",
-                       help="tree files for evaluation loss (default with a prepared --train: its validation split)")
+                       help="tree files for evaluation loss (default with a prepared --train: its validation split); "
+                            "SOM presets: files as --train")
     train.add_argument("--output", required=True, help="output directory (checkpoints, final model and tokenizer)")
     train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
                        "prepared --train, the tokenizer saved in it)")
@@ -593,6 +611,18 @@ def build_parser():
     train.add_argument("--memory", choices=["structure", "shift"],
                        help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
                             "still attend; TG and DTG's default) or 'shift' (Transformer-XL's; the others' default)")
+    som = train.add_argument_group("Syntactic Ordered Memory presets (esom-*, dsom-*; hf_slm/som_training.py)")
+    som.add_argument("--gold-tree", choices=["dependency", "constituency", "left_branching"],
+                     help="the gold tree of the structural loss: 'dependency' (default, the paper's: each head with "
+                          "its dependents one constituent, from CoNLL-U files, or from PTB trees with "
+                          "--convert-to-dependencies), 'constituency' (PTB trees, paper 001 Appendix B.1) or "
+                          "'left_branching' (Table 2's ablation)")
+    som.add_argument("--convert-to-dependencies", action="store_true",
+                     help="read PTB tree files as dependency trees, converted by Collins-style head rules "
+                          "(hf_slm/dependency_conversion.py; not the paper's CoreNLP UD conversion)")
+    som.add_argument("--min-count", type=int,
+                     help="a new word vocabulary keeps words seen this many times (default 2; the others become "
+                          "unknown-word classes); --pieces or --vocab-size train a piece vocabulary instead")
     _add_tree_options(train)
     add_training_precision_options(train)
     train.set_defaults(function=command_train)

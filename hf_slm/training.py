@@ -453,8 +453,13 @@ def _say_nothing(*_):
 
 
 def _train(setup, log):
+    from .som_training import SOM_TRAINING_PRESETS, train_som
+
+    if setup.preset in SOM_TRAINING_PRESETS:  # Syntactic Ordered Memory: its own data and collator (som_training.py)
+        return train_som(setup, log)
     if setup.preset not in PRESETS:
-        raise ValueError(f"unknown preset {setup.preset!r}; expected one of {sorted(PRESETS)}")
+        raise ValueError(f"unknown preset {setup.preset!r}; expected one of {sorted(PRESETS)} or a Syntactic Ordered "
+                         f"Memory preset ({', '.join(SOM_TRAINING_PRESETS)})")
     preset = PRESETS[setup.preset]
     # `--set grammar=dtg_swift` trains another grammar with the preset's sizes (the data, the collator and the
     # checks follow it, not only the config).
