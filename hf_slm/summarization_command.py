@@ -160,8 +160,9 @@ def add_training_precision_options(parser):
     precision.add_argument("--fp16", dest="mixed_precision", action="store_const", const="fp16",
                            help="mixed precision in float16 (with loss scaling on CUDA)")
     parser.add_argument("--gradient-accumulation-steps", type=int, default=1, metavar="K",
-                        help="sum the gradients of K batches per optimizer step: a step reads batch size x processes x "
-                        "K sequences (each batch's loss is its own mean over actions, and the K are averaged)")
+                        help="accumulate K batches per optimizer step: a step reads batch size x processes x K "
+                        "sequences and takes the gradient of one batch holding them all (the loss is the mean over "
+                        "all the step's actions: each batch weighted by its share of them)")
 
 
 def add_summarization_commands(commands, evaluations, add_eval_command):

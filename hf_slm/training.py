@@ -724,29 +724,61 @@ def predicted_starts(inputs, pad_token_id):
     return (_predicted(inputs, pad_token_id) & (inputs["constituent_starts"][:, 1:] >= 0)).sum()
 
 
-def process_share_loss(loss, outputs, inputs, pad_token_id, gather, processes):
-    """The loss of one process's rows (`loss`, the model's `outputs`), weighted so that DistributedDataParallel's average of the processes'
-    gradients is the gradient of the whole batch's loss: each mean is weighted by this process's share of what it
+def predicted_counts(inputs, pad_token_id):
+    """[2] long: what the model's losses of a collated batch average over, the actions and the `)` starts (0 without
+    constituent_starts: a model without the start pointer)."""
+    starts = predicted_starts(inputs, pad_token_id) if "constituent_starts" in inputs else None
+    actions = predicted_actions(inputs, pad_token_id)
+    return torch.stack([actions, torch.zeros_like(actions) if starts is None else starts])
+
+
+def step_counts(batches, pad_token_id, gather):
+    """[2] long: the actions and `)` starts of a whole optimizer step, over its K accumulated batches and (`gather`
+    collects a [1, 2] tensor from every process) over every process: what the step's mean losses divide by. One
+    collective per step; counted on the device the batches are on, so nothing is read back to the host."""
+    counts = torch.stack([predicted_counts(batch, pad_token_id) for batch in batches]).sum(0)
+    return gather(counts[None]).sum(0)
+
+
+def process_share_loss(loss, outputs, inputs, pad_token_id, gather, processes, totals=None):
+    """The loss of one batch of one process (`loss`, the model's `outputs`: means over the batch), weighted so that
+    the gradients summed over the batches of an optimizer step (gradient accumulation) and averaged over the
+    processes (DistributedDataParallel) are the gradient of the step's loss, the mean over all of the step's
+    actions, as one batch holding all its rows would give: each mean is weighted by this batch's share of what it
     averages over, times the number of processes (the actions for the language-model loss; for a start pointer's
-    loss, the `)` starts). `gather` collects a 1-element tensor from every process."""
-    actions = process_share(predicted_actions(inputs, pad_token_id), gather, processes)
+    loss, the `)` starts, its own count). `totals` are the step's counts (step_counts); without them the batch is
+    the step's only one, and `gather` (which collects a 1-element tensor from every process) sums them here."""
     start_loss = outputs.get("start_loss") if hasattr(outputs, "get") else None
+    if totals is None:
+        actions = process_share(predicted_actions(inputs, pad_token_id), gather, processes)
+        starts = None
+        if start_loss is not None:
+            starts = process_share(predicted_starts(inputs, pad_token_id), gather, processes)
+    else:
+        mine = predicted_counts(inputs, pad_token_id).to(totals.device)
+        shares = mine * processes / totals.clamp(min=1)
+        actions, starts = shares[0], shares[1]
     if start_loss is None:
         return loss * actions.to(loss.dtype)
-    starts = process_share(predicted_starts(inputs, pad_token_id), gather, processes)
     return outputs["lm_loss"] * actions.to(start_loss.dtype) + start_loss * starts.to(start_loss.dtype)
 
 
 class SyntacticTrainer(Trainer):
-    """Trainer whose N-process run takes the steps of a one-process run with N times the per-device batch.
+    """Trainer whose N-process run with K accumulated batches per step takes the steps of a one-process run with
+    N x K times the per-device batch.
 
-    Two things differ from Trainer there. Length grouping groups the global batch (per-device batch x processes),
-    each process reading its part, so that the processes together read the one-process run's batches. And the
-    model's loss is a mean over the actions of its own rows, while DistributedDataParallel averages the processes'
-    gradients: each process's loss is weighted by its share of the actions (x N, which the averaging divides
-    again), so that the step follows the mean over all the batch's actions; a start pointer's loss (paper 003's
-    Nb-Up) by its share of the `)` starts (process_share_loss).
+    Two things differ from Trainer there. Length grouping groups the global batch (per-device batch x K x
+    processes), each process reading its part, so that the processes together read the one-process run's batches.
+    And the model's loss is a mean over the actions of its own rows, while the step sums the gradients of the K
+    batches and DistributedDataParallel averages the processes': each batch's loss is weighted by its share of the
+    step's actions (x N, which the averaging divides again), so that the step follows the mean over all the step's
+    actions, however unevenly they fall into batches; a start pointer's loss (paper 003's Nb-Up) by its share of
+    the step's `)` starts (process_share_loss). The step's counts are what Trainer hands compute_loss as
+    `num_items_in_batch`: get_batch_samples counts them (step_counts) when it fetches the step's batches.
     """
+
+    # compute_loss weights each batch by its share of the whole step: Trainer must not divide by K again
+    loss_is_scaled_for_ga = True
 
     def _get_train_sampler(self, train_dataset=None):
         sampler = super()._get_train_sampler(train_dataset)
@@ -755,12 +787,31 @@ class SyntacticTrainer(Trainer):
             return LengthGroupedSampler(global_batch, lengths=sampler.lengths, generator=sampler.generator)
         return sampler
 
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        """The step's K batches and, as `num_items_in_batch`, their counts summed over the processes (step_counts)
+        instead of Trainer's count of labels that are not -100: the model's losses also skip the pad id, and a
+        start pointer's loss averages over `)` starts. (The model does not take num_items_in_batch itself:
+        accepts_loss_kwargs = False.)"""
+        batches, _ = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if not batches or "labels" not in batches[0]:
+            return batches, None
+        pad_token_id = self.accelerator.unwrap_model(self.model).config.pad_token_id
+        gather = self.accelerator.gather if self.args.world_size > 1 else (lambda counts: counts)
+        return batches, step_counts([_on(batch, device) for batch in batches], pad_token_id, gather)
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
-        if self.args.world_size > 1 and model.training:
+        # num_items_in_batch: the step's counts (get_batch_samples), not Trainer's; the model's loss is its batch mean
+        loss, outputs = super().compute_loss(model, inputs, return_outputs=True)
+        if model.training and "labels" in inputs:
             loss = process_share_loss(loss, outputs, inputs, self.accelerator.unwrap_model(model).config.pad_token_id,
-                                      self.accelerator.gather, self.args.world_size)
+                                      self.accelerator.gather, self.args.world_size, totals=num_items_in_batch)
         return (loss, outputs) if return_outputs else loss
+
+
+def _on(batch, device):
+    """The tensors of a batch that step_counts reads, on `device` (the processes' counts are gathered there)."""
+    names = ("labels", "attention_mask", "constituent_starts")
+    return {name: batch[name].to(device) for name in names if name in batch}
 
 
 def record_segment_options(model, setup):

@@ -54,6 +54,25 @@ COMPOSE_KINDS = torch.tensor([PositionKind.CLOSE_COMPOSE, PositionKind.LEFT_ARC_
 MAX_FACTORIZED_COORDINATES = 128
 
 
+def on_host(tensor):
+    """Whether `tensor` lives in host memory (the CPU), where reading its values costs no device sync. Only there
+    does attention take the CPU kernel (chunked_attention.py, which plans its chunks from the mask on the host) or
+    count the explicit relative positions' span (elsewhere the configured range serves). Off the CPU the training
+    step reads nothing back from the device but TG's and DTG's depth count (PositionStructure.num_coordinate_values;
+    tests/test_training_step.py sets this to False to run the device paths on the CPU and lists the reads)."""
+    return tensor.device.type == "cpu"
+
+
+_COMPOSE_KINDS_ON = {}
+
+
+def compose_kinds_on(device):
+    """COMPOSE_KINDS on `device`, copied there once (a copy from the host every call would wait for the device)."""
+    if device not in _COMPOSE_KINDS_ON:
+        _COMPOSE_KINDS_ON[device] = COMPOSE_KINDS.to(device)
+    return _COMPOSE_KINDS_ON[device]
+
+
 class SequenceTooLong(ValueError):
     """A sequence has more positions than config.max_sequence_length: a ValueError that callers which can give up
     on one sequence (free generation: hf_slm/summarization.py) recognize by its type."""
@@ -61,15 +80,23 @@ class SequenceTooLong(ValueError):
 
 class HeadStructure:
     """What one group of heads attends in one forward call: mask [B, T, S] bool, coordinates [B, T] / [B, S]
-    (R_ij = c_i - c_j) and how many coordinate values there are; or, for grammars whose relative positions are
-    not all differences of coordinates (DTG's COMPOSE rows), the explicit `relative` [B, T, S] (then
-    num_values is 1 + the largest |R|). Everything derived from them is computed at most once per forward
-    call, on first use, and shared by every layer (some of it costs a device sync).
+    (R_ij = c_i - c_j) and `count_values`, which gives how many coordinate values there are (1 + the largest; an
+    upper bound is as good); or, for grammars whose relative positions are not all differences of coordinates
+    (DTG's COMPOSE rows), the explicit `relative` [B, T, S] (then the count is 1 + the largest |R|, asked on the
+    CPU only: elsewhere the whole configured range serves). Everything derived from them is computed at most once per forward call, on first use, and
+    shared by every layer (the count may cost a device sync: PositionStructure).
     """
 
-    def __init__(self, mask, coordinates_q, coordinates_k, num_values, relative=None, affine=None):
-        self.mask, self.coordinates_q, self.coordinates_k, self.num_values = mask, coordinates_q, coordinates_k, num_values
+    def __init__(self, mask, coordinates_q, coordinates_k, count_values, relative=None, affine=None):
+        self.mask, self.coordinates_q, self.coordinates_k = mask, coordinates_q, coordinates_k
+        self._count_values = count_values
         self.relative, self.affine = relative, affine
+
+    @cached_property
+    def num_values(self):
+        """How many coordinate values there are (an upper bound where only that is known without reading the
+        device: the numbers are the same, padded with zero one-hot columns and unused table rows)."""
+        return self._count_values()
 
     def relative_to(self, key_coordinates):
         """R [B, T, K] of every query to keys at `key_coordinates` ([B, K], or [K] for the same in every row):
@@ -92,7 +119,8 @@ class HeadStructure:
     def relative_shift_applies(self):
         """Whether every attended pair has R = (query slot) - (key slot) and no attended key lies two or more
         slots after its query: then the relative term is one product per distance and a relative shift
-        (causal grammars, unrestricted heads; left or right padding). One check per forward call."""
+        (causal grammars, unrestricted heads; left or right padding). One check per forward call, read on the
+        host: only the CPU kernel asks (on_host)."""
         if self.affine is not None:
             return False  # some rows' R are no distances (DTG's COMPOSE rows)
         length, keys = self.mask.shape[1:]
@@ -151,30 +179,53 @@ class PositionStructure:
     # A model with segment recurrence reading through its memory (segment_recurrence.py, search_decoders.py): its
     # positions may run past max_sequence_length (only relative positions are read, clipped to their range).
     segmented: bool = False
+    # Upper bounds of 1 + the largest coordinate and 1 + the largest position that the caller knows on the host (a
+    # causal grammar's coordinates are its positions, each below the slot count S), or None. Given, they spare
+    # reading the maxima back from the device (a sync); an upper bound gives the same numbers. (With explicit
+    # relative_positions the coordinates' bound is not the span of R: num_coordinate_values ignores it.)
+    coordinate_bound: int | None = None
+    position_bound: int | None = None
 
     def __post_init__(self):
         if self.relative_affine is not None and self.coordinates.numel():
             self.coordinates = self.coordinates - self.coordinates.min()  # the one-hot key block needs c >= 0
-        # One device sync per forward call (not per layer): how many coordinate values the fast path spans.
-        if self.relative_positions is not None:  # the span of the explicit values instead
-            self.num_coordinate_values = int(self.relative_positions.abs().max()) + 1 if self.relative_positions.numel() else 1
-        else:
-            self.num_coordinate_values = int(self.coordinates.max()) + 1 if self.coordinates.numel() else 1
-        self.num_position_values = int(self.positions.max()) + 1 if self.positions.numel() else 1
+
+    @cached_property
+    def num_coordinate_values(self):
+        """1 + the largest coordinate (or an upper bound): the width of the factorized kernel's one-hot key block.
+        Without a bound from the caller it is read from the data, once per forward call, not per layer: a device
+        sync off the CPU (TG's and DTG's depths are known only to the data; the collator knows them on the host)."""
+        if self.relative_positions is not None:  # the span of the explicit values instead (asked on the CPU only)
+            return int(self.relative_positions.abs().max()) + 1 if self.relative_positions.numel() else 1
+        if self.coordinate_bound is not None:
+            return self.coordinate_bound
+        return int(self.coordinates.max()) + 1 if self.coordinates.numel() else 1
+
+    @cached_property
+    def num_position_values(self):
+        """1 + the largest position, or the caller's upper bound: the width of the unrestricted heads' tables.
+        Without a bound it is read from the data (a device sync off the CPU)."""
+        if self.position_bound is not None:
+            return self.position_bound
+        return self.exact_position_values()
+
+    def exact_position_values(self):
+        """1 + the largest position, read from the data (a device sync off the CPU)."""
+        return int(self.positions.max()) + 1 if self.positions.numel() else 1
 
     @cached_property
     def restricted(self):
         """The grammar's heads: its mask and coordinates (or explicit relative positions)."""
         length = self.mask.shape[1]
-        return HeadStructure(self.mask, self.coordinates[:, -length:], self.coordinates, self.num_coordinate_values,
-                             self.relative_positions, self.relative_affine)
+        return HeadStructure(self.mask, self.coordinates[:, -length:], self.coordinates,
+                             lambda: self.num_coordinate_values, self.relative_positions, self.relative_affine)
 
     @cached_property
     def unrestricted(self):
         """Hybrid heads: causal over each row's own positions, R = i - j."""
         positions = self.positions.clamp(min=0)
         length = self.mask.shape[1]
-        return HeadStructure(self.causal_mask(), positions[:, -length:], positions, self.num_position_values)
+        return HeadStructure(self.causal_mask(), positions[:, -length:], positions, lambda: self.num_position_values)
 
     def causal_mask(self, length=None):
         """[B, T, S]: the T new positions (default: as many as the mask's rows) attend every earlier or equal
@@ -242,9 +293,13 @@ class RelativeAttention(nn.Module):
         # Only relative positions that can occur: |R| < the number of coordinate values (T for a causal model),
         # not the whole configured range (max_sequence_length rows for the causal grammars).
         max_position = min_position + encodings.shape[0] - 1
-        lowest = -heads.num_values if heads.affine is not None else 1 - heads.num_values  # an offset of -1
-        low, high = max(min_position, lowest), min(max_position, heads.num_values - 1)
-        high = max(low, high)
+        if heads.relative is not None and not on_host(hidden):
+            # Explicit R off the CPU: the whole configured range (counting |R| would cost a sync; same numbers)
+            low, high = min_position, max_position
+        else:
+            lowest = -heads.num_values if heads.affine is not None else 1 - heads.num_values  # an offset of -1
+            low, high = max(min_position, lowest), min(max_position, heads.num_values - 1)
+            high = max(low, high)
         encodings = F.dropout(encodings[low - min_position : high - min_position + 1], self.dropout, self.training)
         min_position, max_position = low, high
 
@@ -271,7 +326,7 @@ class RelativeAttention(nn.Module):
         keys_length = keys.shape[2]
         few_queries = length <= 4 and keys_length > length  # incremental decoding: a small bias is cheapest
         explicit = heads.relative is not None  # R not from coordinates: only the gathered bias serves
-        if hidden.device.type == "cpu" and not few_queries and not explicit:
+        if on_host(hidden) and not few_queries and not explicit:
             if heads.relative_shift_applies:
                 # Transformer-XL: r for distances S-1, S-2, ... down past -1 (clipped to the table), ~S rows and
                 # not max_sequence_length; a multiple of 16 rows keeps the GEMM widths aligned.
@@ -313,7 +368,8 @@ class RelativeAttention(nn.Module):
         values_range = torch.arange(heads.num_values, device=table.device)
         rel_index = (heads.relative_to(values_range).clamp(min_position, max_position) - min_position).long()
         extra_q = torch.gather(table, 3, rel_index[:, None].expand(-1, self.num_heads, -1, -1))
-        extra_k = F.one_hot(heads.coordinates_k.long(), heads.num_values).to(table.dtype)[:, None]
+        # the one-hot by comparison: F.one_hot checks the values' range on the host (a sync)
+        extra_k = (heads.coordinates_k[:, :, None] == values_range).to(table.dtype)[:, None]
         return extra_q, extra_k
 
     def _reference(self, q, keys, values, table, index, mask):
@@ -379,7 +435,7 @@ class SyntacticTransformerLayer(nn.Module):
             projected.append(o_proj(torch.cat(parts, dim=2).reshape(batch, length, -1)))
         attended = projected[0]
         if len(projected) == 2 and structure.kinds is not None:  # distinct STACK / COMPOSE parameters: COMPOSE rows take the second
-            is_compose = torch.isin(structure.kinds, COMPOSE_KINDS.to(structure.kinds.device))
+            is_compose = torch.isin(structure.kinds, compose_kinds_on(structure.kinds.device))
             attended = torch.where(is_compose[:, :, None], projected[1], projected[0])
         attended = F.dropout(attended, self.dropout, self.training)
         if self.pre_layer_norm:
@@ -445,8 +501,10 @@ class SyntacticTransformerDecoder(nn.Module):
 
     def _run(self, position_ids, structure, past_key_values, memory, extra_embeddings, inputs_embeds,
              output_hidden_states):
-        longest = structure.num_position_values
-        if memory is None and not structure.segmented and longest > self.config.max_sequence_length:
+        maximum = self.config.max_sequence_length
+        # A bound within the maximum needs no look at the data; over it, only the exact value tells (a sync).
+        checked = memory is None and not structure.segmented and structure.num_position_values > maximum
+        if checked and (longest := structure.exact_position_values()) > maximum:
             raise SequenceTooLong(
                 f"input of {longest} positions is longer than the model's maximum of {self.config.max_sequence_length} "
                 "(config.max_sequence_length)"

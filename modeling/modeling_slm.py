@@ -153,10 +153,14 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         self.decoder.embed_tokens = value
 
     # ---- from actions to positions ------------------------------------------------------------------
-    def _structure(self, mask, coordinates, positions, kinds, relative_positions=None):
+    def _structure(self, mask, coordinates, positions, kinds, relative_positions=None, coordinate_bound=None):
+        """The PositionStructure of these tensors. Every caller's positions are slot indices, below the slot count
+        S, which bounds them without reading the device; `coordinate_bound` bounds the coordinates where the caller
+        knows one (a causal grammar's coordinates are its positions; the host grammar's came from the host)."""
         return PositionStructure(mask, coordinates, positions, kinds, self.config.min_relative_position,
                                  self.config.relative_attention, relative_positions,
-                                 relative_affine=self._relative_affine(kinds))
+                                 relative_affine=self._relative_affine(kinds), coordinate_bound=coordinate_bound,
+                                 position_bound=max(1, positions.shape[1]))
 
     def _relative_affine(self, kinds):
         """(scale, offset) [B, T'] of each position, for grammars whose R is scale (c_i - c_j) + offset per
@@ -164,10 +168,13 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         by_kind = self.grammar.relative_affine_by_kind
         if by_kind is None or kinds is None:
             return None
-        table = torch.tensor([[1, 0]] * (max(PositionKind) + 1), device=kinds.device)
-        for kind, values in by_kind.items():
-            table[kind] = torch.tensor(values)
-        scale_offset = table[kinds.long()]
+        tables = self.__dict__.setdefault("_affine_tables", {})
+        if kinds.device not in tables:  # built on the host and copied once per device, not every forward call
+            table = torch.tensor([[1, 0]] * (max(PositionKind) + 1))
+            for kind, values in by_kind.items():
+                table[kind] = torch.tensor(values)
+            tables[kinds.device] = table.to(kinds.device)
+        scale_offset = tables[kinds.device][kinds.long()]
         return scale_offset[..., 0], scale_offset[..., 1]
 
     def _needs_explicit_relative_positions(self):
@@ -193,9 +200,12 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             if explicit and precomputed.get("position_relative_positions") is None:
                 raise ValueError(f"a {self.config.grammar} model needs position_relative_positions with the precomputed "
                                  "structure (SyntacticDataCollator gives them for a dependency grammar)")
+            # A causal grammar's coordinates are its positions, below T'; other grammars' (TG's, DTG's depths) are
+            # counted once per forward call when attention needs the count (backbone.PositionStructure).
             structure = self._structure(precomputed["position_mask"].bool(), precomputed["position_coordinates"],
                                         _slot_positions(kinds), kinds,
-                                        precomputed.get("position_relative_positions") if explicit else None)
+                                        precomputed.get("position_relative_positions") if explicit else None,
+                                        coordinate_bound=max(1, kinds.shape[1]) if self.grammar.causal else None)
             structure.head_slots = precomputed.get("head_token_index")
             if self.composer is not None:
                 missing = [name for name in COMPOSITION_STRUCTURE_INPUTS if precomputed.get(name) is None]
@@ -232,10 +242,13 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         for b, where in enumerate(real):
             prediction_index[b, where] = grammar_batch["prediction_index"][b, : len(where)]
         kinds = torch.from_numpy(grammar_batch["position_kinds"].astype(np.int64)).to(device)
+        coordinates = grammar_batch["position_coordinates"]
         structure = self._structure(
             torch.from_numpy(grammar_batch["attention_mask"]).to(device),
-            torch.from_numpy(grammar_batch["position_coordinates"]).to(device), _slot_positions(kinds), kinds,
+            torch.from_numpy(coordinates).to(device), _slot_positions(kinds), kinds,
             torch.from_numpy(grammar_batch["relative_positions"]).to(device) if explicit else None,
+            # counted on the host, where the grammar ran (the coordinates' shift for relative_affine keeps it a bound)
+            coordinate_bound=int(coordinates.max() - min(0, coordinates.min())) + 1 if coordinates.size else None,
         )
         if "head_token_index" in grammar_batch:  # DTG: arc positions add their head word's last piece
             structure.head_slots = torch.from_numpy(grammar_batch["head_token_index"]).to(device)
@@ -342,7 +355,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                                                        self._grammar_starts(starts, [np.flatnonzero(k) for k in keep]))
         positions = padding.long().cumsum(-1) - 1
         positions = positions.masked_fill(~padding, -1)
-        structure = self._structure(None, positions.clamp(min=0), positions, None)
+        structure = self._structure(None, positions.clamp(min=0), positions, None, coordinate_bound=max(1, total))
         structure.mask = structure.causal_mask(length)
         if getattr(self.config, "segment_length", None):
             # A segment model reads as it was trained, through a memory: for a causal grammar that is a window,
@@ -516,9 +529,10 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         gold = starts[:, 1:].to(start_log_probs.device)
         trained = (gold >= 0) & (targets[:, 1:] != IGNORE_INDEX)
         picked = start_log_probs[:, :-1].gather(2, gold.clamp(min=0)[:, :, None])[:, :, 0]
-        if not bool(trained.any()):
-            return picked.new_zeros(())
-        return -picked[trained].mean()
+        # sum / count rather than picked[trained].mean(): nothing read back from the device (no sync); where
+        # rather than a product, since an untrained row may pick -inf
+        total = torch.where(trained, picked, torch.zeros_like(picked)).sum()
+        return -total / trained.sum().clamp(min=1)
 
     def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None, output_index=None,
                           inputs_embeds=None):

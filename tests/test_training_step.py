@@ -1,0 +1,256 @@
+"""The training step (issue 18, part 4): nothing read back from the device inside the model's forward and backward,
+and gradient accumulation that averages over the actions of the whole step.
+
+- One training forward + backward of every family, on the collator's batch, with every way of reading a tensor's
+  values on the host watched (item, int, bool, float, index, tolist, numpy, cpu, tensors made from host data,
+  and the operators whose output size is data: nonzero, boolean indexing, masked_select, unique,
+  repeat_interleave): none happens outside the listed exceptions, each with its reason. On the CPU the model runs its device paths (backbone.on_host set to False:
+  on the CPU itself reading costs nothing, and the CPU kernel plans its chunks on the host); on CUDA, where
+  there is one, the real ones. The collator runs outside and may use the host.
+- K accumulated batches of B/K rows of uneven lengths take the optimizer step of one batch of B rows (the
+  gradient of the sum of the action NLLs over all the actions), the start pointer's loss (Nb-Up) included.
+"""
+
+import traceback
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from conftest import save_tiny_checkpoint
+
+from hf_slm.collator import SyntacticDataCollator
+from hf_slm.modeling import backbone
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+SAMPLE = REPOSITORY / "hf_slm" / "sample_data" / "gum" / "train.txt"
+FAMILIES = ["tg", "tg-hybrid", "choe_charniak", "terminals", "dtg", "dtg_eager", "nb-dn-ex-m", "nb-up-in-m"]
+DEVICES = [
+    pytest.param("cpu", id="device-paths-on-cpu"),
+    pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+]
+# Where reading the device is inherent today: (the innermost function of this repository that reads, as
+# "file.py:function") -> (the families it may read in, why).
+ALLOWED_READS = {
+    "backbone.py:num_coordinate_values": (
+        {"tg", "tg-hybrid", "dtg"},
+        "the factorized attention's one-hot key block is as wide as there are coordinate values, and TG's and DTG's "
+        "coordinates are tree depths, known only to the data: one read per forward call (not per layer). The "
+        "collator computes them on the host and could hand the count over (the model's own grammar path does: "
+        "modeling_slm.positions_of_actions)"),
+    "composer.py:compose_by_level": (
+        {"nb-dn-ex-m"},
+        "the external composer (paper 003's Ex) packs each tree level's constituents into one dense batch: how many "
+        "there are per level and how many children each has are data; it also checks its inputs"),
+    "composer.py:compose_packed": (
+        {"nb-dn-ex-m"}, "the composer's packed batch is as wide as the most children of a constituent (data)"),
+}
+# Operators whose output size depends on the values: they wait for the device.
+DATA_SIZED = {"nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_dim", "unique_consecutive",
+              "repeat_interleave", "_local_scalar_dense"}  # (the last: item, int, bool, float, index)
+
+
+def _reader():
+    """The innermost frame of this repository's code on the stack, as "file.py:function"."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        path = Path(frame.filename)
+        if REPOSITORY in path.parents and path.parent.name != "tests":
+            return f"{path.name}:{frame.name}"
+    return "(outside the repository)"
+
+
+class HostReads(TorchDispatchMode):
+    """Records every operator that reads values back to the host (a device sync off the CPU), with its reader."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads, self.active = [], False
+
+    def __enter__(self):
+        self.active = True
+        return super().__enter__()
+
+    def __exit__(self, *exception):
+        self.active = False
+        return super().__exit__(*exception)
+
+    def note(self, how):
+        if self.active:
+            self.reads.append((_reader(), how))
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        boolean_index = name in ("index", "index_put", "index_put_") and any(
+            torch.is_tensor(index) and index.dtype == torch.bool for index in (args[1] or ()))
+        if name in DATA_SIZED or boolean_index:
+            self.note(name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def host_reads(monkeypatch):
+    """A HostReads mode that also catches the reads that bypass the dispatcher (tolist, numpy; cpu, a no-op on the
+    CPU) and tensors made from host data inside the model (a copy from the host that waits on the device)."""
+    mode = HostReads()
+    for name in ("tolist", "numpy", "cpu"):
+        original = getattr(torch.Tensor, name)
+
+        def watched(self, *args, _original=original, _name=name, **kwargs):
+            mode.note(f"Tensor.{_name}")
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, watched)
+    for name in ("tensor", "as_tensor", "from_numpy"):
+        original = getattr(torch, name)
+
+        def made(*args, _original=original, _name=name, **kwargs):
+            mode.note(f"torch.{_name}")
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(torch, name, made)
+    return mode
+
+
+def _tiny(family, tmp_path):
+    """(model, tokenizer, trees) of a family's default config, small."""
+    from test_compositional_model import LABELED
+    from test_compositional_model import tiny as tiny_compositional
+    from test_dependency_model import TREES
+    from test_dependency_model import tiny as tiny_dependency
+
+    if family in ("dtg", "dtg_eager"):
+        model, tokenizer = tiny_dependency(family)
+        return model, tokenizer, TREES
+    if family.startswith(("nb-", "bi-")):
+        model, tokenizer = tiny_compositional(family)
+        return model, tokenizer, [tokenizer.unlabel(tree) for tree in LABELED]
+    lines = SAMPLE.read_text().splitlines()[:6]
+    grammar, fields = (("tg", dict(num_unrestricted_heads=2)) if family == "tg-hybrid" else (family, {}))
+    _, model, tokenizer = save_tiny_checkpoint(tmp_path, lines, vocab_size=80, grammar=grammar, hidden_size=32,
+                                               num_attention_heads=4, intermediate_size=64, **fields)
+    return model, tokenizer, lines[:4]
+
+
+def _collated(model, tokenizer, trees):
+    from hf_slm.data.prepare_dependency import is_dependency_tokenizer
+
+    options = {"variant": model.config.dependency_variant} if is_dependency_tokenizer(tokenizer) else {}
+    collator = SyntacticDataCollator(model.grammar, tokenizer.action_layout,
+                                     max_length=model.config.max_sequence_length, **options)
+    return collator([dict(tokenizer(tree)) for tree in trees])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_training_step_reads_nothing_back_from_the_device(family, device, host_reads, monkeypatch, tmp_path,
+                                                            one_thread):
+    model, tokenizer, trees = _tiny(family, tmp_path)
+    batch = {name: value.to(device) for name, value in _collated(model, tokenizer, trees).items()}
+    model.to(device).train()
+    if device == "cpu":
+        monkeypatch.setattr(backbone, "on_host", lambda tensor: False)
+    model(**batch).loss.backward()  # a first step: one-time copies (tables) are made
+    model.zero_grad()
+    with host_reads:
+        loss = model(**batch).loss
+        loss.backward()
+    assert torch.isfinite(loss.detach().cpu())
+    unexpected = sorted({(reader, how) for reader, how in host_reads.reads
+                         if family not in ALLOWED_READS.get(reader, ((), ""))[0]})
+    assert not unexpected, f"{family}: the training step reads the device back in {unexpected}"
+
+
+def test_the_device_paths_compute_the_numbers_of_the_cpu_kernel(monkeypatch, tmp_path, one_thread):
+    """The device paths that the test above runs (no reads back) give the CPU kernel's logits and gradients."""
+    for family in ("tg", "tg-hybrid", "dtg", "choe_charniak"):
+        model, tokenizer, trees = _tiny(family, tmp_path / family)
+        batch = _collated(model, tokenizer, trees)
+        model.eval()
+
+        def run():
+            model.zero_grad()
+            output = model(**batch)
+            output.loss.backward()
+            return output.logits.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+        (cpu_logits, cpu_grads) = run()
+        with monkeypatch.context() as patch:
+            patch.setattr(backbone, "on_host", lambda tensor: False)
+            device_logits, device_grads = run()
+        real = torch.isfinite(cpu_logits)
+        torch.testing.assert_close(device_logits[real], cpu_logits[real], rtol=1e-5, atol=1e-5)
+        for device_grad, cpu_grad in zip(device_grads, cpu_grads, strict=True):
+            torch.testing.assert_close(device_grad, cpu_grad, rtol=1e-4, atol=1e-6)
+
+
+# ---- gradient accumulation ----------------------------------------------------------------------------------------
+def _one_step(model, state, dataset, collator, batch_size, accumulation, output):
+    """(the parameters, the Trainer) after one plain SGD step (lr 1, no clipping) of SyntacticTrainer from `state`,
+    reading `dataset` in order, `batch_size` rows per batch, `accumulation` batches per step."""
+    from transformers import TrainingArguments
+
+    from hf_slm.training import SyntacticTrainer
+
+    model = type(model)(model.config)
+    model.load_state_dict(state)
+    args = TrainingArguments(output_dir=str(output), max_steps=1, per_device_train_batch_size=batch_size,
+                             gradient_accumulation_steps=accumulation, max_grad_norm=0.0, report_to=[],
+                             use_cpu=True, save_strategy="no", logging_steps=1, disable_tqdm=True,
+                             train_sampling_strategy="sequential", dataloader_num_workers=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    trainer = SyntacticTrainer(model=model, args=args, train_dataset=dataset, data_collator=collator,
+                               optimizers=(optimizer, scheduler))
+    trainer.train()
+    return {name: value.detach().clone() for name, value in model.state_dict().items()}, trainer
+
+
+@pytest.mark.parametrize("family", ["tg", "nb-up-in-m"])
+def test_accumulated_batches_take_the_step_of_one_batch_holding_them_all(family, tmp_path, one_thread):
+    """K = 2 batches of 2 rows, the first two rows much shorter than the last two, take the step of one batch of the
+    4 rows: the gradient of the sum of the NLLs of all the actions over their number (and of the `)` starts over
+    theirs, Nb-Up), not the average of the two batches' means."""
+    from datasets import Dataset
+
+    model, tokenizer, trees = _tiny(family, tmp_path / "model")
+    for name, value in vars(model.config).items():  # the same forward in both runs
+        if name.endswith("dropout"):
+            setattr(model.config, name, 0.0)
+    features = sorted((dict(tokenizer(tree)) for tree in trees), key=lambda feature: len(feature["input_ids"]))
+    features = [features[0], features[0], features[-1], features[-1]]
+    lengths = [len(feature["input_ids"]) for feature in features]
+    assert 2 * lengths[0] < 2 * lengths[-1] - 4, lengths
+    dataset = Dataset.from_dict({name: [feature[name] for feature in features] for name in features[0]})
+    collator = SyntacticDataCollator(model.grammar, tokenizer.action_layout,
+                                     max_length=model.config.max_sequence_length)
+    start = {name: value.clone() for name, value in model.state_dict().items()}
+    whole, whole_trainer = _one_step(model, start, dataset, collator, 4, 1, tmp_path / "whole")
+    accumulated, accumulated_trainer = _one_step(model, start, dataset, collator, 2, 2, tmp_path / "accumulated")
+    assert any(not torch.equal(whole[name], start[name]) for name in start), "the step changed nothing"
+    for name in start:
+        torch.testing.assert_close(accumulated[name], whole[name], rtol=1e-5, atol=1e-6, msg=name)
+    # the logged loss is the step's mean over its actions in both
+    losses = [[entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+              for trainer in (whole_trainer, accumulated_trainer)]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+def test_two_processes_accumulating_two_batches_take_the_steps_of_one_process_with_the_whole_batch(tmp_path):
+    """The one mechanism under both: 2 processes x 2 accumulated batches of 2 trees take the steps (losses and
+    weights) of 1 process reading batches of 8 (hf-slm train under torchrun, gloo, as tests/test_distributed.py)."""
+    from safetensors.torch import load_file
+    from test_distributed import logged_losses, run_cli, train_args
+
+    trees = tmp_path / "train.txt"
+    trees.write_text("\n".join(SAMPLE.read_text().splitlines()[:48]) + "\n")
+    run_cli(train_args(trees, tmp_path / "one", batch_size=8, max_steps=2, save_steps=2))
+    run_cli([*train_args(trees, tmp_path / "two", batch_size=2, max_steps=2, save_steps=2),
+             "--gradient-accumulation-steps", "2"], processes=2)
+    single, double = logged_losses(tmp_path / "one", 2), logged_losses(tmp_path / "two", 2)
+    assert sorted(single) == sorted(double) == [1, 2]
+    for step in single:
+        assert double[step] == pytest.approx(single[step], rel=1e-5, abs=1e-6), (step, single, double)
+    first, second = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    for name in first:
+        torch.testing.assert_close(second[name], first[name], rtol=1e-4, atol=1e-4, msg=name)
