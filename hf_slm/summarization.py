@@ -36,8 +36,10 @@ in the document and their corresponding silver parse trees". Here one example is
 - Sequences hold several trees, so the model must be document-level (config.document_level, set by
   `hf-slm finetune`). Paper 003's bottom-up (Up) variants end each sentence with `</s>`, the prompt's too
   (compositional_grammars.py, "Document level"), and a Nb-Up sequence carries its `)` starts
-  (constituent_starts) from preparation to generation. Dependency grammars read one sentence per sequence and
-  cannot hold a document.
+  (constituent_starts) from preparation to generation. A dependency model (DTG, TXL (trans); arc-standard)
+  reads a document as its sentences' transitions after one `<root>`, each closed by its arc onto the root
+  (dependency_grammars.py, "Documents"); its prompt is a dependency tree, `Summary/0 :/1` by default
+  (DEPENDENCY_PROMPT), and its parser a dependency model.
 
 Generation (`summarize`). The context -- the document's trees and the prompt, built by the same
 `context_ids` as in training -- goes to WordSynchronousBeamSearch.generate: as a prefix of complete trees when
@@ -61,10 +63,14 @@ from .modeling.generation_slm import (CONSTRAINT_SETTINGS, ActionIds, BeamSearch
                                       prompt_words)
 from .modeling.grammars import ActionLayout, get_grammar, grammar_for_config
 from .silver import document_sentences, silver_trees
+from .tokenization.dependency_trees import DependencyTree
+from .tokenization.tokenization_dependency import is_inline_tree
 from .tokenization.tree_type import Tree
 from .tokenization.trees import input_format, parse_tree
 
 PROMPT = "(NP Summary :)"
+# The default prompt in a dependency tokenizer's trees (inline WORD/HEAD): `:` depends on `Summary`, the root.
+DEPENDENCY_PROMPT = "Summary/0 :/1"
 MAX_DOCUMENT_WORDS = 600
 MAX_SUMMARY_WORDS = 70
 LABEL_CHOICES = ("summary", "all")
@@ -97,6 +103,15 @@ class SummarizationFormat:
 
     def to_dict(self):
         return dataclasses.asdict(self)
+
+    def for_tokenizer(self, tokenizer):
+        """This format with the prompt in `tokenizer`'s kind of tree: the default PROMPT becomes DEPENDENCY_PROMPT
+        for a dependency tokenizer (a prompt the user gave is kept as given)."""
+        from .data.prepare_dependency import is_dependency_tokenizer
+
+        if self.prompt == PROMPT and is_dependency_tokenizer(tokenizer):
+            return dataclasses.replace(self, prompt=DEPENDENCY_PROMPT)
+        return self
 
     @classmethod
     def of_model(cls, config, **overrides):
@@ -142,6 +157,8 @@ def first_words(sentence, count, where):
     removed and the constituents left empty dropped. Another format is a ValueError naming `where`."""
     if isinstance(sentence, (list, tuple)) and not isinstance(sentence, Tree):
         return list(sentence[:count])
+    if isinstance(sentence, str) and is_inline_tree(sentence):
+        return first_dependency_words(DependencyTree.from_inline(sentence, where), count).to_inline()
     tree = sentence if isinstance(sentence, Tree) else parse_tree(sentence) if input_format(sentence) == "ptb" else None
     if tree is None:
         raise ValueError(f"{where}: its first sentence alone has more words than the limit and its tree "
@@ -165,6 +182,24 @@ def first_words(sentence, count, where):
     return cut(tree)
 
 
+def first_dependency_words(tree, count):
+    """A DependencyTree's first `count` words: each takes as its head its nearest ancestor among them; of those
+    whose every ancestor was cut, the first is the root and the others its dependents. A projective tree stays
+    projective (what is cut lies to the right of everything kept)."""
+    heads = list(tree.heads)
+
+    def kept_ancestor(word):  # 1-based word -> its nearest kept ancestor, 0 where none
+        head = heads[word - 1]
+        while head > count:
+            head = heads[head - 1]
+        return head
+
+    new_heads = [kept_ancestor(word) for word in range(1, count + 1)]
+    roots = [word for word, head in enumerate(new_heads, start=1) if head == 0]
+    new_heads = [roots[0] if head == 0 and word != roots[0] else head for word, head in enumerate(new_heads, start=1)]
+    return DependencyTree(list(tree.words[:count]), new_heads)
+
+
 def truncate_sentences(sentences, limit, where):
     """(kept sentences, whether anything was left out or cut): whole sentences while their words add up to at
     most `limit`; a first sentence longer than `limit` is cut to its first `limit` words (module docstring)."""
@@ -186,7 +221,7 @@ def truncate_sentences(sentences, limit, where):
 def document_grammar(tokenizer):
     """The document-level grammar that reads what `tokenizer` writes (legality depends only on the
     linearization, so any grammar of that linearization serves); a ValueError when no grammar of that
-    linearization reads documents (the dependency grammars)."""
+    linearization reads documents (arc-eager, arc-swift, the reference variant)."""
     readers = [name for name, linearization in LINEARIZATION_OF_GRAMMAR.items()
                if linearization == tokenizer.linearization]
     if not readers:
@@ -237,7 +272,8 @@ def prompt_ids(tokenizer, prompt, grammar):
             raise ValueError(f"it encodes as {state.trees_complete} trees")
     except ValueError as error:
         raise ValueError(f"the summary prompt {prompt!r} is not one complete tree for the {grammar.name} grammar "
-                         f"({error}); expected a tree in the tokenizer's format, e.g. {PROMPT!r}") from None
+                         f"({error}); expected a tree in the tokenizer's format, e.g. "
+                         f"{SummarizationFormat().for_tokenizer(tokenizer).prompt!r}") from None
     return tokenizer.encode_document([as_sentence(prompt, tokenizer)], add_special_tokens=False)["input_ids"]
 
 
@@ -246,9 +282,8 @@ def context_ids(tokenizer, sentences, prompt):
     with their starts for a Nb-Up tokenizer). A words-only sequence's `</s>` is left off: the summary follows."""
     sentences = [as_sentence(sentence, tokenizer) for sentence in [*sentences, prompt]]
     ids = encoded_document(tokenizer, sentences)
-    if tokenizer.linearization == "terminals":
-        return ids[:-1]
-    return ids
+    _, ending = tokenizer._document_bounds()
+    return ids[: len(ids) - len(ending)] if ending else ids
 
 
 def summarization_sequence(tokenizer, document, summary, document_id, summary_format=None, grammar=None):
@@ -257,7 +292,7 @@ def summarization_sequence(tokenizer, document, summary, document_id, summary_fo
     document, summary: lists of sentences, each a tree (string or nltk.Tree) or a word list (words-only models).
     summary_start is the index of the summary's first action. Errors name `document_id`.
     """
-    summary_format = (summary_format or SummarizationFormat()).check()
+    summary_format = (summary_format or SummarizationFormat()).check().for_tokenizer(tokenizer)
     grammar = grammar or document_grammar(tokenizer)
     where = f"document {document_id}"
     if not document:
@@ -393,7 +428,7 @@ def summarization_examples(rows, tokenizer, parser=None, summary_format=None, ca
                            **beam_options):
     """(examples, counts): one `summarization_sequence` per XSum row, with its "id", and how many documents were
     truncated, summaries truncated and sentences left out by the parser."""
-    summary_format = (summary_format or SummarizationFormat()).check()
+    summary_format = (summary_format or SummarizationFormat()).check().for_tokenizer(tokenizer)
     grammar = document_grammar(tokenizer)
     prompt_ids(tokenizer, summary_format.prompt, grammar)  # before any parsing
     examples, counts = [], {"documents_truncated": 0, "summaries_truncated": 0, "sentences_left_out": 0}
@@ -461,7 +496,8 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
     from .silver import _documents
 
     check_tokenizer_matches(model.config, tokenizer)
-    summary_format = SummarizationFormat.of_model(model.config, prompt=prompt, max_document_words=max_document_words)
+    summary_format = SummarizationFormat.of_model(model.config, prompt=prompt,
+                                                  max_document_words=max_document_words).for_tokenizer(tokenizer)
     grammar = grammar_for_config(model.config)
     if not grammar.document_level and not grammar.words_only:
         raise ValueError("summarize needs a model fine-tuned for summarization (a document-level model: "

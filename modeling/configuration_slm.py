@@ -261,7 +261,11 @@ class DependencyTransformerGrammarConfig(SyntacticTransformerConfig):
         if arc_representation not in ARC_REPRESENTATIONS:
             raise ValueError(f"arc_representation must be one of {ARC_REPRESENTATIONS}, got {arc_representation!r}")
         if kwargs.get("document_level"):
-            raise ValueError("dependency grammars read one sentence per sequence (document_level=False)")
+            from .dependency_grammars import DEPENDENCY_GRAMMARS
+
+            rules = DEPENDENCY_GRAMMARS.get(kwargs.get("grammar") or self.default_grammar)
+            if rules is not None:
+                rules.check_document_level(dependency_variant)
         self.root_token_id, self.pop_token_id = root_token_id, pop_token_id
         self.left_arc_start, self.left_arc_stop = left_arc_start, left_arc_stop
         self.right_arc_start, self.right_arc_stop = right_arc_start, right_arc_stop

@@ -20,6 +20,12 @@ position, and what it predicts:
   (paper 002 gives them no relative position; here they take the dependent's, -1).
 - `</s>` ends the sequence: it attends the stack and itself and predicts nothing.
 
+Documents (`document_level=True`; arc-standard, paper variant): the sentences follow each other after one
+`<root>`. Each sentence's last arc, onto the root, closes it; a word then begins the next sentence or `</s>` ends
+the document, which is complete after any closed sentence. The root item is then the composition of the root
+and every earlier sentence's head: later sentences attend the earlier ones through it, as a TG document's
+sentences attend the earlier roots.
+
 Relative positions (section 3.2): on STACK rows R_ij = d(i) - d(j) with d the depth counted from the stack top;
 written with each item's height h from the bottom (the root 0), R_ij = h(j) - h(i) <= 0, i.e. c_i - c_j with
 per-position coordinates c = -h (a STACK copy and POP take the height of the stack top). COMPOSE rows give 0 to
@@ -144,7 +150,7 @@ class _DependencyState:
     """Incremental state; `buffered`: the top item is arc-eager's / arc-swift's buffer word."""
 
     __slots__ = ("length", "items", "buffered", "root_taken", "num_actions", "num_terminals", "num_words",
-                 "in_word", "closed", "finished", "last_was_pop")
+                 "in_word", "closed", "finished", "last_was_pop", "trees_complete")
 
     def __init__(self):
         self.length = 0
@@ -153,9 +159,10 @@ class _DependencyState:
         self.root_taken = False
         self.num_actions = self.num_terminals = self.num_words = 0
         self.in_word = False  # the last action was a piece: the word may go on
-        self.closed = False  # the tree is complete: only `</s>` may follow
+        self.closed = False  # the tree is complete: only `</s>` may follow (a document: or the next sentence)
         self.finished = False
         self.last_was_pop = False
+        self.trees_complete = 0  # sentences whose tree is complete
 
     def clone(self):
         copy = _DependencyState.__new__(_DependencyState)
@@ -175,7 +182,6 @@ class DependencyGrammar(LegalityChecks):
     uses_eos = True
     causal = False
     words_only = False
-    document_level = False
     relative_position_meaning = "stack-depth differences d(i) - d(j) (paper 002, section 3.2)"
     explicit_relative_positions = True  # COMPOSE rows' 0 / -1 are no coordinate differences (module docstring)
     adds_head_tokens = True  # arc positions add their head word's last piece (NewPosition.extra_inputs)
@@ -186,8 +192,8 @@ class DependencyGrammar(LegalityChecks):
         if variant == "reference" and self.system != "arc_standard":
             raise ValueError(f"the reference variant exists for arc-standard only, not {self.system}")
         if document_level:
-            raise ValueError("dependency grammars read one sentence per sequence (paper 002 models sentences "
-                             "independently); document_level is not supported")
+            self.check_document_level(variant)
+        self.document_level = bool(document_level)
         if self.system == "arc_eager" and layout.pop_token_id is None:
             raise ValueError("arc-eager needs a POP id in the layout (pop_token_id)")
         if variant == "reference" and layout.pop_token_id is None:
@@ -201,6 +207,15 @@ class DependencyGrammar(LegalityChecks):
         self._sign = 1 if variant == "reference" else -1  # coordinate c = sign * height
         self._masks = {}
 
+
+    @classmethod
+    def check_document_level(cls, variant):
+        """Raise ValueError unless this system and `variant` read documents: the paper variant of arc-standard,
+        whose root takes each sentence's head by the sentence's last arc (module docstring, "Documents"); the
+        others end a sentence otherwise (arc-eager pops the root; the reference variant's pop_root)."""
+        if cls.system != "arc_standard" or variant != "paper":
+            raise ValueError(f"a document (document_level) is read by the paper variant of arc-standard (dtg, "
+                             f"txl_trans) only; {cls.system} ({variant}) reads one sentence per sequence")
 
     @property
     def relative_affine_by_kind(self):
@@ -237,6 +252,8 @@ class DependencyGrammar(LegalityChecks):
         if state.num_actions == 0:
             return self._kind_mask(ActionKind.BOS if self.variant == "reference" else ActionKind.ROOT)
         if state.closed:
+            if self.document_level:  # the document ends, or its next sentence begins with a word
+                return self._mask("next sentence", lambda: self._words_and(False, (self.layout.eos_token_id,)))
             return self._kind_mask(ActionKind.EOS)
         # A handful of masks exist (words or not, and which structural ids): cached, never copied per call.
         words = "none" if state.last_was_pop else state.in_word  # canonical order: no word right after a POP
@@ -312,7 +329,8 @@ class DependencyGrammar(LegalityChecks):
         return self.layout.bos_token_id if self.variant == "reference" else self.layout.root_token_id
 
     def is_complete(self, state):
-        return state.finished
+        """A sentence after its `</s>`; a document after `</s>` or any sentence's last arc (which closes it)."""
+        return state.finished or (self.document_level and state.closed)
 
     def structure_completes_tree(self, state):
         """Whether a structural action now would complete the tree (then only `</s>` may follow): arc-standard's
@@ -328,7 +346,7 @@ class DependencyGrammar(LegalityChecks):
         positions) for every item but the root, the last one onto the root (the reference variant's POP: one),
         then `</s>`; a first word if there is none. Arc-eager and arc-swift: a lower bound (an arc for every
         item without a head, `</s>`), so that the search never refuses a tree that could still finish."""
-        if state.finished:
+        if state.finished or self.is_complete(state):
             return 0, 0
         if state.num_actions == 0:
             return self.minimum_positions(1, 1), 1
@@ -406,6 +424,7 @@ class DependencyGrammar(LegalityChecks):
             kind = PositionKind.SUBWORD
         else:
             state.num_words += 1
+            state.closed = False  # a document's next sentence
             state.items.append(_Item([position], position))
             state.buffered = self.system != "arc_standard"
             kind = PositionKind.TERMINAL
@@ -448,6 +467,7 @@ class DependencyGrammar(LegalityChecks):
                               self._coordinate(slot), (head.head_token,))
         if self.system == "arc_standard" and head.is_root:
             state.closed = True  # the root has its dependent: the tree is complete
+            state.trees_complete += 1
         stack = self._stack_position(state, action_id, stack_kind, on_stack=False, extra=(head.head_token,),
                                      itself=reference)
         return [compose, stack]
@@ -519,13 +539,17 @@ class DependencyGrammar(LegalityChecks):
         ok = np.ones(len(sequences), dtype=bool)
         if validate:
             ok &= stacks.first_illegal() < 0
-        if require_complete:  # what `positions` asks: a `</s>` was read
-            ok &= stacks.has_eos()
+        if require_complete:  # what `positions` asks (is_complete)
+            ok &= stacks.complete()
         if not ok.all():
             index = int(np.flatnonzero(~ok)[0])
             self.positions([int(i) for i in sequences[index]], validate, require_complete)
             raise AssertionError(f"sequence {index}: the vectorized and the step rules disagree")  # pragma: no cover
         return stacks
+
+    def validate(self, ids, require_complete=True):
+        """Check one sequence against the rules; raise ValueError naming the first illegal action."""
+        self._checked_stacks([ids], True, require_complete)
 
     def _first_illegal_actions(self, sequences):
         """Per sequence, the index of its first action that `legal_actions` refuses (-1: none), vectorized
@@ -749,7 +773,7 @@ class _TransitionStacks:
             closes = self.is_pop & (self.fixed == 1)  # the root popped
         else:
             closes = np.zeros(self.total, dtype=bool)
-        closed = self.previous(self.cumsum(closes), 0) > 0
+        closed = self.previous(self.closed_after(closes), False)
         finished = self.previous(self.cumsum(self.is_eos), 0) > 0
         legal = self.is_piece & (before != ActionKind.POP) & (~self.is_continuation | (before == ActionKind.TERMINAL))
         if self.standard:
@@ -775,9 +799,27 @@ class _TransitionStacks:
                 words = self.previous(self.cumsum(self.is_word), 0)[ends]
                 legal[ends] |= ~self.buffered[ends] & (words > 0) & self.all_have_heads(ends, np.ones_like(ends),
                                                                                          size[ends])
-        legal = np.where(closed, self.is_eos, legal) & ~finished
+        # Closed: `</s>`; in a document also the next sentence's first word.
+        legal = np.where(closed, self.is_eos | (self.is_word & self.grammar.document_level), legal) & ~finished
         start = ActionKind.BOS if self.reference else ActionKind.ROOT
         return np.where(self.first, kinds == start, legal) & self.in_vocabulary
+
+    def closed_after(self, closes):
+        """Per action: whether the tree is complete after it: a `closes` action came before (a document: and no word
+        since, which began the next sentence)."""
+        if not self.grammar.document_level:
+            return self.cumsum(closes) > 0
+        last_close = self.last_index(closes)
+        return (last_close >= 0) & (last_close > self.last_index(self.is_word))
+
+    def complete(self):
+        """Per sequence: whether it is complete: `</s>` was read (a document: or its last sentence is closed)."""
+        complete = self.has_eos()
+        if self.grammar.document_level and self.total:
+            closes = (self.is_right & (self.slot == 0)) | self.is_pop_root
+            last = np.concatenate([[0], np.cumsum(self.lengths)])[1:] - 1
+            complete |= (self.lengths > 0) & self.closed_after(closes)[np.maximum(last, 0)]
+        return complete
 
     def first_illegal(self):
         """Per sequence: the index of its first illegal action, -1 for none."""

@@ -500,3 +500,66 @@ def test_arc_standard_relative_positions_are_affine_in_the_coordinates(tree, see
     assert (derived[mask] == batch["relative_positions"][mask]).all()
     assert grammar("arc_eager").relative_affine_by_kind is None and grammar("arc_swift").relative_affine_by_kind is None
     assert grammar("arc_standard", "reference").relative_affine_by_kind is None
+
+
+# ---- documents (arc-standard, paper variant) -----------------------------------------------------------------
+
+
+def document_ids(rules, trees, rng):
+    """(`<root>`, each tree's transitions (its last one the arc onto the root), then `</s>`; the index of each
+    sentence's last action)."""
+    ids, ends = [ROOT], []
+    for tree in trees:
+        ids += tree_ids(rules, tree, rng)[1:-1]
+        ends.append(len(ids) - 1)
+    return ids + [EOS], ends
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(projective_trees(max_words=6), min_size=1, max_size=3), min_size=1, max_size=4),
+       st.integers(0, 2**32 - 1))
+def test_documents_vectorized_equal_the_steps(documents, seed):
+    """A document is its sentences one after another under one `<root>`, each sentence's last arc onto the root
+    (which then holds one composed item per sentence read); after that arc a word begins the next sentence or
+    `</s>` ends the document. The vectorized batch and legality equal the step rules, on documents, their
+    prefixes and broken ones; a document is complete after each sentence's last arc."""
+    rng = np.random.default_rng(seed)
+    rules = DEPENDENCY_GRAMMARS["dtg"](layout("arc_standard"), document_level=True)
+    encoded = [document_ids(rules, trees, rng) for trees in documents]
+    sequences = [ids for ids, _ in encoded]
+    assert_same_batch(rules, sequences)
+    prefixes = [ids[: rng.integers(1, len(ids) + 1)] for ids in sequences]
+    assert_same_batch(rules, prefixes, require_complete=False)
+    assert_same_batch(rules, [ids[:-1] for ids in sequences])  # complete without `</s>` too
+    broken = [mutated(ids, rng, rules.vocab_size) if rng.random() < 0.7 else ids for ids in sequences]
+    assert_same_batch(rules, broken)
+    assert_same_batch(rules, broken, require_complete=False)
+    assert rules._first_illegal_actions(broken).tolist() == [first_refused(rules, ids) for ids in broken]
+    for trees, (ids, ends) in zip(documents, encoded):
+        state, complete = rules.start(), []
+        for action in ids:
+            rules.step(state, action)
+            complete.append(rules.is_complete(state))
+        assert [k for k, done in enumerate(complete[:-1]) if done] == ends
+        assert complete[-1] and state.trees_complete == len(trees)
+    # TXL (trans) reads DTG's sequences with DTG's legality, one causal position per action.
+    causal = DEPENDENCY_GRAMMARS["txl_trans"](layout("arc_standard"), document_level=True)
+    assert causal._first_illegal_actions(broken).tolist() == [first_refused(rules, ids) for ids in broken]
+    assert causal.batch(sequences)["lengths"].tolist() == [len(ids) for ids in sequences]
+
+
+def test_a_document_by_hand():
+    """`<root> There is RA RA </s>`... two sentences: the second's words attend the root's composition of the
+    first (position 5, the COMPOSE copy of the arc onto the root), and the arc onto the root closes each."""
+    rules = DEPENDENCY_GRAMMARS["dtg"](layout("arc_standard"), document_level=True)
+    ids = encode(rules, "<root> There is LA RA a difference LA RA </s>")
+    seq = rules.sequence(ids)
+    attended = [set(np.flatnonzero(row).tolist()) for row in seq.attention_mask]
+    # 0 <root>, 1 There, 2 is, 3-4 LA (compose, stack), 5-6 RA onto the root, 7 a, 8 difference, 9-10 LA, 11-12 RA
+    assert attended[5] == {0, 3}  # the arc onto the root composes the root and `is` (its LA's COMPOSE)
+    assert attended[7] == {5, 7} and attended[8] == {5, 7, 8}  # the next sentence sees the first's composition
+    assert seq.labels[6] == encode(rules, "a")[0]  # the root arc's STACK copy predicts the next sentence's word
+    with pytest.raises(ValueError, match="is not allowed here"):  # closed: no arc before a new word
+        rules.positions(encode(rules, "<root> There is LA RA RA"), require_complete=False)
+    with pytest.raises(ValueError, match="arc-standard only"):
+        DEPENDENCY_GRAMMARS["dtg_eager"](layout("arc_eager"), document_level=True)

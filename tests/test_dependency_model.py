@@ -163,8 +163,11 @@ print(json.dumps({{"loss": loss, "class": type(model).__name__, "grammar": model
 def test_config_refuses_what_dtg_does_not_take():
     with pytest.raises(ValueError, match="arc_representation must be one of"):
         config_for_grammar("dtg", arc_representation="arc+w")
-    with pytest.raises(ValueError, match="one sentence per sequence"):
-        config_for_grammar("dtg", document_level=True)
+    assert config_for_grammar("dtg", document_level=True).document_level  # arc-standard reads documents
+    with pytest.raises(ValueError, match=r"arc_eager \(paper\) reads one sentence per sequence"):
+        config_for_grammar("dtg_eager", document_level=True)
+    with pytest.raises(ValueError, match=r"arc_standard \(reference\) reads one sentence per sequence"):
+        config_for_grammar("dtg", document_level=True, dependency_variant="reference")
     with pytest.raises(ValueError, match=r"unknown config field 'arc_representaton'; did you mean arc_representation"):
         config_for_grammar("dtg", arc_representaton="w")
 

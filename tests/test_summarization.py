@@ -82,8 +82,13 @@ def test_documents_are_cut_at_a_sentence_boundary():
     assert cut and kept[0].leaves() == ["The", "bird", "sings", "in"]
     assert str(kept[0]) == str(parse_tree("(S (NP The bird) (VP sings (PP in)))"))
     assert first_words(["a", "b", "c"], 2, "d") == ["a", "b"]
+    # A dependency tree keeps its first words, each under its nearest kept ancestor; the first whose ancestors
+    # were all cut is the root.
+    assert first_words("The/2 dog/3 barked/0 at/5 cats/3 ./3", 4, "d") == "The/2 dog/3 barked/0 at/3"
+    assert first_words("The/2 dog/3 barked/0 at/5 cats/3 ./3", 2, "d") == "The/2 dog/0"
+    assert first_words("a/3 b/3 c/0", 2, "d") == "a/0 b/1"
     with pytest.raises(ValueError, match="document d7: its first sentence alone has more words than the limit"):
-        first_words("x/2 y/0 z/2", 2, "document d7")
+        first_words("x y ) z )", 2, "document d7")  # a bottom-up action string
 
 
 def test_only_the_sentences_truncation_keeps_are_parsed(tokenizers, monkeypatch):
@@ -142,8 +147,9 @@ def test_a_parser_of_the_wrong_family_is_refused(tokenizers, tmp_path):
         check_parser(words_model, words_tokenizer, tokenizer)
     with pytest.raises(ValueError, match="give a parser model"):
         summarization_examples(fixture_rows(1), tokenizer)
-    with pytest.raises(ValueError, match="cannot read several trees in one"):
-        document_grammar(dtg_tokenizer)
+    _, eager_tokenizer = tiny("dtg_eager")
+    with pytest.raises(ValueError, match=r"cannot read several trees in one: .*arc_eager \(paper\) reads one sentence"):
+        document_grammar(eager_tokenizer)
 
 
 def test_the_collator_passes_per_action_labels_through():
@@ -384,6 +390,47 @@ def test_a_tiny_compositional_model_memorizes_two_documents(tmp_path, grammar):
     for result in found:  # an unlabeled tree, whose words are the summary
         assert result["tree"].startswith("( ") and result["summary"].split() == [
             token for token in result["tree"].split() if token not in "()"]
+    metrics = evaluate_rouge([(row["id"], row["document"], row["summary"], result["summary"])
+                              for row, result in zip(rows, found)])
+    assert metrics["rougeL"]["f_measure"] > 0.9
+
+
+def test_a_tiny_dtg_memorizes_two_documents(tmp_path):
+    """A dependency model summarizes too: the document's silver dependency trees (from a DTG parser, here the base
+    model itself), the prompt `Summary/0 :/1` and the summary's tree are one arc-standard sequence after one
+    `<root>`, each sentence closed by its arc onto the root; the sampled summary is an inline dependency tree."""
+    from hf_slm.data.prepare import prepare_dataset
+    from hf_slm.evaluation.rouge import evaluate_rouge
+    from hf_slm.finetuning import FinetuneSetup, finetune
+    from hf_slm.loading import load_checkpoint
+    from hf_slm.summarization import DEPENDENCY_PROMPT
+    from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
+
+    rows = fixture_rows(2)
+    data = tmp_path / "xsum"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    texts = [s for row in rows for s in split_sentences(row["document"]) + split_sentences(row["summary"])]
+    # every word depends on the first (a flat tree): the tokenizer needs only the words
+    trees = [" ".join(f"{word}/{0 if i == 0 else 1}" for i, word in enumerate(treebank_words(text))) for text in texts]
+    tokenizer = DependencyTokenizer.train(trees + [DEPENDENCY_PROMPT], vocab_size=120)
+    config = config_for_grammar("dtg", vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
+                                num_attention_heads=4, intermediate_size=128, max_sequence_length=1024,
+                                **tokenizer.action_layout)
+    torch.manual_seed(0)
+    causal_lm_for_config(config).save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    prepare_dataset("xsum", data, tmp_path / "base", tmp_path / "prepared", summarization={"max_document_words": 20},
+                    parser=tmp_path / "base", parser_beam_options={"beam_size": 10, "word_beam_size": 2},
+                    log=lambda text: None)
+    finetune(FinetuneSetup(model=str(tmp_path / "base"), train=str(tmp_path / "prepared"), output=str(tmp_path / "ft"),
+                           max_steps=400, batch_size=2, learning_rate=3e-3, warmup_steps=10, save_steps=1000,
+                           disable_progress=True), log=lambda text: None)
+    model, tokenizer = load_checkpoint(tmp_path / "ft")
+    assert model.config.document_level
+    found = summarize(model, tokenizer, {row["id"]: row["document"] for row in rows}, parser=tmp_path / "base")
+    for result in found:  # an inline dependency tree, whose words are the summary
+        assert result["summary"].split() == [item.rsplit("/", 1)[0] for item in result["tree"].split()]
     metrics = evaluate_rouge([(row["id"], row["document"], row["summary"], result["summary"])
                               for row, result in zip(rows, found)])
     assert metrics["rougeL"]["f_measure"] > 0.9

@@ -139,6 +139,11 @@ class DependencyTokenizer(SyntacticTokenizer):
             ids, starts = [self.start_id] + ids + ends, [False] + starts + [False] * len(ends)
         return ids, starts
 
+    def _document_bounds(self):
+        """A document of dependency trees (an arc-standard grammar with document_level): its start token, the
+        sentences' transitions, then one `</s>`."""
+        return [self.start_id], [EOS_ID]
+
     @staticmethod
     def _is_batch(text, is_split_into_words):
         if isinstance(text, (DependencyTree, dict)):

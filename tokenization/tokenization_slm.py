@@ -433,7 +433,8 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         if isinstance(sentences, (str, Tree)) or not sentences:
             raise ValueError("encode_document expects a non-empty list of sentences (trees or word lists)")
         ids, starts, fields = [], [], {}
-        first = 1 if add_special_tokens else 0  # where the sentences' actions begin
+        opening, ending = self._document_bounds() if add_special_tokens else ([], [])
+        first = len(opening)  # where the sentences' actions begin
         for index, sentence in enumerate(sentences):
             try:
                 sentence_ids, sentence_starts, sentence_fields = self._document_record(
@@ -444,13 +445,15 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
             starts.extend(sentence_starts)
             for name, values in sentence_fields.items():
                 fields.setdefault(name, []).extend(values)
-        if add_special_tokens:
-            ids, starts = [BOS_ID] + ids, [False] + starts
-            fields = {name: [-1] + values for name, values in fields.items()}  # per-action indices; -1: none
-            if self.linearization == "terminals":
-                ids, starts = ids + [EOS_ID], starts + [False]
-                fields = {name: values + [-1] for name, values in fields.items()}
+        ids, starts = opening + ids + ending, [False] * len(opening) + starts + [False] * len(ending)
+        # per-action fields are indices (-1: none)
+        fields = {name: [-1] * len(opening) + values + [-1] * len(ending) for name, values in fields.items()}
         return ids_encoding(ids, starts, return_word_starts, return_tensors, fields)
+
+    def _document_bounds(self):
+        """(the ids before a document's sentences, the ids after them): `<s>`, and `</s>` for the terminals
+        linearization, whose sequence ends there."""
+        return [BOS_ID], ([EOS_ID] if self.linearization == "terminals" else [])
 
     def _document_record(self, sentence, is_split_into_words, position):
         """(ids, word_starts, fields) of one sentence of a document, whose first action will be at `position` of

@@ -33,9 +33,11 @@ TOKENIZER_KEY = "tokenizer"  # the journal entry of a tokenizer trained by the p
 
 
 def is_dependency_tokenizer(tokenizer):
+    """Whether `tokenizer` encodes dependency trees: a DependencyTokenizer, this package's or a checkpoint's own
+    copy of it (remote code loads its own module), known by its layout's root token."""
     from ..tokenization.tokenization_dependency import DependencyTokenizer
 
-    return isinstance(tokenizer, DependencyTokenizer)
+    return isinstance(tokenizer, DependencyTokenizer) or "root_token_id" in getattr(tokenizer, "action_layout", {})
 
 
 def transition_grammars():

@@ -51,6 +51,7 @@ class SummarizationPreparation:
             summary_format = summarization.check()
         else:
             summary_format = SummarizationFormat(**(summarization if isinstance(summarization, dict) else {})).check()
+        summary_format = summary_format.for_tokenizer(tokenizer)  # the default prompt in the tokenizer's trees
         grammar = document_grammar(tokenizer)
         prompt_ids(tokenizer, summary_format.prompt, grammar)
         preparation = cls(summary_format, str(parser) if parser is not None else None, dict(beam_options or {}))
