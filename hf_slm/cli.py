@@ -67,6 +67,13 @@ def command_presets(args):
         m = preset["model"]
         print(f"{name:<22} {m['grammar']:<14} {m['hidden_size']:>5} {m['num_hidden_layers']:>6} "
               f"{m['num_attention_heads']:>5} {m['intermediate_size']:>5} {m['vocab_size']:>6}  {preset['description']}")
+    from .som_training import SOM_TRAINING_PRESETS
+
+    print(f"\n{'Syntactic Ordered Memory':<22} {'model':<14} {'D':>5} {'slots':>6}  description")
+    for name, preset in SOM_TRAINING_PRESETS.items():
+        m = preset["model"]
+        kind = "dsom" if m.get("disentangle") else "esom"
+        print(f"{name:<22} {kind:<14} {m['hidden_size']:>5} {m['num_slots']:>6}  {preset['description']}")
     return 0
 
 
@@ -567,9 +574,8 @@ def build_parser():
     train = commands.add_parser("train", help="train a TG / TXL (CC) / TXL (terminals) / DTG / paper 003 compositional "
                                               "/ Syntactic Ordered Memory model with transformers.Trainer")
     train.add_argument("--preset", required=True,
-                       help="see `hf-slm presets`; Syntactic Ordered Memory (paper 001): esom-ptb, dsom-ptb, "
-                            "esom-bllip-xs, dsom-bllip-xs, esom-bllip-sm, dsom-bllip-sm, esom-bllip-md-bpe, "
-                            "dsom-bllip-md-bpe (Table 6's sizes), esom-tiny, dsom-tiny (CPU sizes)")
+                       help="see `hf-slm presets` (Syntactic Ordered Memory, paper 001: esom-* and dsom-*, Table 6's "
+                            "sizes, and esom-tiny / dsom-tiny for CPUs)")
     train.add_argument("--train", nargs="+", required=True,
                        help="tree files (PTB brackets), or one folder made by `hf-slm data prepare` (its train split; "
                             "the only input of dependency grammars: --loader conllu --grammar dtg); SOM presets: "

@@ -162,7 +162,7 @@ def main_process_context(context, what):
             value = context.__enter__()
             entered = True
         except Exception as error:
-            on_main_process(lambda: _raise(error), what)
+            on_main_process(lambda error=error: _raise(error), what)
     on_main_process(lambda: None, what)  # the others wait here until the main process holds the context
     try:
         yield value

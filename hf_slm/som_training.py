@@ -10,8 +10,9 @@ collator.
 precision checks are the same as every family's); this module reuses the rest of that machinery too: the output
 checks (`_check_output`: a trained model or an interrupted run's checkpoints are refused without --overwrite or
 --resume), the tokenizer of a resumed run (`resumed_tokenizer`), the tokenizer trained once under torchrun
-(`trained_once`), Adam with the warm-up / cosine schedule (`make_optimizer`), the time limit, the precision
-arguments and training_setup.json (`write_training_record`, plus a `som` entry). What differs is the data, the
+(`trained_once`), Adam with the warm-up / cosine schedule, the TrainingArguments and the final save
+(`schedule_optimizer`, `training_arguments`, `train_and_save`), the time limit, the precision arguments and
+training_setup.json (`write_training_record`, plus a `som` entry). What differs is the data, the
 collator and the model:
 
 - The data: CoNLL-U files (words and heads; a non-projective tree is lifted) or bracketed PTB trees. The gold tree
@@ -46,7 +47,7 @@ from pathlib import Path
 
 import torch
 from datasets import Dataset
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer
 
 from .data.conllu_loader import read_conllu_file
 from .data.prepare import load_syntactic_tokenizer
@@ -59,8 +60,9 @@ from .som_data import SyntacticOrderedMemoryCollator, som_example
 from .tokenization.tokenization_slm import SyntacticTokenizer, SyntacticTokenizerBase, SyntacticWordTokenizer
 from .tokenization.trees import read_trees
 from .tokenization.tree_type import Tree
-from .training import (TrainingSetup, _check_output, _TimeLimit, make_optimizer, precision_arguments,
-                       resumed_tokenizer, trained_once, unused_parameter_names, write_training_record)
+from .training import (TrainingSetup, _check_output, _TimeLimit, resumed_tokenizer, schedule_optimizer,
+                       trained_once, train_and_save, training_arguments, unused_parameter_names,
+                       write_training_record)
 
 GOLD_TREES = ("dependency", "constituency", "left_branching")
 # Gradient clipping of SOM runs (examples/train_som.py's; TG's 3.0 suits its Transformer).
@@ -349,37 +351,11 @@ def _run_som_trainer(setup, model, tokenizer, train_dataset, eval_dataset, sched
     """transformers.Trainer over SOM features: training_args as hf_slm.training.run_trainer's (Adam with the
     warm-up / cosine schedule, checkpoints, resume, time limit, precision), with the SOM collator; the final model
     and tokenizer saved to setup.output (safetensors and JSON only)."""
-    output = Path(setup.output)
     collator = SyntacticOrderedMemoryCollator(tokenizer)
-    optimizer, scheduler = make_optimizer(
-        model, schedule["learning_rate"], schedule["warmup_steps"], schedule["max_steps"],
-        schedule["initial_learning_rate"], schedule["final_learning_rate"],
-        schedule["embedding_learning_rate_multiplier"],
-    )
-    args = TrainingArguments(
-        output_dir=str(output),
-        max_steps=schedule["max_steps"],
-        per_device_train_batch_size=schedule["batch_size"],
-        per_device_eval_batch_size=schedule["batch_size"],
-        max_grad_norm=SOM_MAX_GRAD_NORM,
-        logging_steps=setup.logging_steps,
-        eval_strategy="steps" if eval_dataset is not None else "no",
-        eval_steps=setup.eval_steps,
-        # the evaluation loss only: SOM's outputs carry its recurrent state, which is not gathered
-        prediction_loss_only=True,
-        save_strategy="steps",
-        save_steps=setup.save_steps,
-        save_total_limit=2,
-        seed=setup.seed,
-        data_seed=setup.seed,
-        report_to=[],
-        use_cpu=not torch.cuda.is_available(),
-        disable_tqdm=setup.disable_progress,
-        dataloader_num_workers=0,
-        # a recurrent model steps through the longest sentence of a batch: similar lengths waste fewer steps
-        train_sampling_strategy="group_by_length" if setup.group_by_length else "random",
-        **precision_arguments(setup),
-    )
+    optimizer, scheduler = schedule_optimizer(model, schedule)
+    # the evaluation loss only: SOM's outputs carry its recurrent state, which is not gathered
+    args = training_arguments(setup, schedule, eval_dataset is not None, max_grad_norm=SOM_MAX_GRAD_NORM,
+                              prediction_loss_only=True)
     if is_distributed():
         # Table 2's switches leave parameters without gradients (no prediction network: p'_t's scorer)
         unused = unused_parameter_names(model, collator, train_dataset, schedule["batch_size"])
@@ -388,9 +364,4 @@ def _run_som_trainer(setup, model, tokenizer, train_dataset, eval_dataset, sched
     trainer = Trainer(model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
                       data_collator=collator, optimizers=(optimizer, scheduler), callbacks=callbacks,
                       processing_class=tokenizer)
-    trainer.train(resume_from_checkpoint=True if setup.resume else None)
-    trainer.save_model(str(output))
-    if is_main_process():
-        (output / "training_args.bin").unlink(missing_ok=True)
-        tokenizer.save_pretrained(str(output))
-    return trainer
+    return train_and_save(trainer, setup, tokenizer)

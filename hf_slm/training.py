@@ -604,39 +604,13 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
     (per-action labels pass through it), Adam with the warm-up/cosine schedule, transformers.Trainer resuming
     from the last checkpoint when setup.resume; the final model and tokenizer saved to setup.output (safetensors
     and JSON only). Returns the Trainer."""
-    output = Path(setup.output)
     config = model.config
     document_level = bool(getattr(config, "document_level", False))
     grammar_options = {"variant": config.dependency_variant} if is_dependency_tokenizer(tokenizer) else {}
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout, max_length=config.max_sequence_length,
                                      document_level=document_level, **grammar_options)
-    optimizer, scheduler = make_optimizer(
-        model, schedule["learning_rate"], schedule["warmup_steps"], schedule["max_steps"],
-        schedule["initial_learning_rate"], schedule["final_learning_rate"],
-        schedule["embedding_learning_rate_multiplier"],
-    )
-    args = TrainingArguments(
-        output_dir=str(output),
-        max_steps=schedule["max_steps"],
-        per_device_train_batch_size=schedule["batch_size"],
-        per_device_eval_batch_size=schedule["batch_size"],
-        max_grad_norm=3.0,
-        logging_steps=setup.logging_steps,
-        eval_strategy="steps" if eval_dataset is not None else "no",
-        eval_steps=setup.eval_steps,
-        save_strategy="steps",
-        save_steps=setup.save_steps,
-        save_total_limit=2,
-        seed=setup.seed,
-        data_seed=setup.seed,
-        report_to=[],
-        use_cpu=not torch.cuda.is_available(),
-        disable_tqdm=setup.disable_progress,
-        dataloader_num_workers=0,
-        # Batches of similar lengths waste less on padding: the [B, T', T'] attention grows with the longest.
-        train_sampling_strategy="group_by_length" if setup.group_by_length else "random",
-        **precision_arguments(setup),
-    )
+    optimizer, scheduler = schedule_optimizer(model, schedule)
+    args = training_arguments(setup, schedule, eval_dataset is not None, max_grad_norm=3.0)
     segments = getattr(setup, "segment_length", None) is not None  # hf-slm train's option (not fine-tuning's)
     if is_distributed() and not segments:  # (SegmentTrainer averages gradients itself)
         # DistributedDataParallel's search for unused parameters costs a graph traversal every step: only where
@@ -660,6 +634,50 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
             model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, data_collator=collator,
             optimizers=(optimizer, scheduler), callbacks=callbacks, processing_class=tokenizer,
         )
+    return train_and_save(trainer, setup, tokenizer)
+
+
+def schedule_optimizer(model, schedule):
+    """(optimizer, scheduler) of a preset's schedule: Adam with the warm-up / cosine schedule (make_optimizer)."""
+    return make_optimizer(model, schedule["learning_rate"], schedule["warmup_steps"], schedule["max_steps"],
+                          schedule["initial_learning_rate"], schedule["final_learning_rate"],
+                          schedule["embedding_learning_rate_multiplier"])
+
+
+def training_arguments(setup, schedule, evaluates, max_grad_norm, **overrides):
+    """The TrainingArguments every family trains with (`overrides` for a family's own): the schedule's steps and
+    batch, checkpoints every save_steps (two kept, for --resume), evaluation loss when `evaluates`, length-grouped
+    batches, the precision options."""
+    arguments = dict(
+        output_dir=str(setup.output),
+        max_steps=schedule["max_steps"],
+        per_device_train_batch_size=schedule["batch_size"],
+        per_device_eval_batch_size=schedule["batch_size"],
+        max_grad_norm=max_grad_norm,
+        logging_steps=setup.logging_steps,
+        eval_strategy="steps" if evaluates else "no",
+        eval_steps=setup.eval_steps,
+        save_strategy="steps",
+        save_steps=setup.save_steps,
+        save_total_limit=2,
+        seed=setup.seed,
+        data_seed=setup.seed,
+        report_to=[],
+        use_cpu=not torch.cuda.is_available(),
+        disable_tqdm=setup.disable_progress,
+        dataloader_num_workers=0,
+        # Batches of similar lengths waste less on padding: the [B, T', T'] attention grows with the longest (and
+        # a recurrent model steps through the longest sentence of its batch).
+        train_sampling_strategy="group_by_length" if setup.group_by_length else "random",
+        **precision_arguments(setup),
+    )
+    return TrainingArguments(**{**arguments, **overrides})
+
+
+def train_and_save(trainer, setup, tokenizer):
+    """Train (resuming from the last checkpoint with setup.resume), then save the final model and tokenizer to
+    setup.output: safetensors and JSON only. Returns the trainer."""
+    output = Path(setup.output)
     trainer.train(resume_from_checkpoint=True if setup.resume else None)
     trainer.save_model(str(output))  # by the main process only (Trainer's should_save)
     if is_main_process():

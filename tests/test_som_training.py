@@ -5,7 +5,6 @@ as constituency trees), and bad inputs named."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -192,13 +191,16 @@ def test_som_options_with_another_preset_are_refused(treebank, tmp_path, capsys)
     assert code == 2 and "--gold-tree: Syntactic Ordered Memory options; preset 'tg-ptb'" in capsys.readouterr().err
 
 
-def test_presets_cover_table_6_and_tiny_ones():
+def test_presets_cover_table_6_and_tiny_ones(capsys):
     from hf_slm.modeling.configuration_som import SOM_PRESETS
     from hf_slm.som_training import SOM_TRAINING_PRESETS
 
     assert set(SOM_PRESETS) | {"esom-tiny", "dsom-tiny"} == set(SOM_TRAINING_PRESETS)
     assert SOM_TRAINING_PRESETS["dsom-ptb"]["model"]["semantic_size"] == 300
     assert SOM_TRAINING_PRESETS["esom-ptb"]["model"]["hidden_size"] == 400
+    assert main(["presets"]) == 0  # `hf-slm presets` lists them beside the Transformer presets
+    listed = {line.split()[0]: line.split()[1:4] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert listed["dsom-ptb"] == ["dsom", "400", "15"] and listed["esom-tiny"] == ["esom", "64", "10"]
 
 
 @pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
