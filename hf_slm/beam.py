@@ -268,9 +268,13 @@ def _with_pieces(ids_and_starts, words, pieces):
 
 
 def _sequence_positions(grammar, ids):
-    """How many positions the grammar expands action ids (`<s>` first) to."""
+    """How many positions the grammar expands action ids (`<s>` first; a Nb-Up prefix's ActionIds with their
+    starts) to."""
     state = grammar.start()
-    return sum(len(grammar.step(state, action, check=False)) for action in ids)
+    starts = getattr(ids, "starts", None)
+    if starts is None:
+        return sum(len(grammar.step(state, action, check=False)) for action in ids)
+    return sum(len(grammar.step(state, action, check=False, start=start)) for action, start in zip(ids, starts))
 
 
 def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progress=True, num_trees=1,
@@ -335,7 +339,7 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
                           f"their shortest trees and its own end at position {needed[index - int(offsets[k])]}, past "
                           f"the model's maximum of {limit} (config.{limit_field})")
     unit = 1 / math.log(2) if bits else 1.0
-    prefixes = [[tokenizer.bos_token_id] for _ in documents]
+    prefixes = [[grammar.start_action_id] for _ in documents]  # `<s>` (DTG: `<root>`)
     results = [[None] * len(document) for document in documents]
     with tqdm(total=int(offsets[-1]), desc="beam search (documents)", unit="sentence", disable=not progress) as bar:
         for position in range(max(len(d) for d in documents)):
@@ -373,7 +377,7 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
                         continue
                     results[k][position] = _readable(tokenizer, flat_words[index], flat_pieces[index], result, unit,
                                                      len(prefixes[k]))
-                    prefixes[k] = list(result.trees[0][0])
+                    prefixes[k] = result.trees[0][0]  # (a Nb-Up tree's ActionIds keep their starts)
             bar.update(sum(1 for document in documents if position < len(document)))
     left_out.sort(key=lambda entry: entry["index"])
     for entry in left_out:

@@ -369,3 +369,31 @@ def test_cli_document_level_perplexity(tmp_path, capsys):
     assert record["metrics"]["method"] == "beam_greedy_prefix" and record["metrics"]["documents"] == 3
     assert record["metrics"]["estimate"] == "approximation" and record["metrics"]["is_upper_bound"] is False
     assert record["options"]["document_level"] is True
+
+
+@pytest.mark.parametrize("grammar", ["nb-up-in-m", "bi-up-ex-m", "dtg"])
+def test_documents_of_other_families_chain_their_best_trees(grammar):
+    """Bottom-up compositional documents (`</s>` after each sentence, Nb-Up's starts in the prefix) and DTG ones
+    (each sentence closed by its arc onto the root) score sentence by sentence after the best trees before
+    them, as TG's: sentence 2's numbers are those of a search after sentence 1's best tree, and differ from
+    the sentence scored alone."""
+    if grammar == "dtg":
+        from test_dependency_model import tiny as tiny_dependency
+
+        model, tokenizer = tiny_dependency("dtg", document_level=True)
+        sentences = [["There", "is", "a", "difference"], ["a", "difference", "is", "there"]]
+    else:
+        from test_compositional_model import tiny as tiny_compositional
+
+        model, tokenizer = tiny_compositional(grammar, document_level=True)
+        sentences = [["the", "bird", "sings"], ["a", "dog", "barks", "."]]
+    options = dict(beam_size=20, word_beam_size=5)
+    (results,) = score_documents(model, tokenizer, [sentences], progress=False, **options)
+    assert [result["words"] for result in results] == sentences
+    search = WordSynchronousBeamSearch(model, BeamSearchOptions(**options), word_start_mask=tokenizer.word_start_mask,
+                                       incomplete_word_ids=getattr(tokenizer, "incomplete_word_ids", ()))
+    (first,) = search.search([words_to_pieces(tokenizer, sentences[0])[0]])
+    (second,) = search.search([words_to_pieces(tokenizer, sentences[1])[0]], prefixes=[first.trees[0][0]])
+    assert results[1]["log_prob"] == pytest.approx(second.log_prob, abs=1e-5)
+    (alone,) = search.search([words_to_pieces(tokenizer, sentences[1])[0]])
+    assert alone.log_prob != pytest.approx(second.log_prob, abs=1e-6)
