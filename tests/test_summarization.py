@@ -427,7 +427,8 @@ def test_a_tiny_dtg_memorizes_two_documents(tmp_path):
                            max_steps=400, batch_size=2, learning_rate=3e-3, warmup_steps=10, save_steps=1000,
                            disable_progress=True), log=lambda text: None)
     model, tokenizer = load_checkpoint(tmp_path / "ft")
-    assert model.config.document_level
+    assert model.config.document_level and model.config.summarization["prompt"] == DEPENDENCY_PROMPT
+    assert "XSum summarization" in (tmp_path / "ft" / "README.md").read_text()  # the DTG card says so
     found = summarize(model, tokenizer, {row["id"]: row["document"] for row in rows}, parser=tmp_path / "base")
     for result in found:  # an inline dependency tree, whose words are the summary
         assert result["summary"].split() == [item.rsplit("/", 1)[0] for item in result["tree"].split()]
