@@ -561,5 +561,5 @@ def test_a_document_by_hand():
     assert seq.labels[6] == encode(rules, "a")[0]  # the root arc's STACK copy predicts the next sentence's word
     with pytest.raises(ValueError, match="is not allowed here"):  # closed: no arc before a new word
         rules.positions(encode(rules, "<root> There is LA RA RA"), require_complete=False)
-    with pytest.raises(ValueError, match="arc-standard only"):
+    with pytest.raises(ValueError, match="read by the paper variant of arc-standard"):
         DEPENDENCY_GRAMMARS["dtg_eager"](layout("arc_eager"), document_level=True)
