@@ -29,6 +29,24 @@ for blocked in ("hf_slm", "nltk"):
 '''
 
 
+def run_without_hf_slm(script, arguments, tmp_path):
+    """Run `script` (ISOLATION_PREAMBLE and the code after it) in a fresh interpreter where hf_slm cannot be
+    imported, with its own HF_HOME (remote-code modules are cached there), and return what it saved with
+    torch.save to the path given as its last argument, `tmp_path / "out.pt"`."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "child.py"
+    path.write_text(textwrap.dedent(script))
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), PYTHONPATH="", PYTHONNOUSERSITE="1")
+    result = subprocess.run([sys.executable, str(path), *map(str, arguments), str(tmp_path / "out.pt")], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return torch.load(tmp_path / "out.pt")
+
+
 def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", linearization=None, seed=0, **config):
     """Train a tokenizer on `trees`, build a small random model, save both to `directory`.
 

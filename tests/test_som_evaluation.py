@@ -14,7 +14,7 @@ from hf_slm.som_evaluation import (
 )
 from hf_slm.tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
 
-from conftest import DEPENDENCY_TREEBANK
+from conftest import DEPENDENCY_TREEBANK, run_without_hf_slm
 
 SENTENCES = DEPENDENCY_TREEBANK["train"]
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -130,11 +130,6 @@ def test_cli_eval_commands_use_the_som_path(word_tokenizer, tmp_path, capsys):
 def test_issue_done_when_train_save_load_generate_and_score_two_suites(word_tokenizer, tmp_path, capsys):
     """The issue's end-to-end check: Trainer trains a few steps, the checkpoint loads without hf_slm with the
     same logits and generates (tests/test_som_model.py's child script), and `hf-slm eval sg` scores two suites."""
-    import os
-    import subprocess
-    import sys
-    import textwrap
-
     from datasets import Dataset
     from transformers import Trainer, TrainingArguments
 
@@ -152,13 +147,7 @@ def test_issue_done_when_train_save_load_generate_and_score_two_suites(word_toke
     checkpoint = tmp_path / "checkpoint"
     model.save_pretrained(checkpoint)
     word_tokenizer.save_pretrained(checkpoint)
-    script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(CHILD))
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), PYTHONPATH="", PYTHONNOUSERSITE="1")
-    result = subprocess.run([sys.executable, str(script), str(checkpoint), str(tmp_path / "out.pt")], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = torch.load(tmp_path / "out.pt")
+    out = run_without_hf_slm(CHILD, [checkpoint], tmp_path)
     with torch.no_grad():
         expected = model(input_ids=out["input_ids"], attention_mask=out["attention_mask"]).logits
     real = out["attention_mask"].bool()

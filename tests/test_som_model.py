@@ -2,9 +2,6 @@
 
 import os
 import random
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -17,7 +14,7 @@ from hf_slm.modeling.som_structure import adaptive_grid_labels
 from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
 from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 
-from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE
+from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, run_without_hf_slm
 
 SENTENCES = DEPENDENCY_TREEBANK["train"]
 
@@ -301,13 +298,7 @@ def test_checkpoint_loads_without_hf_slm_with_the_same_logits(tokenizer, tmp_pat
     tokenizer.save_pretrained(tmp_path / "checkpoint")
     files = set(os.listdir(tmp_path / "checkpoint"))
     assert {"model.safetensors", "modeling_som.py", "configuration_som.py", "safe_loading.py"} <= files
-    script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(CHILD))
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), PYTHONPATH="", PYTHONNOUSERSITE="1")
-    result = subprocess.run([sys.executable, str(script), str(tmp_path / "checkpoint"), str(tmp_path / "out.pt")],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = torch.load(tmp_path / "out.pt")
+    out = run_without_hf_slm(CHILD, [tmp_path / "checkpoint"], tmp_path)
     assert all(module.startswith("transformers_modules") for module in out["modules"]), out["modules"]
     with torch.no_grad():
         expected = model(input_ids=out["input_ids"], attention_mask=out["attention_mask"], labels=out["input_ids"])

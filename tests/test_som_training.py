@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from safetensors.torch import load_file
 
 from hf_slm.cli import main
 
-from conftest import ISOLATION_PREAMBLE, write_conllu_treebank
+from conftest import ISOLATION_PREAMBLE, run_without_hf_slm, write_conllu_treebank
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY = ["--set", "hidden_size=16", "--set", "num_slots=6", "--set", "intermediate_size=24", "--set", "parser_size=8"]
@@ -69,13 +68,7 @@ def test_train_saves_a_checkpoint_that_loads_without_hf_slm_with_the_same_logits
     assert config["model_type"] == "syntactic_ordered_memory" and config["disentangle"] is True
     assert config["hidden_size"] == 16 and config["num_slots"] == 6
 
-    script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(CHILD))
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), PYTHONPATH="", PYTHONNOUSERSITE="1")
-    result = subprocess.run([sys.executable, str(script), str(output), str(tmp_path / "out.pt")], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = torch.load(tmp_path / "out.pt")
+    out = run_without_hf_slm(CHILD, [output], tmp_path)
     assert all(module.startswith("transformers_modules") for module in out["modules"]), out["modules"]
     from hf_slm.loading import load_checkpoint
 
