@@ -7,6 +7,7 @@ Datasets store only the (unexpanded) action ids of each tree; the grammar expand
 import numpy as np
 import torch
 
+from .modeling.composer import composition_schedule
 from .modeling.dependency_grammars import DependencyLayout
 from .modeling.grammars import ActionLayout, get_grammar
 
@@ -28,6 +29,11 @@ class SyntacticDataCollator:
                              depth; causal grammars: the position)
         position_kinds       [B, T'] long, PositionKind (COMPOSE copies, padding...)
         prediction_index     [B, T] long, the position whose output predicts action t + 1
+        num_coordinate_values a plain Python int, not a tensor (with host_counts): 1 + the largest of
+                             position_coordinates less the smallest (taken as at most 0), the width of the
+                             factorized attention's one-hot key block, counted here on the host so that the model
+                             does not read it back from the device (a sync) in every training step.
+                             transformers.Trainer and DistributedDataParallel hand a non-tensor to forward untouched.
     and, for a dependency grammar (DTG), whose arcs add their head word's embedding and whose COMPOSE rows have
     relative positions that are no coordinate differences:
         head_token_index     [B, T'] long, the position whose token embedding an arc position adds, -1 none
@@ -37,6 +43,11 @@ class SyntacticDataCollator:
     composer's output over their children:
         composition_children [B, T', T'] bool, row t of a `)` position marks its direct children's positions
         composition_level    [B, T'] long, 0 for a token, 1 + its highest child's for a `)`, -1 otherwise
+        composition_schedule [S] long and composition_schedule_levels (a list of [4] Python ints per tree level;
+                             with host_counts):
+                             the composer's order, pairs and sizes per level (modeling/composer.py,
+                             composition_schedule), counted here on the host so that the model does not read
+                             them back from the device
     and, for a grammar whose `)` points at its start (paper 003's Nb-Up variants; each feature then carries the
     tokenizer's "constituent_starts", one per action):
         constituent_starts   [B, T] long, the start (action index, `<s>` = 0) of each `)`, -1 elsewhere: the
@@ -56,11 +67,15 @@ class SyntacticDataCollator:
         validate: check every sequence against the grammar (a clear error instead of a silent bad mask).
         document_level: each sequence is a document, several trees after one `<s>`
             (`tokenizer.encode_document`); the model's config must say document_level=True too.
+        host_counts: add num_coordinate_values and (Ex grammars) the composition schedule, the sizes that the
+            model would otherwise read back from the device (a sync per training step off the CPU). False leaves
+            them out, for a model whose code predates them (a checkpoint's hub code saved before they existed
+            rejects unknown inputs).
         grammar_options: further options of the grammar (a dependency grammar's `variant`).
     """
 
     def __init__(self, grammar, layout, max_length=None, pad_to_multiple_of=None, validate=True, document_level=False,
-                 **grammar_options):
+                 host_counts=True, **grammar_options):
         if isinstance(layout, dict):
             layout = DependencyLayout(**layout) if "root_token_id" in layout else ActionLayout(**layout)
         self.grammar = (get_grammar(grammar, layout, document_level, **grammar_options) if isinstance(grammar, str)
@@ -68,6 +83,7 @@ class SyntacticDataCollator:
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
         self.validate = validate
+        self.host_counts = host_counts
 
     @classmethod
     def from_tokenizer(cls, tokenizer, grammar="tg", **kwargs):
@@ -107,6 +123,8 @@ class SyntacticDataCollator:
             "position_kinds": torch.from_numpy(batch["position_kinds"].astype(np.int64)),
             "prediction_index": torch.from_numpy(batch["prediction_index"]),
         }
+        if self.host_counts:
+            collated["num_coordinate_values"] = _num_coordinate_values(batch["position_coordinates"])
         if explicit:
             collated["position_relative_positions"] = torch.from_numpy(batch["relative_positions"])
         if "head_token_index" in batch:
@@ -114,12 +132,25 @@ class SyntacticDataCollator:
         if "composition_children" in batch:  # Ex: what the composer reads, bottom-up by level
             collated["composition_children"] = torch.from_numpy(batch["composition_children"])
             collated["composition_level"] = torch.from_numpy(batch["composition_level"])
+            if self.host_counts:
+                indices, levels = composition_schedule(batch["composition_children"], batch["composition_level"])
+                collated["composition_schedule"] = torch.from_numpy(indices)
+                collated["composition_schedule_levels"] = levels
         if starts is not None:  # Nb-Up: the pointer's targets and candidates
             padded_starts = np.full((len(sequences), width), -1, dtype=np.int64)
             padded_starts[real] = np.concatenate(starts)
             collated["constituent_starts"] = torch.from_numpy(padded_starts)
             collated["start_candidates"] = torch.from_numpy(batch["start_candidates"])
         return collated
+
+
+def _num_coordinate_values(coordinates):
+    """1 + max - min(0, min) of the [B, T'] coordinates, as a Python int: the model's count of coordinate values
+    (backbone.PositionStructure.num_coordinate_values; grammars whose relative positions are affine in the
+    coordinates shift them to start at 0, hence the smallest)."""
+    if not coordinates.size:
+        return 1
+    return int(coordinates.max()) - min(0, int(coordinates.min())) + 1
 
 
 def _given_starts(features, sequences):
@@ -164,3 +195,13 @@ def _strip_trailing(ids, pad):
     while end > 0 and ids[end - 1] == pad:
         end -= 1
     return ids[:end]
+
+
+def takes_host_counts(model):
+    """Whether `model`'s forward takes the collator's host counts (num_coordinate_values, the composition
+    schedule): a checkpoint saved before they existed carries modeling code that refuses unknown inputs, so its
+    collator leaves them out (host_counts=False) and the model reads them from the device as it did."""
+    import inspect
+
+    inner = getattr(model, "model", model)
+    return "num_coordinate_values" in inspect.signature(inner.forward).parameters

@@ -10,13 +10,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .collator import SyntacticDataCollator
+from .collator import SyntacticDataCollator, takes_host_counts
 from .modeling.grammars import ActionLayout, grammar_for_config
 from .modeling.segment_recurrence import segment_log_probs
 
 
 def collator_for(model, **kwargs):
     """The data collator matching a model's grammar and id layout."""
+    kwargs.setdefault("host_counts", takes_host_counts(model))
     return SyntacticDataCollator(grammar_for_config(model.config), ActionLayout.from_config(model.config),
                                  max_length=model.config.max_sequence_length, **kwargs)
 
@@ -38,7 +39,7 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
     batches = range(0, len(sequences), batch_size)
     for start in tqdm(batches, desc="scoring", disable=not progress, unit="batch"):
         batch = collate(list(sequences[start : start + batch_size]))
-        logits = model(**{k: v.to(device) for k, v in batch.items() if k != "labels"}).logits.float()
+        logits = model(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items() if k != "labels"}).logits.float()
         # logits[:, t] predicts action t + 1 (the HF causal-LM contract)
         log_probs = torch.log_softmax(logits[:, :-1], dim=-1).cpu()
         targets = batch["labels"][:, 1:]

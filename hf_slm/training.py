@@ -37,7 +37,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import get_last_checkpoint
 
 from .checks import LINEARIZATION_OF_GRAMMAR, check_tokenizer_matches
-from .collator import SyntacticDataCollator
+from .collator import SyntacticDataCollator, takes_host_counts
 from .auto import tokenizer_class_for_grammar
 from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer,
                            reads_unlabeled_trees, trees_for_tokenizer)
@@ -608,6 +608,7 @@ def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, s
     document_level = bool(getattr(config, "document_level", False))
     grammar_options = {"variant": config.dependency_variant} if is_dependency_tokenizer(tokenizer) else {}
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout, max_length=config.max_sequence_length,
+                                     host_counts=takes_host_counts(model),
                                      document_level=document_level, **grammar_options)
     optimizer, scheduler = schedule_optimizer(model, schedule)
     args = training_arguments(setup, schedule, eval_dataset is not None, max_grad_norm=3.0)

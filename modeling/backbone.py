@@ -57,9 +57,10 @@ MAX_FACTORIZED_COORDINATES = 128
 def on_host(tensor):
     """Whether `tensor` lives in host memory (the CPU), where reading its values costs no device sync. Only there
     does attention take the CPU kernel (chunked_attention.py, which plans its chunks from the mask on the host) or
-    count the explicit relative positions' span (elsewhere the configured range serves). Off the CPU the training
-    step reads nothing back from the device but TG's and DTG's depth count (PositionStructure.num_coordinate_values;
-    tests/test_training_step.py sets this to False to run the device paths on the CPU and lists the reads)."""
+    count the explicit relative positions' span (elsewhere the configured range serves). Off the CPU a training
+    step on the collator's batch reads nothing back from the device (without the collator's counts, TG's and DTG's
+    depth count, PositionStructure.num_coordinate_values, is read; tests/test_training_step.py sets this to False to
+    run the device paths on the CPU and checks for reads)."""
     return tensor.device.type == "cpu"
 
 
@@ -171,6 +172,9 @@ class PositionStructure:
     # level of each position (0 token, 1 + highest child for a `)`, -1 neither): the composer's inputs.
     composition_children: torch.Tensor | None = None
     composition_level: torch.Tensor | None = None
+    # Ex grammars, optional: composer.composition_schedule of the same (indices [S] long on the device, levels: host
+    # ints per tree level), computed on the host, which spares the composer reading its sizes back from the device.
+    composition_schedule: tuple | None = None
     # Nb-Up grammars (paper 003): [B, T, T] bool, per predicting row the positions of the feasible starts C_k of a
     # `)` it would predict (the start pointer's candidates; modeling/start_pointer.py). Unused by the backbone.
     start_candidates: torch.Tensor | None = None
@@ -189,12 +193,19 @@ class PositionStructure:
     def __post_init__(self):
         if self.relative_affine is not None and self.coordinates.numel():
             self.coordinates = self.coordinates - self.coordinates.min()  # the one-hot key block needs c >= 0
+        check = self.coordinate_bound is not None and self.relative_positions is None and self.coordinates.numel()
+        if check and on_host(self.coordinates):  # (elsewhere reading the values would cost a sync)
+            needed = int(self.coordinates.max()) + 1
+            if self.coordinate_bound < needed:
+                raise ValueError(f"coordinate_bound (a batch's num_coordinate_values) is {self.coordinate_bound}; the "
+                                 f"coordinates take {needed} values (1 + the largest): a smaller bound would drop some")
 
     @cached_property
     def num_coordinate_values(self):
         """1 + the largest coordinate (or an upper bound): the width of the factorized kernel's one-hot key block.
         Without a bound from the caller it is read from the data, once per forward call, not per layer: a device
-        sync off the CPU (TG's and DTG's depths are known only to the data; the collator knows them on the host)."""
+        sync off the CPU (TG's and DTG's depths are known only to the data; the collator counts them on the host and
+        the model passes its num_coordinate_values here)."""
         if self.relative_positions is not None:  # the span of the explicit values instead (asked on the CPU only)
             return int(self.relative_positions.abs().max()) + 1 if self.relative_positions.numel() else 1
         if self.coordinate_bound is not None:

@@ -13,7 +13,7 @@ output is up-projected back to the main model's width. Compositions live in the 
 so an earlier composition is read exactly like a token embedding (and the beam-search decoder only keeps each
 position's input embedding).
 
-Three entry points, one computation (`compose_packed`):
+Three entry points, one computation (`compose_packed`), and a host function:
 - `compose(children, child_mask)`: a batch of constituents [N, K, d] (K the most children, `child_mask` [N, K]
   which are real) -> [N, d]. The beam-search decoder calls it once per round for every `)` chosen.
 - `compose_by_level(embeddings, children, level)`: training. Every constituent of a batch's trees, bottom-up,
@@ -21,6 +21,9 @@ Three entry points, one computation (`compose_packed`):
   one constituent at a time; returns the input embeddings with each `)` position's replaced by its composition.
 - `compose_packed(children, which, rank, count)`: the constituents' children as one list of rows [M, d], each
   with its constituent and its rank among that constituent's children.
+- `composition_schedule(children, level)` (numpy): what compose_by_level reads from its inputs before composing
+  (the order, the pairs, how many per level), computed where the grammar ran; given to compose_by_level, it
+  spares reading those sizes back from the device in a training step (the collator computes it).
 
 Packed, not padded: constituents of one level have from 1 to tens of children (a training batch of GUM trees:
 277 constituents of up to 23 children at level 1), so padding every one to the widest would run the layers'
@@ -34,9 +37,10 @@ padded computation's, to float rounding.
 The choice of a summary vector (rather than, say, pooling the children's outputs) and the sizes of the heads
 and feed-forward layer are this library's: the paper gives the width and the depth only.
 
-Hub code: imports only torch.
+Hub code: imports only numpy and torch.
 """
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -134,12 +138,16 @@ class ExternalComposer(nn.Module):
             raise ValueError(f"a constituent has {most} children; the composer's position embeddings cover "
                              f"composer_max_children={self.max_children} (set a larger value in the config)")
 
-    def compose_packed(self, children, which, rank, count):
+    def compose_packed(self, children, which, rank, count, widest=None):
         """children [M, d]: every child of `count` constituents, one row each; which [M] long: its constituent
         (0 .. count - 1); rank [M] long: its rank among that constituent's children (its position embedding)
-        -> the compositions [count, d]. A constituent f reads as [summary, child of rank 0, rank 1, ...]."""
-        padded_length = 1 + (int(rank.max()) + 1 if len(rank) else 0)
-        self._check_children(padded_length - 1)
+        -> the compositions [count, d]. A constituent f reads as [summary, child of rank 0, rank 1, ...].
+        `widest`, the most children of a constituent (1 + the largest rank), where the caller knows it on the
+        host; without it it is read from `rank` (a device sync off the CPU)."""
+        if widest is None:
+            widest = int(rank.max()) + 1 if len(rank) else 0
+        padded_length = 1 + widest
+        self._check_children(widest)
         summaries = self.summary.expand(count, -1).to(children.dtype)
         hidden = torch.cat([summaries, self.down(children) + self.child_positions(rank)])
         # Row r's slot in the padded [count, 1 + K] layout: a summary in front of its constituent's children.
@@ -154,7 +162,7 @@ class ExternalComposer(nn.Module):
             hidden = hidden[:count]
         return self.up(self.final_layer_norm(hidden))
 
-    def compose_by_level(self, embeddings, children, level):
+    def compose_by_level(self, embeddings, children, level, schedule=None):
         """All compositions of a batch, bottom-up and batched by tree level.
 
         embeddings [B, T', d]: each position's token embedding; children [B, T', T'] bool: row t of a `)`
@@ -163,16 +171,55 @@ class ExternalComposer(nn.Module):
         Returns [B, T', d]: `embeddings` with every `)` position's row replaced by f(its children's rows), its
         children's rows being earlier compositions where they are constituents (hence the order by level).
 
+        `schedule` = (indices, levels), composition_schedule's, computed on the host from the same children and
+        levels (the collator does), spares every read back from the device (how many constituents and children
+        each level has are data); without it they are read here from the device tensors (syncs off the CPU),
+        with the same numbers.
+
         The dense children tensor is read once (one nonzero) into (parent, child) pairs; the compositions are
         kept in a table of their own, in level order, and written into the embeddings once at the end, so that
         a level reads its children with two gathers instead of copying the whole [B, T', d] tensor per level.
         """
+        if schedule is None:
+            schedule = self._device_schedule(children, level)
+        indices, levels = schedule
+        return self.compose_scheduled(embeddings, indices, levels)
+
+    def compose_scheduled(self, embeddings, indices, levels):
+        """compose_by_level's computation from its schedule (composition_schedule's, or _device_schedule's):
+        embeddings [B, T', d]; indices [N + 2 P + P] long on their device; levels [[constituents, pairs, token
+        pairs, widest], ...] host ints, one entry per tree level from 1 (widest may be None: read then)."""
         count, length, width = embeddings.shape
+        if not levels:
+            return embeddings
         flat = embeddings.reshape(count * length, width)
+        sizes = [sum(entry[index] for entry in levels) for index in range(3)]  # constituents, pairs, token pairs
+        constituents, parents, ranks, token_children, composed_children = indices.split(
+            [sizes[0], sizes[1], sizes[1], sizes[2], sizes[1] - sizes[2]])
+        pair_counts = [entry[1] for entry in levels]
+        token_counts = [entry[2] for entry in levels]
+        # Every token child of the batch read with one gather (one scatter in the backward pass, not one
+        # [B * T', d] gradient buffer per level), split by level.
+        token_rows = flat.index_select(0, token_children).split(token_counts)
+        composed_rows = composed_children.split([p - t for p, t in zip(pair_counts, token_counts)])
+        parents, ranks = parents.split(pair_counts), ranks.split(pair_counts)
+        table = flat.new_zeros(0, width)
+        for current, (constituent_count, _, _, widest) in enumerate(levels):
+            if not constituent_count:
+                continue
+            kids = torch.cat([token_rows[current], table.index_select(0, composed_rows[current])])
+            table = torch.cat([table, self.compose_packed(kids, parents[current], ranks[current], constituent_count,
+                                                          widest)])
+        return flat.index_put((constituents,), table).view(count, length, width)
+
+    def _device_schedule(self, children, level):
+        """composition_schedule of device tensors, read back from the device (syncs off the CPU): the pairs of the
+        dense children tensor (one nonzero), their ranks, and the counts per level. Checks its inputs."""
+        length = level.shape[1]
         flat_level = level.reshape(-1)
         constituents = (flat_level > 0).nonzero(as_tuple=True)[0]  # flat positions of the `)`s
         if not len(constituents):
-            return embeddings
+            return constituents, []
         # The composition table's order: by level, then position (each level one contiguous block).
         constituent_level = flat_level[constituents]
         constituents = constituents[torch.argsort(constituent_level, stable=True)]
@@ -202,9 +249,8 @@ class ExternalComposer(nn.Module):
         if bool((flat_level[child_flat] >= parent_level).any()):
             raise ValueError("composition_level: a `)` has a child `)` of the same or a higher level; expected 1 + "
                              "the highest child's level (grammar.batch gives them)")
-        # Order the pairs by level and, within a level, tokens before composed children: then every token child
-        # of the batch is read with one gather (one scatter in the backward pass, not one [B * T', d] gradient
-        # buffer per level) and split by level, and a level's pairs are one contiguous range.
+        # Order the pairs by level and, within a level, tokens before composed children: a level's pairs are one
+        # contiguous range, and its token children come first.
         composed = child_index >= 0
         by_level = torch.argsort(parent_level * 2 + composed, stable=True)
         parent_level, parent_index, child_flat, child_index, rank, composed = (
@@ -213,17 +259,65 @@ class ExternalComposer(nn.Module):
         levels = len(per_level)
         pair_counts = torch.bincount(parent_level, minlength=levels).tolist()
         token_counts = torch.bincount(parent_level[~composed], minlength=levels).tolist()
-        token_children = flat.index_select(0, child_flat[~composed]).split(token_counts)
-        table = flat.new_zeros(0, width)
-        first_pair, first = 0, 0  # the level's first pair, its first constituent's table index
-        for current in range(1, levels):
-            if not per_level[current]:
-                continue
-            pairs = slice(first_pair, first_pair + pair_counts[current])
-            composed_children = child_index[pairs][token_counts[current]:]
-            kids_of_level = torch.cat([token_children[current], table.index_select(0, composed_children)])
-            table = torch.cat([table, self.compose_packed(kids_of_level, parent_index[pairs] - first, rank[pairs],
-                                                          per_level[current])])
-            first_pair += pair_counts[current]
-            first += per_level[current]
-        return flat.index_put((constituents,), table).view(count, length, width)
+        first = torch.tensor(per_level, device=level.device).cumsum(0) - torch.tensor(per_level, device=level.device)
+        indices = torch.cat([constituents, parent_index - first[parent_level], rank, child_flat[~composed],
+                             child_index[composed]])
+        return indices, [[per_level[current], pair_counts[current], token_counts[current], None]
+                         for current in range(1, levels)]
+
+
+def composition_schedule(children, level):
+    """compose_by_level's schedule, computed on the host (numpy) from grammar.batch's composition_children
+    [B, T', T'] bool and composition_level [B, T'] long, so that the model reads nothing back from the device:
+    (indices [N + 2 P + P] int64, levels [[constituents, pairs, token pairs, widest], ...] Python ints, one
+    entry per tree level from 1). Indices are, in order: the N `)` positions (flat, b * T' + t), by level then
+    position; then P (parent, child) pairs ordered by level and, within a level, token children first: each
+    pair's parent (its index among its level's constituents), its rank among the parent's children; then the
+    token children's flat positions, and the composed children's indices among the N. The same numbers as the
+    device's reading (ExternalComposer._device_schedule). A ValueError names a bad input."""
+    children, level = np.asarray(children, dtype=bool), np.asarray(level, dtype=np.int64)
+    count, length = level.shape
+    flat_level = level.reshape(-1)
+    constituents = np.flatnonzero(flat_level > 0)
+    if not len(constituents):
+        return np.zeros(0, dtype=np.int64), []
+    constituents = constituents[np.argsort(flat_level[constituents], kind="stable")]
+    per_level = np.bincount(flat_level[constituents])
+    table_index = np.full(count * length, -1, dtype=np.int64)
+    table_index[constituents] = np.arange(len(constituents))
+    # The children of the `)`s only (the rows that are read), ordered by parent position, then child position: the
+    # order of the device's nonzero over the whole [B, T', T'] tensor, at a fraction of the cost.
+    parent_rows = np.flatnonzero(flat_level > 0)
+    which, kids = np.nonzero(children.reshape(count * length, length)[parent_rows])
+    parent_flat = parent_rows[which]
+    child_flat = parent_flat - parent_flat % length + kids
+    parent_index = table_index[parent_flat]
+    counts = np.bincount(parent_index, minlength=len(constituents))
+    if (counts == 0).any():
+        bad = int(constituents[np.flatnonzero(counts == 0)[0]])
+        raise ValueError(f"composition_children: the `)` at row {bad // length}, position {bad % length} "
+                         f"(composition_level {int(flat_level[bad])}) has no children; expected its direct "
+                         "children's positions (grammar.batch gives them)")
+    order = np.arange(len(parent_flat))
+    starts = np.ones(len(parent_flat), dtype=bool)
+    starts[1:] = parent_flat[1:] != parent_flat[:-1]
+    rank = order - np.maximum.accumulate(np.where(starts, order, 0))
+    child_index = table_index[child_flat]
+    parent_level = flat_level[parent_flat]
+    if (flat_level[child_flat] >= parent_level).any():
+        raise ValueError("composition_level: a `)` has a child `)` of the same or a higher level; expected 1 + "
+                         "the highest child's level (grammar.batch gives them)")
+    composed = child_index >= 0
+    by_level = np.argsort(parent_level * 2 + composed, kind="stable")
+    parent_level, parent_index, child_flat, child_index, rank, composed = (
+        parent_level[by_level], parent_index[by_level], child_flat[by_level], child_index[by_level], rank[by_level],
+        composed[by_level])
+    first = np.cumsum(per_level) - per_level
+    indices = np.concatenate([constituents, parent_index - first[parent_level], rank, child_flat[~composed],
+                              child_index[composed]]).astype(np.int64)
+    levels = []
+    for current in range(1, len(per_level)):
+        in_level = parent_level == current
+        levels.append([int(per_level[current]), int(in_level.sum()), int((in_level & ~composed).sum()),
+                       int(rank[in_level].max()) + 1 if in_level.any() else 0])
+    return indices, levels

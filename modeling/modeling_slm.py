@@ -14,7 +14,8 @@ paper 003's compositional SLMs with its GPT-2 baselines (`CompositionalSLM*`). A
   attention mask, are ignored), and log p(x, y) is the sum of the shifted log-probs, as for GPT-2.
 - The data collator's precomputed structure (`expansion_index`, `position_mask`, `position_coordinates`,
   `position_kinds`, `prediction_index`) is the fast training path: the same numbers without computing
-  the grammar inside forward.
+  the grammar inside forward; with the sizes it counted on the host (`num_coordinate_values`; an Ex grammar's
+  `composition_schedule`), a training step reads nothing back from the device.
 - `forward_positions` runs given positions and structure (with a KV cache of the attended positions): the
   beam-search decoder of search_decoders.py uses it.
 
@@ -54,6 +55,8 @@ STRUCTURE_INPUTS = ("expansion_index", "position_mask", "position_coordinates", 
 DEPENDENCY_STRUCTURE_INPUTS = ("position_relative_positions", "head_token_index")
 # What the collator adds for grammars with external composition (paper 003's Ex variants).
 COMPOSITION_STRUCTURE_INPUTS = ("composition_children", "composition_level")
+# And, optionally, what spares the composer reading its sizes back from the device (composer.composition_schedule).
+COMPOSITION_SCHEDULE_INPUTS = ("composition_schedule", "composition_schedule_levels")
 
 
 @dataclass
@@ -124,8 +127,15 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
               expansion_index [B, T'] the action each position comes from; position_mask [B, T', T'] bool;
               position_coordinates [B, T'] (R_ij = c_i - c_j); position_kinds [B, T'] PositionKind;
               prediction_index [B, T] the position whose output predicts action t + 1;
+              num_coordinate_values (optional) a Python int, 1 + max - min(0, min) of position_coordinates (an upper
+              bound gives the same numbers): the width of the factorized attention's one-hot key block, which the
+              collator counts on the host; without it the model reads the count back from the device once per call
+              (a sync off the CPU). Used by grammars whose coordinates are tree depths (TG, DTG arc-standard);
             and, for grammars with external composition (paper 003's Ex), composition_children [B, T', T'] and
-            composition_level [B, T'] (grammar.batch's fields); for Nb-Up, constituent_starts [B, T] (each `)`'s
+            composition_level [B, T'] (grammar.batch's fields), and optionally their composition_schedule [S] long
+            and composition_schedule_levels (a list of [4] Python ints per tree level; composer.composition_schedule,
+            which the collator computes on the host: without them the composer reads its sizes back from the
+            device, a sync off the CPU); for Nb-Up, constituent_starts [B, T] (each `)`'s
             start, an action index with `<s>` = 0, -1 elsewhere: the tokenizer's field), or with the precomputed
             structure start_candidates [B, T', T'] (the collator's).)
     Nb-Up grammars: the output is a SyntacticModelOutput whose start_log_probs are the start pointer's
@@ -201,11 +211,17 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                 raise ValueError(f"a {self.config.grammar} model needs position_relative_positions with the precomputed "
                                  "structure (SyntacticDataCollator gives them for a dependency grammar)")
             # A causal grammar's coordinates are its positions, below T'; other grammars' (TG's, DTG's depths) are
-            # counted once per forward call when attention needs the count (backbone.PositionStructure).
+            # the collator's count (num_coordinate_values, from the host) or, without it, counted from the device
+            # once per forward call when attention needs the count (backbone.PositionStructure; a sync off the CPU).
+            if self.grammar.causal:
+                bound = max(1, kinds.shape[1])
+            else:
+                count = precomputed.get("num_coordinate_values")
+                bound = None if count is None else self._check_coordinate_count(count)
             structure = self._structure(precomputed["position_mask"].bool(), precomputed["position_coordinates"],
                                         _slot_positions(kinds), kinds,
                                         precomputed.get("position_relative_positions") if explicit else None,
-                                        coordinate_bound=max(1, kinds.shape[1]) if self.grammar.causal else None)
+                                        coordinate_bound=bound)
             structure.head_slots = precomputed.get("head_token_index")
             if self.composer is not None:
                 missing = [name for name in COMPOSITION_STRUCTURE_INPUTS if precomputed.get(name) is None]
@@ -214,6 +230,12 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                                      "(SyntacticDataCollator gives them for an Ex grammar)")
                 structure.composition_children = precomputed["composition_children"].bool()
                 structure.composition_level = precomputed["composition_level"]
+                schedule = [precomputed.get(name) for name in COMPOSITION_SCHEDULE_INPUTS]
+                if (schedule[0] is None) != (schedule[1] is None):
+                    raise ValueError(f"the composition schedule needs both {list(COMPOSITION_SCHEDULE_INPUTS)} "
+                                     "(SyntacticDataCollator gives them for an Ex grammar)")
+                if schedule[0] is not None:
+                    structure.composition_schedule = tuple(schedule)
             if self.start_pointer is not None:
                 structure.start_candidates = precomputed["start_candidates"].bool()
                 structure.position_actions = precomputed["expansion_index"]
@@ -259,6 +281,15 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             structure.start_candidates = torch.from_numpy(grammar_batch["start_candidates"]).to(device)
             structure.position_actions = torch.from_numpy(grammar_batch["expansion_index"]).to(device)
         return torch.from_numpy(grammar_batch["input_ids"]).to(device), structure, torch.from_numpy(prediction_index).to(device)
+
+    @staticmethod
+    def _check_coordinate_count(count):
+        """A given num_coordinate_values is a positive Python int (PositionStructure checks, on the CPU, that it
+        covers the coordinates: a smaller one would drop one-hot columns silently)."""
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+            raise ValueError(f"num_coordinate_values is {count!r}; expected a positive Python int (the collator's count, "
+                             "kept on the host: a tensor would be read back from the device)")
+        return int(count)
 
     def _check_starts(self, input_ids, starts, precomputed):
         """A model with the start pointer needs each `)`'s start (a ValueError naming what to pass); another model
@@ -315,7 +346,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             raise ValueError(f"a {self.config.grammar} model composes every `)` from its children: the structure "
                              "needs composition_children and composition_level (grammar.batch gives them)")
         return self.composer.compose_by_level(self.decoder.embed_tokens(position_ids), structure.composition_children,
-                                              structure.composition_level)
+                                              structure.composition_level, structure.composition_schedule)
 
     @staticmethod
     def head_ids(position_ids, structure):
@@ -396,7 +427,8 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                 output_hidden_states=None, return_dict=True, extra_embeddings=None, expansion_index=None,
                 position_mask=None, position_coordinates=None, position_kinds=None, prediction_index=None, cache=None,
                 position_relative_positions=None, head_token_index=None, composition_children=None,
-                composition_level=None, constituent_starts=None, start_candidates=None, **unused):
+                composition_level=None, constituent_starts=None, start_candidates=None, num_coordinate_values=None,
+                composition_schedule=None, composition_schedule_levels=None, **unused):
         _reject_unknown_inputs(self, unused)
         past_key_values = _one_cache(cache, past_key_values)
         if input_ids is None:
@@ -416,7 +448,9 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         if present:  # a dependency grammar's additions (DEPENDENCY_STRUCTURE_INPUTS), an Ex grammar's (COMPOSITION_...)
             given.update(position_relative_positions=position_relative_positions, head_token_index=head_token_index,
                          composition_children=composition_children, composition_level=composition_level,
-                         start_candidates=start_candidates)
+                         start_candidates=start_candidates, num_coordinate_values=num_coordinate_values,
+                         composition_schedule=composition_schedule,
+                         composition_schedule_levels=composition_schedule_levels)
         position_ids, structure, prediction_index = self.positions_of_actions(
             input_ids, attention_mask, past_length, given if present else None,
             starts=None if present else constituent_starts)

@@ -22,7 +22,7 @@ Hub code: imports only torch and its sibling files.
 import torch
 from torch import nn
 
-from .backbone import COMPOSE_KINDS
+from .backbone import compose_kinds_on
 
 POINTER_HEADS = 2  # "the outputs of the first two attention heads in the final layer"
 
@@ -52,7 +52,7 @@ class FinalLayerHeads:
             heads = self._outputs.pop(id(self._restricted[0]))
             if len(self._restricted) == 2:
                 compose = self._outputs.pop(id(self._restricted[1]))
-                is_compose = torch.isin(kinds, COMPOSE_KINDS.to(kinds.device))[:, :, None, None]
+                is_compose = torch.isin(kinds, compose_kinds_on(kinds.device))[:, :, None, None]
                 heads = torch.where(is_compose, compose, heads)
             parts.append(heads)
         if self._unrestricted is not None:

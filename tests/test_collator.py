@@ -32,6 +32,8 @@ def test_collator_output_for_a_tree_derived_by_hand():
     assert batch["expansion_index"][0].tolist() == [0, 1, 2, 3, 4, 4, 5, 5]
     assert batch["prediction_index"][0].tolist() == [0, 1, 2, 3, 5, 7]  # a closing NT predicts from its STACK copy
     assert batch["position_coordinates"][0].tolist() == [0, 1, 2, 3, 2, 2, 1, 1]  # depths
+    # depths 0 to 3, counted on the host: a plain int, so that the model need not read it back from the device
+    assert batch["num_coordinate_values"] == 4 and type(batch["num_coordinate_values"]) is int
     K = PositionKind
     assert batch["position_kinds"][0].tolist() == [K.BOS, K.OPEN_NT, K.OPEN_NT, K.TERMINAL, K.CLOSE_COMPOSE,
                                                    K.CLOSE_STACK, K.CLOSE_COMPOSE, K.CLOSE_STACK]
@@ -64,8 +66,20 @@ def test_tokenizer_padding_is_removed_and_plain_lists_accepted():
     collator = SyntacticDataCollator("tg", VOCAB.layout)
     padded = [f["input_ids"] + [VOCAB.layout.pad_token_id] * 5 for f in FEATURES]
     a, b = collator(padded), collator(FEATURES)
+    assert a.keys() == b.keys()
     for key in a:
-        assert torch.equal(a[key], b[key])
+        assert torch.equal(a[key], b[key]) if torch.is_tensor(a[key]) else a[key] == b[key]
+
+
+def test_host_counts_can_be_left_out_for_a_model_whose_code_predates_them():
+    """host_counts=False gives the batch without num_coordinate_values (which a checkpoint's older hub code would
+    reject); the model then counts the coordinates itself, with the same loss."""
+    with_counts = SyntacticDataCollator("tg", VOCAB.layout)(FEATURES)
+    without = SyntacticDataCollator("tg", VOCAB.layout, host_counts=False)(FEATURES)
+    assert set(with_counts) - set(without) == {"num_coordinate_values"}
+    model = tiny_tg()
+    with torch.no_grad():
+        assert torch.equal(model(**with_counts).loss, model(**without).loss)
 
 
 def test_collator_errors():
@@ -105,17 +119,44 @@ def test_works_as_trainer_data_collator(tmp_path):
     collator = SyntacticDataCollator("tg", VOCAB.layout)
     with torch.no_grad():
         before = float(model(**collator(FEATURES)).loss)
-    seen = []
-    model.register_forward_pre_hook(lambda module, args, kwargs: seen.append(set(kwargs)), with_kwargs=True)
+    seen, counts = [], []
+
+    def record(module, args, kwargs):
+        seen.append(set(kwargs))
+        counts.append(kwargs.get("num_coordinate_values"))
+
+    model.register_forward_pre_hook(record, with_kwargs=True)
     args = TrainingArguments(
         output_dir=str(tmp_path), per_device_train_batch_size=4, num_train_epochs=10, learning_rate=1e-2,
         logging_steps=100, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
     )
     Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator).train()
     expected_inputs = {"input_ids", "attention_mask", "labels", "expansion_index", "position_mask",
-                       "position_coordinates", "position_kinds", "prediction_index"}
+                       "position_coordinates", "position_kinds", "prediction_index", "num_coordinate_values"}
     assert len(seen) == 80 and all(expected_inputs <= keys for keys in seen)
+    assert all(type(count) is int and count > 1 for count in counts)  # the host's count, not moved to a tensor
     model.eval()
     with torch.no_grad():
         after = float(model(**collator(FEATURES)).loss)
     assert after < before * 0.7
+
+
+def test_a_model_without_host_counts_gets_a_collator_without_them():
+    """A checkpoint saved before the host counts carries modeling code that refuses unknown inputs: its collator
+    (scoring.collator_for, hf-slm train / finetune) leaves them out; today's models take them."""
+    import torch.nn as nn
+
+    from hf_slm.collator import takes_host_counts
+    from hf_slm.scoring import collator_for
+
+    config = config_for_grammar("tg", vocab_size=20, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32)
+    model = causal_lm_for_config(config)
+    assert takes_host_counts(model) and collator_for(model).host_counts
+
+    class OldInner(nn.Module):
+        def forward(self, input_ids=None, attention_mask=None, position_coordinates=None, **unused):
+            raise AssertionError("not called")
+
+    model.model = OldInner()
+    assert not takes_host_counts(model) and not collator_for(model).host_counts

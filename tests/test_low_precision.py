@@ -60,7 +60,7 @@ def on_device(family, tiny_models, device):
 
 
 def logits(model, batch, device, dtype=None):
-    batch = {name: value.to(device) for name, value in batch.items()}
+    batch = {name: value.to(device) if torch.is_tensor(value) else value for name, value in batch.items()}
     with torch.no_grad(), torch.autocast(device, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
         return model(**batch).logits.float()
 

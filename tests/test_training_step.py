@@ -32,20 +32,12 @@ DEVICES = [
 ]
 # Where reading the device is inherent today: (the innermost function of this repository that reads, as
 # "file.py:function") -> (the families it may read in, why).
-ALLOWED_READS = {
-    "backbone.py:num_coordinate_values": (
-        {"tg", "tg-hybrid", "dtg"},
-        "the factorized attention's one-hot key block is as wide as there are coordinate values, and TG's and DTG's "
-        "coordinates are tree depths, known only to the data: one read per forward call (not per layer). The "
-        "collator computes them on the host and could hand the count over (the model's own grammar path does: "
-        "modeling_slm.positions_of_actions)"),
-    "composer.py:compose_by_level": (
-        {"nb-dn-ex-m"},
-        "the external composer (paper 003's Ex) packs each tree level's constituents into one dense batch: how many "
-        "there are per level and how many children each has are data; it also checks its inputs"),
-    "composer.py:compose_packed": (
-        {"nb-dn-ex-m"}, "the composer's packed batch is as wide as the most children of a constituent (data)"),
-}
+# None is inherent any more: TG's and DTG's count of coordinate values (the width of the factorized attention's one-hot
+# key block) is the collator's num_coordinate_values, and the Ex composer's order and sizes per tree level its
+# composition_schedule, both computed on the host where the grammar ran. Without them the model reads them back,
+# which the test below checks is caught. (Listed here: "file.py:function" of the innermost reader of this
+# repository -> (the families it may read in, why).)
+ALLOWED_READS = {}
 # Operators whose output size depends on the values: they wait for the device.
 DATA_SIZED = {"nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_dim", "unique_consecutive",
               "repeat_interleave", "_local_scalar_dense"}  # (the last: item, int, bool, float, index)
@@ -132,6 +124,11 @@ def _tiny(family, tmp_path):
     return model, tokenizer, lines[:4]
 
 
+def _on(batch, device):
+    """The batch's tensors on `device`; its plain values (num_coordinate_values) as they are, as Trainer moves them."""
+    return {name: value.to(device) if torch.is_tensor(value) else value for name, value in batch.items()}
+
+
 def _collated(model, tokenizer, trees):
     from hf_slm.data.prepare_dependency import is_dependency_tokenizer
 
@@ -146,7 +143,14 @@ def _collated(model, tokenizer, trees):
 def test_a_training_step_reads_nothing_back_from_the_device(family, device, host_reads, monkeypatch, tmp_path,
                                                             one_thread):
     model, tokenizer, trees = _tiny(family, tmp_path)
-    batch = {name: value.to(device) for name, value in _collated(model, tokenizer, trees).items()}
+    batch = _on(_collated(model, tokenizer, trees), device)
+    unexpected = _unexpected_reads(model, batch, device, family, host_reads, monkeypatch)
+    assert not unexpected, f"{family}: the training step reads the device back in {unexpected}"
+
+
+def _unexpected_reads(model, batch, device, family, host_reads, monkeypatch):
+    """The reads back from the device of one training forward + backward of `model` on `batch` that ALLOWED_READS
+    does not list, as sorted (reader, how)."""
     model.to(device).train()
     if device == "cpu":
         monkeypatch.setattr(backbone, "on_host", lambda tensor: False)
@@ -156,9 +160,60 @@ def test_a_training_step_reads_nothing_back_from_the_device(family, device, host
         loss = model(**batch).loss
         loss.backward()
     assert torch.isfinite(loss.detach().cpu())
-    unexpected = sorted({(reader, how) for reader, how in host_reads.reads
-                         if family not in ALLOWED_READS.get(reader, ((), ""))[0]})
-    assert not unexpected, f"{family}: the training step reads the device back in {unexpected}"
+    return sorted({(reader, how) for reader, how in host_reads.reads
+                   if family not in ALLOWED_READS.get(reader, ((), ""))[0]})
+
+
+COUNTED = ["num_coordinate_values"]
+SCHEDULED = ["composition_schedule", "composition_schedule_levels"]
+
+
+@pytest.mark.parametrize("family,left_out,readers", [
+    ("tg", COUNTED, {"backbone.py:num_coordinate_values"}),
+    ("tg-hybrid", COUNTED, {"backbone.py:num_coordinate_values"}),
+    ("dtg", COUNTED, {"backbone.py:num_coordinate_values"}),
+    ("nb-dn-ex-m", SCHEDULED, {"composer.py:_device_schedule", "composer.py:compose_packed"}),
+])
+def test_without_the_collators_counts_the_model_reads_them_back_and_the_test_sees_it(family, left_out, readers,
+                                                                                      host_reads, monkeypatch,
+                                                                                      tmp_path, one_thread):
+    """The check above is not blind: without what the collator counted on the host (a model loaded without hf-slm,
+    a batch of another collator), the families whose coordinates are tree depths read their count back from the
+    device, and the Ex composer its order and sizes per tree level."""
+    model, tokenizer, trees = _tiny(family, tmp_path)
+    batch = {name: value for name, value in _collated(model, tokenizer, trees).items() if name not in left_out}
+    unexpected = _unexpected_reads(model, batch, "cpu", family, host_reads, monkeypatch)
+    assert {reader for reader, _ in unexpected} == readers, unexpected
+
+
+@pytest.mark.parametrize("device_paths", [False, True], ids=["cpu-kernel", "device-paths"])
+@pytest.mark.parametrize("family", ["tg", "tg-hybrid", "dtg", "dtg_eager", "choe_charniak", "nb-dn-ex-m", "bi-up-ex-m",
+                                    "nb-up-ex-m"])
+def test_the_collators_counts_give_the_numbers_of_the_counts_read_from_the_device(family, device_paths, monkeypatch,
+                                                                                  tmp_path, one_thread):
+    """Logits, loss and gradients with the collator's num_coordinate_values and composition schedule are those
+    without them, bit for bit; a count too small for the coordinates is an error (checked on the CPU, where it costs
+    no sync)."""
+    model, tokenizer, trees = _tiny(family, tmp_path)
+    batch = _collated(model, tokenizer, trees)
+    model.eval()
+    if device_paths:
+        monkeypatch.setattr(backbone, "on_host", lambda tensor: False)
+
+    def run(inputs):
+        model.zero_grad()
+        output = model(**inputs)
+        output.loss.backward()
+        return output.logits.detach(), output.loss.detach(), [p.grad.clone() for p in model.parameters()
+                                                              if p.grad is not None]
+
+    given = run(batch)
+    read = run({name: value for name, value in batch.items() if name not in COUNTED + SCHEDULED})
+    assert torch.equal(given[0], read[0]) and torch.equal(given[1], read[1])
+    assert all(torch.equal(a, b) for a, b in zip(given[2], read[2], strict=True))
+    if not device_paths and family in ("tg", "dtg"):
+        with pytest.raises(ValueError, match=r"num_coordinate_values\) is 2; the coordinates take [3-9] values"):
+            model(**{**batch, "num_coordinate_values": 2})
 
 
 def test_the_device_paths_compute_the_numbers_of_the_cpu_kernel(monkeypatch, tmp_path, one_thread):
@@ -182,6 +237,26 @@ def test_the_device_paths_compute_the_numbers_of_the_cpu_kernel(monkeypatch, tmp
         torch.testing.assert_close(device_logits[real], cpu_logits[real], rtol=1e-5, atol=1e-5)
         for device_grad, cpu_grad in zip(device_grads, cpu_grads, strict=True):
             torch.testing.assert_close(device_grad, cpu_grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["nb-dn-ex-m", "bi-up-ex-m", "nb-up-ex-m"])
+def test_the_host_composition_schedule_is_the_one_read_from_the_device(family, tmp_path, one_thread):
+    """composer.composition_schedule (numpy, the collator's) gives the indices and per-level sizes that the composer
+    reads from the device tensors without it, and the widest constituent of each level."""
+    from hf_slm.modeling.composer import composition_schedule
+
+    model, tokenizer, trees = _tiny(family, tmp_path)
+    batch = _collated(model, tokenizer, trees)
+    indices, levels = composition_schedule(batch["composition_children"].numpy(), batch["composition_level"].numpy())
+    device_indices, device_levels = model.model.composer._device_schedule(batch["composition_children"],
+                                                                          batch["composition_level"])
+    assert len(levels) > 1 and torch.equal(torch.from_numpy(indices), device_indices)
+    assert [entry[:3] for entry in levels] == [entry[:3] for entry in device_levels]
+    ranks = indices.tolist()[sum(e[0] for e in levels) + sum(e[1] for e in levels):][: sum(e[1] for e in levels)]
+    by_level = iter(ranks)
+    assert [entry[3] for entry in levels] == [1 + max(next(by_level) for _ in range(entry[1])) for entry in levels]
+    assert torch.equal(batch["composition_schedule"], torch.from_numpy(indices))
+    assert batch["composition_schedule_levels"] == levels
 
 
 # ---- gradient accumulation ----------------------------------------------------------------------------------------
