@@ -10,6 +10,7 @@ import torch
 from .modeling.composer import composition_schedule
 from .modeling.dependency_grammars import DependencyLayout
 from .modeling.grammars import ActionLayout, get_grammar
+from .modeling.modeling_slm import coordinate_count
 
 
 class SyntacticDataCollator:
@@ -124,7 +125,7 @@ class SyntacticDataCollator:
             "prediction_index": torch.from_numpy(batch["prediction_index"]),
         }
         if self.host_counts:
-            collated["num_coordinate_values"] = _num_coordinate_values(batch["position_coordinates"])
+            collated["num_coordinate_values"] = coordinate_count(batch["position_coordinates"])
         if explicit:
             collated["position_relative_positions"] = torch.from_numpy(batch["relative_positions"])
         if "head_token_index" in batch:
@@ -142,15 +143,6 @@ class SyntacticDataCollator:
             collated["constituent_starts"] = torch.from_numpy(padded_starts)
             collated["start_candidates"] = torch.from_numpy(batch["start_candidates"])
         return collated
-
-
-def _num_coordinate_values(coordinates):
-    """1 + max - min(0, min) of the [B, T'] coordinates, as a Python int: the model's count of coordinate values
-    (backbone.PositionStructure.num_coordinate_values; grammars whose relative positions are affine in the
-    coordinates shift them to start at 0, hence the smallest)."""
-    if not coordinates.size:
-        return 1
-    return int(coordinates.max()) - min(0, int(coordinates.min())) + 1
 
 
 def _given_starts(features, sequences):

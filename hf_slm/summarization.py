@@ -282,7 +282,9 @@ def context_ids(tokenizer, sentences, prompt):
     with their starts for a Nb-Up tokenizer). A words-only sequence's `</s>` is left off: the summary follows."""
     sentences = [as_sentence(sentence, tokenizer) for sentence in [*sentences, prompt]]
     ids = encoded_document(tokenizer, sentences)
-    _, ending = tokenizer._document_bounds()
+    # A checkpoint's tokenizer code saved before _document_bounds existed ends only a terminals document
+    bounds = getattr(tokenizer, "_document_bounds", None)
+    ending = bounds()[1] if bounds is not None else [tokenizer.eos_token_id] * (tokenizer.linearization == "terminals")
     return ids[: len(ids) - len(ending)] if ending else ids
 
 

@@ -79,6 +79,15 @@ class SyntacticCausalLMOutput(CausalLMOutputWithPast):
     start_log_probs: torch.FloatTensor | None = None
 
 
+def coordinate_count(coordinates):
+    """1 + max - min(0, min) of host (numpy) coordinates, a Python int: how many coordinate values the factorized
+    attention spans (backbone.PositionStructure.num_coordinate_values; grammars whose relative positions are affine
+    in the coordinates shift them to start at 0, hence the smallest). Counted where the grammar ran, on the host."""
+    if not coordinates.size:
+        return 1
+    return int(coordinates.max()) - min(0, int(coordinates.min())) + 1
+
+
 def _one_cache(cache, past_key_values):
     """The cache given under either name (transformers' own generate passes `cache` from 5.24 on)."""
     if cache is not None and past_key_values is not None and cache is not past_key_values:
@@ -270,7 +279,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             torch.from_numpy(coordinates).to(device), _slot_positions(kinds), kinds,
             torch.from_numpy(grammar_batch["relative_positions"]).to(device) if explicit else None,
             # counted on the host, where the grammar ran (the coordinates' shift for relative_affine keeps it a bound)
-            coordinate_bound=int(coordinates.max() - min(0, coordinates.min())) + 1 if coordinates.size else None,
+            coordinate_bound=coordinate_count(coordinates),
         )
         if "head_token_index" in grammar_batch:  # DTG: arc positions add their head word's last piece
             structure.head_slots = torch.from_numpy(grammar_batch["head_token_index"]).to(device)
