@@ -37,7 +37,7 @@ def load_model(path):
     if Path(path).exists():
         return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path), f"checkpoint {path}"
     from hf_slm import SyntacticTokenizer, preset_config, read_trees
-    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+    from hf_slm.families import causal_lm_for_config
     from hf_slm.quickstart import QUICKSTART_MODEL
 
     trees = read_trees(SAMPLE / "train.txt")

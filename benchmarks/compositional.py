@@ -72,8 +72,8 @@ def load_or_build(variant, models, tokenizers):
     """(model, tokenizer, where it came from): `models/<variant>` when it holds a checkpoint, else a random
     `<variant>-tiny` over a tokenizer trained on the GUM sample for its linearization (one per linearization)."""
     from hf_slm import preset_config, read_trees
-    from hf_slm.modeling.grammars import grammar_class
-    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+    from hf_slm.families import grammar_class
+    from hf_slm.families import causal_lm_for_config
     from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
 
     if models is not None and (Path(models) / variant / "config.json").is_file():

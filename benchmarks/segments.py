@@ -63,8 +63,8 @@ def document_ids():
 def model_for(grammar, tokenizer, length):
     import torch
 
-    from hf_slm.modeling.configuration_slm import config_for_grammar
-    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+    from hf_slm.families import config_for_grammar
+    from hf_slm.families import causal_lm_for_config
 
     config = config_for_grammar(grammar=grammar, vocab_size=len(tokenizer), document_level=True,
                                 max_sequence_length=max(length, 16), core_dropout=0.0, embedding_dropout=0.0,
@@ -80,7 +80,7 @@ def measure(configuration, segment_length, streams, steps):
     sys.path.insert(0, str(REPO / "benchmarks"))
     from train_step import peak_rss_kb, reset_peak_rss
 
-    from hf_slm.modeling.grammars import get_grammar
+    from hf_slm.families import get_grammar
     from hf_slm.modeling.segment_recurrence import SegmentBatch, empty_memory, segment_forward
     from hf_slm.segment_training import DocumentStreams
 
@@ -120,7 +120,8 @@ def memory_table(segment_lengths):
     structure and under the shift memory."""
     import numpy as np
 
-    from hf_slm.modeling.grammars import ActionLayout, get_grammar
+    from hf_slm.families import get_grammar
+    from hf_slm.modeling.grammars import ActionLayout
     from hf_slm.modeling.segments import attendable_after_segments, segment_sequence
 
     tokenizer, ids, source = document_ids()

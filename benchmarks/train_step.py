@@ -138,7 +138,7 @@ def build_compositional_batch(name, batch_size, length):
     import numpy as np
 
     from hf_slm import SyntacticDataCollator, read_trees
-    from hf_slm.modeling.grammars import grammar_class
+    from hf_slm.families import grammar_class
     from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
     from hf_slm.training import doubled_id_ranges
 
@@ -207,8 +207,8 @@ def measure(name, steps, batch_size, length):
         model = GPT2LMHeadModel(config)
         batch = batches["gpt2"]
     else:
-        from hf_slm.modeling.configuration_slm import config_for_grammar
-        from hf_slm.modeling.modeling_slm import causal_lm_for_config
+        from hf_slm.families import config_for_grammar
+        from hf_slm.families import causal_lm_for_config
 
         chosen_layout = words_layout if name == "terminals" else layout
         config = config_for_grammar(vocab_size=VOCAB, grammar=name, max_sequence_length=max(length, 512),

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from transformers import AutoModelForCausalLM
 
-from hf_slm import PRESETS, SyntacticTokenizer, read_trees
-from hf_slm.checks import LINEARIZATION_OF_GRAMMAR
+from hf_slm import SyntacticTokenizer, presets, read_trees
+from hf_slm.checks import linearization_of
 from hf_slm.data.prepare import prepare_dataset
 from hf_slm.evaluation.perplexity import word_perplexity
 from hf_slm.training import TrainingSetup, train
@@ -69,7 +69,7 @@ def main():
     # The tokenizer learns every label of the three splits, so that test trees never meet an unknown one.
     splits = {split: read_trees([corpus / f"{split}.txt"]) for split in ("train", "dev", "test")}
     labels = {node.label() for trees in splits.values() for tree in trees for node in tree.subtrees()}
-    linearization = LINEARIZATION_OF_GRAMMAR[PRESETS[args.preset]["model"]["grammar"]]
+    linearization = linearization_of(presets()[args.preset]["model"]["grammar"])
     tokenizer = SyntacticTokenizer.train(splits["train"], vocab_size=2000, extra_nonterminals=labels,
                                          linearization=linearization)
     tokenizer.save_pretrained(output / "tokenizer")

@@ -42,8 +42,8 @@ from hf_slm.evaluation.syntaxgym import run_syntaxgym
 from hf_slm.modeling.compositional_grammars import BASELINE_GRAMMARS
 from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
 from hf_slm.modeling.generation_slm import CONSTRAINT_SETTINGS
-from hf_slm.modeling.grammars import grammar_class
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import grammar_class
+from hf_slm.families import causal_lm_for_config
 from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
 from hf_slm.training import make_optimizer
 

@@ -34,7 +34,7 @@ from hf_slm.data import load_conllu
 from hf_slm.evaluation.attachment import parse_uas
 from hf_slm.evaluation.perplexity import word_perplexity
 from hf_slm.evaluation.syntaxgym import run_syntaxgym
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import causal_lm_for_config
 from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 from hf_slm.tokenization.trees import escape_word
 from hf_slm.training import make_optimizer

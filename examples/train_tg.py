@@ -15,7 +15,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
 from hf_slm import SyntacticDataCollator, SyntacticTokenizer, preset_config, read_trees
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import causal_lm_for_config
 from hf_slm.scoring import action_log_probs, action_perplexity
 from hf_slm.training import make_optimizer
 

@@ -22,22 +22,29 @@ _NAMES = {
     "check_tokenizer_matches": "checks",
     "SyntacticDataCollator": "collator",
     "UniformMixture": "ensemble",
-    "PRESETS": "modeling.configuration_slm",
+    "Family": "families",
+    "Variant": "families",
+    "register_family": "families",
+    "registered_families": "families",
+    "family_for_config": "families",
+    "family_for_grammar": "families",
+    "grammar_class": "families",
+    "get_grammar": "families",
+    "presets": "families",
+    "preset_config": "families",
+    "config_for_grammar": "families",
+    "causal_lm_for_config": "families",
     "TransformerGrammarConfig": "modeling.configuration_slm",
-    "preset_config": "modeling.configuration_slm",
     "SyntacticTransformerConfig": "modeling.configuration_slm",
     "TransformerXLConfig": "modeling.configuration_slm",
-    "config_for_grammar": "modeling.configuration_slm",
     "BeamSearchOptions": "modeling.generation_slm",
     "WordSynchronousBeamSearch": "modeling.generation_slm",
     "SearchDecoder": "modeling.search_decoders",
     "TransformerSearchDecoder": "modeling.search_decoders",
-    "DEPENDENCY_GRAMMARS": "modeling.dependency_grammars",
     "DependencyLayout": "modeling.dependency_grammars",
     "ActionKind": "modeling.grammars",
     "ActionLayout": "modeling.grammars",
     "PositionKind": "modeling.grammars",
-    "get_grammar": "modeling.grammars",
     "TransformerGrammarForCausalLM": "modeling.modeling_slm",
     "TransformerGrammarModel": "modeling.modeling_slm",
     "TransformerXLForCausalLM": "modeling.modeling_slm",
@@ -79,7 +86,7 @@ _NAMES = {
 }
 
 # Submodules that need neither torch nor transformers (numpy, nltk): handing out their names registers nothing.
-_WITHOUT_TRANSFORMERS = {"checks", "sentence_splitting", "modeling.grammars", "modeling.dependency_grammars", "tokenization.linearizers",
+_WITHOUT_TRANSFORMERS = {"checks", "families", "sentence_splitting", "modeling.grammars", "modeling.dependency_grammars", "tokenization.linearizers",
                          "tokenization.trees", "tokenization.dependency_trees", "tokenization.transitions"}
 
 __all__ = sorted(_NAMES) + ["__version__"]

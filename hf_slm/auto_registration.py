@@ -40,6 +40,15 @@ def register_auto_classes_once():
     _remove_watcher()
 
 
+def register_family_if_ready(family):
+    """Register a family added after hf-slm's classes were registered (hf_slm.register_family); before that,
+    `register_auto_classes_once` registers every family at once."""
+    if _state["registered"]:
+        from .auto import register_family_classes
+
+        register_family_classes(family)
+
+
 def _register_when_ready():
     # Called after a watched module ran. Only the outermost hf_slm import may register (see the docstring).
     if _state["imports_in_progress"] == 0 and "transformers" in sys.modules:

@@ -420,11 +420,13 @@ def gold_tree_coverage(tokenizer, trees, grammar="tg", **beam_options):
     could find at all under the search constraints of `beam_options` (BeamSearchOptions fields: n_c, p_c...),
     and the indices of those it could not. Each gold tree is replayed action by action, with its own words
     forced, through the same SearchConstraints the search uses."""
-    from .modeling.grammars import ActionKind, ActionLayout, get_grammar
+    from .families import grammar_class
+    from .modeling.grammars import ActionKind
     from .modeling.search_constraints import SearchConstraints
 
     options = BeamSearchOptions(**beam_options).check()
-    rules = get_grammar(grammar, ActionLayout(**tokenizer.action_layout))
+    rules_class = grammar_class(grammar)
+    rules = rules_class(rules_class.layout_class(**tokenizer.action_layout))
     constraints = SearchConstraints(rules, tokenizer.word_start_mask, _incomplete_word_ids(tokenizer),
                                     options.max_nonterminals, options.max_consecutive_open,
                                     options.max_structural_per_word, options.max_nonterminals_per_word)

@@ -1,23 +1,33 @@
 """Checks that a tokenizer and a model were made for each other."""
 
-from .modeling.grammars import all_grammars, grammar_for_config
+from .families import family_for_config, grammar_class, grammar_names
+from .modeling.grammars import grammar_for_config
 
-# What a tokenizer must produce for each grammar (each grammar class says it).
-LINEARIZATION_OF_GRAMMAR = {name: rules.linearization for name, rules in all_grammars().items()}
+
+def linearization_of(grammar):
+    """What a tokenizer must produce for `grammar` (its grammar class says it)."""
+    return grammar_class(grammar).linearization
+
+
+def grammars_reading(linearization):
+    """The registered grammars whose tokenizers produce `linearization`."""
+    return [name for name in grammar_names() if linearization_of(name) == linearization]
 
 
 def check_tokenizer_matches(config, tokenizer):
-    """Raise ValueError naming every way `tokenizer` disagrees with a model `config`.
+    """Raise ValueError naming every way `tokenizer` disagrees with a model `config`, by its family's check
+    (Family.check_tokenizer; a family with grammars: check_grammar_tokenizer)."""
+    family_for_config(config).check_tokenizer(config, tokenizer)
+
+
+def check_grammar_tokenizer(config, tokenizer):
+    """Raise ValueError naming every way `tokenizer` disagrees with the `config` of a model with a grammar.
 
     The model reads ids by their ranges (config.open_nt_start, ...), so a tokenizer with another layout
     would silently turn nonterminals into words, and one with the same layout but other pieces would feed
     it other words (config.vocabulary_fingerprint, when the model recorded it); this catches both before
     any number is computed.
     """
-    if getattr(config, "model_type", None) == "syntactic_ordered_memory":  # SOM reads words, it has no grammar
-        from .som_cli import check_som_tokenizer
-
-        return check_som_tokenizer(config, tokenizer)
     problems = []
     if len(tokenizer) > config.vocab_size:
         problems.append(f"the tokenizer has {len(tokenizer)} ids but the model's vocab_size is {config.vocab_size}")
@@ -36,7 +46,7 @@ def check_tokenizer_matches(config, tokenizer):
     if trained_with and fingerprint and fingerprint != trained_with:
         problems.append(f"the tokenizer's vocabulary (fingerprint {fingerprint}) is not the one the model was "
                         f"trained with ({trained_with}): same id ranges, other pieces or labels")
-    expected = LINEARIZATION_OF_GRAMMAR.get(config.grammar)
+    expected = linearization_of(config.grammar)
     linearization = getattr(tokenizer, "linearization", None)
     if expected and linearization and linearization != expected:
         problems.append(f"the tokenizer linearizes {linearization!r} but the {config.grammar} grammar reads {expected!r}")

@@ -60,20 +60,22 @@ def command_quickstart(args):
 
 
 def command_presets(args):
-    from .modeling.configuration_slm import PRESETS
+    from .families import registered_families
 
-    print(f"{'preset':<22} {'grammar':<14} {'d':>5} {'layers':>6} {'heads':>5} {'d_ff':>5} {'vocab':>6}  description")
-    for name, preset in PRESETS.items():
-        m = preset["model"]
-        print(f"{name:<22} {m['grammar']:<14} {m['hidden_size']:>5} {m['num_hidden_layers']:>6} "
-              f"{m['num_attention_heads']:>5} {m['intermediate_size']:>5} {m['vocab_size']:>6}  {preset['description']}")
-    from .som_training import SOM_TRAINING_PRESETS
-
-    print(f"\n{'Syntactic Ordered Memory':<22} {'model':<14} {'D':>5} {'slots':>6}  description")
-    for name, preset in SOM_TRAINING_PRESETS.items():
-        m = preset["model"]
-        kind = "dsom" if m.get("disentangle") else "esom"
-        print(f"{name:<22} {kind:<14} {m['hidden_size']:>5} {m['num_slots']:>6}  {preset['description']}")
+    for family in registered_families():  # one table per family: its own columns (Family.preset_columns)
+        presets = family.all_presets()
+        if not presets:
+            continue
+        rows = [(name, family.preset_columns(preset), preset["description"]) for name, preset in presets.items()]
+        headers = list(rows[0][1])
+        widths = [max(len(str(h)), *(len(str(columns[h])) for _, columns, _ in rows)) for h in headers]
+        name_width = max(22, *(len(name) for name, _, _ in rows))
+        print(f"{family.display_name} (paper {family.paper})")
+        print(f"{'preset':<{name_width}} " + " ".join(f"{h:>{w}}" for h, w in zip(headers, widths)) + "  description")
+        for name, columns, description in rows:
+            print(f"{name:<{name_width}} " + " ".join(f"{columns[h]!s:>{w}}" for h, w in zip(headers, widths))
+                  + f"  {description}")
+        print()
     return 0
 
 

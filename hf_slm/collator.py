@@ -8,8 +8,7 @@ import numpy as np
 import torch
 
 from .modeling.composer import composition_schedule
-from .modeling.dependency_grammars import DependencyLayout
-from .modeling.grammars import ActionLayout, get_grammar
+from .families import grammar_class
 from .modeling.modeling_slm import coordinate_count
 
 
@@ -77,10 +76,12 @@ class SyntacticDataCollator:
 
     def __init__(self, grammar, layout, max_length=None, pad_to_multiple_of=None, validate=True, document_level=False,
                  host_counts=True, **grammar_options):
-        if isinstance(layout, dict):
-            layout = DependencyLayout(**layout) if "root_token_id" in layout else ActionLayout(**layout)
-        self.grammar = (get_grammar(grammar, layout, document_level, **grammar_options) if isinstance(grammar, str)
-                        else grammar)
+        if isinstance(grammar, str):
+            rules = grammar_class(grammar)
+            if isinstance(layout, dict):
+                layout = rules.layout_class(**layout)
+            grammar = rules(layout, document_level=document_level, **grammar_options)
+        self.grammar = grammar
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
         self.validate = validate

@@ -106,15 +106,13 @@ def load_base_model(directory):
     """(model, tokenizer) of a checkpoint folder with the installed classes, the model made document-level."""
     from .data.prepare import load_syntactic_tokenizer
     from .loading import check_checkpoint_folder
-    from .modeling.modeling_slm import CAUSAL_LM_CLASSES
+    from .families import family_for_config
 
     check_checkpoint_folder(directory)
-    model_type = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8")).get("model_type")
-    if model_type not in CAUSAL_LM_CLASSES:
-        raise ValueError(f"--model {str(directory)!r} is a {model_type!r} model; expected one of hf-slm's "
-                         f"{sorted(CAUSAL_LM_CLASSES)}")
+    config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+    family = family_for_config(config, f"--model {directory}")
     try:
-        model = CAUSAL_LM_CLASSES[model_type].from_pretrained(str(directory), document_level=True)
+        model = family.causal_lm_class.from_pretrained(str(directory), document_level=True)
     except ValueError as error:
         raise ValueError(f"--model {str(directory)!r} cannot read documents, which summarization sequences are "
                          f"(several trees in one sequence): {error}") from None

@@ -49,7 +49,7 @@ def check_checkpoint_folder(path):
     tokenizer."""
     from safetensors import SafetensorError, safe_open
 
-    from .auto import FAMILIES
+    from .families import registered_families
 
     folder = Path(path)
     if not folder.exists():
@@ -61,7 +61,7 @@ def check_checkpoint_folder(path):
         raise ValueError(f"model folder {path} has no config.json; expected a checkpoint saved with save_pretrained"
                          f"{_missing_config_hint(folder)}")
     contents = {name: _read_json_object(folder / name) for name in CHECKPOINT_JSON_FILES if (folder / name).is_file()}
-    model_types = sorted(config_class.model_type for config_class, *_ in FAMILIES)
+    model_types = sorted(family.model_type for family in registered_families())
     model_type = contents["config.json"].get("model_type")
     if model_type not in model_types:
         raise ValueError(f"{folder / 'config.json'} describes a model of type {model_type!r}; expected an hf-slm "

@@ -13,7 +13,8 @@ recurrence reads it (paper 000, section 2.2 and Figure 8; modeling/segments.py),
 from .action_vocab import ActionVocabulary
 from .modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
 from .modeling.dependency_grammars import DEPENDENCY_GRAMMARS, DependencyLayout
-from .modeling.grammars import IGNORE_INDEX, POSITION_KIND_NAMES, PositionKind, get_grammar
+from .families import get_grammar
+from .modeling.grammars import IGNORE_INDEX, POSITION_KIND_NAMES, PositionKind
 from .modeling.segments import segment_sequence
 from .tokenization.dependency_trees import DependencyTree
 from .tokenization.transitions import GEN, POP, transition_system

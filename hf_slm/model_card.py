@@ -30,48 +30,12 @@ from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 
 from .model_cards import DEFAULT_LICENSE, TEMPLATE_DIRECTORY
-from .modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
-from .modeling.grammars import grammar_class
+from .families import family_for_config, grammar_class, variant_for_config
 
 REPO_PLACEHOLDER = "ORG/NAME"
 REVISION_PLACEHOLDER = "COMMIT_SHA"
 COMMIT_SHA = re.compile(r"[0-9a-f]{7,40}")
 NOT_RECORDED = "not recorded"
-
-
-@dataclass(frozen=True)
-class ModelFamily:
-    """What a card says a checkpoint is, chosen by its config's grammar."""
-
-    name: str  # as the papers name it
-    tag: str  # the hub tag of the family
-    template: str  # file in model_cards/
-    syntactic: bool  # models syntax (p(x, y) over trees, or SOM's parser) rather than words alone
-
-
-FAMILIES = {
-    "tg": ModelFamily("Transformer Grammar (TG)", "transformer-grammar", "tg.md", True),
-    "choe_charniak": ModelFamily("TXL (CC)", "txl-cc", "txl_cc.md", True),
-    "terminals": ModelFamily("TXL (terminals)", "txl-terminals", "txl_terminals.md", False),
-    "dtg": ModelFamily("DTG", "dependency-transformer-grammar", "dtg.md", True),
-    "dtg_eager": ModelFamily("DTG-eager", "dependency-transformer-grammar", "dtg.md", True),
-    "dtg_swift": ModelFamily("DTG-swift", "dependency-transformer-grammar", "dtg.md", True),
-    "txl_trans": ModelFamily("TXL (trans)", "txl-trans", "txl_trans.md", True),
-    # Paper 003: its two GPT-2 baselines, and each of the sixteen variants below.
-    "gpt2-tree": ModelFamily("GPT2-tree", "gpt2-tree", "compositional.md", True),
-    "gpt2-token": ModelFamily("GPT2-token", "gpt2-token", "gpt2_token.md", False),
-}
-# Every compositional variant by its paper name (Nb-Dn-In-M), all from one template: a variant that becomes a model
-# needs no card code.
-FAMILIES.update({name: ModelFamily("-".join(part.capitalize() for part in name.split("-")), "compositional-slm",
-                                   "compositional.md", True) for name in COMPOSITIONAL_GRAMMARS})
-# Models without a grammar, by their config's model_type. Paper 001's SOM models p(x) exactly, its tree a soft
-# latent structure of its incremental parser.
-FAMILIES["syntactic_ordered_memory"] = ModelFamily("Syntactic Ordered Memory (SOM)", "syntactic-ordered-memory",
-                                                   "som.md", True)
-# The transition system of each dependency grammar, as a card names it.
-TRANSITION_SYSTEM_NAMES = {"dtg": "arc-standard", "dtg_eager": "arc-eager", "dtg_swift": "arc-swift",
-                           "txl_trans": "arc-standard"}
 
 
 # ---- reading the checkpoint folder ----------------------------------------------------------------------
@@ -105,11 +69,9 @@ def read_config(checkpoint_dir):
 
 
 def model_family(config, source="config.json"):
-    """The ModelFamily of a config (dict), from its "grammar" (its "model_type" when it has none)."""
-    key, name = (config["grammar"], "grammar") if config.get("grammar") else (config.get("model_type"), "model_type")
-    if key not in FAMILIES:
-        raise ValueError(f"{source}: {name} {key!r} has no model card template; expected one of {sorted(FAMILIES)}")
-    return FAMILIES[key]
+    """The registered Variant (hf_slm/families) a config (dict) describes: the name, hub tag and template of its
+    card."""
+    return variant_for_config(config, source)
 
 
 def count_parameters(checkpoint_dir):
@@ -478,8 +440,6 @@ def _config_value(config, key):
 
 def model_details(config, parameters):
     """(label, value) rows describing the architecture, from config.json."""
-    if not config.get("grammar"):  # the families chosen by model_type
-        return som_model_details(config, parameters)
     grammar = config["grammar"]
     heads = config.get("num_attention_heads")
     hidden = config.get("hidden_size")
@@ -588,15 +548,42 @@ COMPOSITIONAL_OPTIONS = {
 
 def compositional_options(config):
     """(aspect, this model's choice, the other choice) for each of paper 003's four options, or None for a grammar
-    that is not one of its sixteen variants."""
-    rules = COMPOSITIONAL_GRAMMARS.get(config.get("grammar"))
-    if rules is None:
+    that is not one of its sixteen variants (a baseline)."""
+    rules = grammar_class(config.get("grammar"))
+    if not all(hasattr(rules, name) for name in COMPOSITIONAL_OPTIONS):
         return None
     rows = []
     for name, (aspect, (when_true, when_false)) in COMPOSITIONAL_OPTIONS.items():
         chosen, other = (when_true, when_false) if getattr(rules, name) else (when_false, when_true)
         rows.append((aspect, chosen, other))
     return rows
+
+
+def no_card_values(config):
+    """Family.card_values of a family whose template reads only the shared values."""
+    return {}
+
+
+def dependency_card_values(config):
+    """What dtg.md and txl_trans.md read: the transition system, the arc input and the variant."""
+    return dict(transition_system=grammar_class(config["grammar"]).linearization.replace("_", "-"),
+                arc_representation=config.get("arc_representation", "w+arc"),
+                dependency_variant=config.get("dependency_variant", "paper"))
+
+
+def compositional_card_values(config):
+    """What compositional.md and gpt2_token.md read: the variant's four options, its tree form, its end token."""
+    rules = grammar_class(config["grammar"])
+    return dict(compositional=compositional_options(config), binary=bool(getattr(rules, "binary", False)),
+                uses_eos=bool(rules.uses_eos))
+
+
+def som_card_values(config):
+    """What som.md reads: eSOM or dSOM, D, N."""
+    return dict(disentangle=bool(config.get("disentangle")), hidden_size=config.get("hidden_size", NOT_RECORDED),
+                num_slots=config.get("num_slots", NOT_RECORDED), semantic_size=config.get("semantic_size"),
+                syntactic_size=config.get("syntactic_size"),
+                use_prediction_network=config.get("use_prediction_network", True))
 
 
 def _loss(value):
@@ -719,9 +706,9 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
     """
     directory = Path(checkpoint_dir)
     config = read_config(directory)
-    family = model_family(config, str(directory / "config.json"))
-    grammar = config.get("grammar")  # None for the families chosen by model_type (SOM)
-    rules = grammar_class(grammar) if grammar else None
+    source = str(directory / "config.json")
+    family, variant = family_for_config(config, source), model_family(config, source)
+    grammar = config.get("grammar")  # None for a family without grammars (SOM)
     if repo_id is not None:
         validate_repo_id(repo_id)
         if "/" not in repo_id:
@@ -740,7 +727,7 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
     if datasets is None and training is not None:
         datasets = [_name_of(path) for path in training.get("train_data") or []]
     metrics = list(dict.fromkeys(entry.metric for entry in reported))
-    tags = ["hf-slm"] + (["syntactic-language-model"] if family.syntactic else []) + [family.tag, "custom_code"]
+    tags = ["hf-slm"] + (["syntactic-language-model"] if variant.syntactic else []) + [variant.hub_tag, "custom_code"]
     card_data = ModelCardData(
         library_name="transformers",
         pipeline_tag="text-generation",
@@ -753,13 +740,13 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
     )
     values = dict(
         model_name=model_name,
-        family=family,
+        family=variant,
         grammar=grammar,
         repo_id=repo_id or REPO_PLACEHOLDER,
         repo_given=repo_id is not None,
         revision=revision or REVISION_PLACEHOLDER,
         revision_given=revision is not None,
-        details=model_details(config, count_parameters(directory)),
+        details=family.card_details(config, count_parameters(directory)),
         training=training_details(training) if training is not None else None,
         training_data=_files(training.get("train_data")) if training and training.get("train_data") else None,
         max_sequence_length=config.get("max_sequence_length", NOT_RECORDED),
@@ -767,27 +754,15 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         # segment recurrence (hf-slm train --segment-length): the limitations say how long sequences are read
         segment_length=config.get("segment_length"), memory_length=config.get("memory_length"),
         memory_update=config.get("memory_update"),
-        # dependency grammars (dtg.md): their transition system, arc input and variant
-        transition_system=TRANSITION_SYSTEM_NAMES.get(grammar),
-        arc_representation=config.get("arc_representation", "w+arc"),
-        dependency_variant=config.get("dependency_variant", "paper"),
-        # paper 003 (compositional.md, gpt2_token.md): the variant's four options, its tree form, its end token
-        compositional=compositional_options(config),
-        binary=bool(getattr(rules, "binary", False)),
-        uses_eos=bool(getattr(rules, "uses_eos", False)),
-        # Syntactic Ordered Memory (som.md): eSOM or dSOM, D, N
-        disentangle=bool(config.get("disentangle")), hidden_size=config.get("hidden_size", NOT_RECORDED),
-        num_slots=config.get("num_slots", NOT_RECORDED), semantic_size=config.get("semantic_size"),
-        syntactic_size=config.get("syntactic_size"),
-        use_prediction_network=config.get("use_prediction_network", True),
         vocab_size=config.get("vocab_size", NOT_RECORDED),
         # the tokenizer's piece model (tokenization_slm.SyntacticTokenizer): a saved byte-level BPE says itself
         pieces="byte_bpe" if (directory / "byte_bpe.json").is_file() else "sentencepiece",
         evaluation_rows=[row for entry in reported for row in entry.rows],
         license=license,
         library_version=_library_version(),
+        **family.card_values(config),  # what the family's own template reads (Family.card_values)
     )
-    text = _environment().get_template(family.template).render(card_data=card_data.to_yaml(), **values)
+    text = _environment().get_template(variant.card_template).render(card_data=card_data.to_yaml(), **values)
     return ModelCard(text)
 
 
@@ -802,9 +777,7 @@ def write_model_card(checkpoint_dir, output=None, repo_id=None, revision=None, *
 
 
 __all__ = [
-    "FAMILIES",
     "EvaluationRow",
-    "ModelFamily",
     "build_model_card",
     "count_parameters",
     "model_details",

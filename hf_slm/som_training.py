@@ -95,6 +95,13 @@ TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id"
                     "vocabulary_fingerprint")
 
 
+def som_preset_columns(preset):
+    """The `hf-slm presets` columns of a SOM preset: eSOM or dSOM, D and the number of slots."""
+    model = preset["model"]
+    return {"model": "dsom" if model.get("disentangle") else "esom", "D": model["hidden_size"],
+            "slots": model["num_slots"]}
+
+
 def is_som_preset(name):
     return name in SOM_TRAINING_PRESETS
 

@@ -56,12 +56,13 @@ import warnings
 from pathlib import Path
 
 from .beam import SentencesLeftOut, _without_prefix, tree_string
-from .checks import LINEARIZATION_OF_GRAMMAR
+from .checks import grammars_reading
 from .data.prepare import trees_for_tokenizer
 from .modeling.backbone import SequenceTooLong
 from .modeling.generation_slm import (CONSTRAINT_SETTINGS, ActionIds, BeamSearchOptions, WordSynchronousBeamSearch,
                                       prompt_words)
-from .modeling.grammars import ActionLayout, get_grammar, grammar_for_config
+from .families import get_grammar, grammar_class
+from .modeling.grammars import ActionLayout, grammar_for_config
 from .silver import document_sentences, silver_trees
 from .tokenization.dependency_trees import DependencyTree
 from .tokenization.tokenization_dependency import is_inline_tree
@@ -222,18 +223,12 @@ def document_grammar(tokenizer):
     """The document-level grammar that reads what `tokenizer` writes (legality depends only on the
     linearization, so any grammar of that linearization serves); a ValueError when no grammar of that
     linearization reads documents (arc-eager, arc-swift, the reference variant)."""
-    readers = [name for name, linearization in LINEARIZATION_OF_GRAMMAR.items()
-               if linearization == tokenizer.linearization]
+    readers = grammars_reading(tokenizer.linearization)
     if not readers:
         raise ValueError(f"no grammar reads the tokenizer's linearization {tokenizer.linearization!r}")
     layout = tokenizer.action_layout
     options = {"variant": tokenizer.variant} if hasattr(tokenizer, "variant") else {}
-    if "root_token_id" in layout:
-        from .modeling.dependency_grammars import DependencyLayout
-
-        layout = DependencyLayout(**layout)
-    else:
-        layout = ActionLayout(**layout)
+    layout = grammar_class(readers[0]).layout_class(**layout)
     try:
         return get_grammar(readers[0], layout, document_level=True, **options)
     except ValueError as error:

@@ -36,17 +36,15 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import get_last_checkpoint
 
-from .checks import LINEARIZATION_OF_GRAMMAR, check_tokenizer_matches
+from .checks import check_tokenizer_matches, grammars_reading, linearization_of
 from .collator import SyntacticDataCollator, takes_host_counts
-from .auto import tokenizer_class_for_grammar
 from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer,
                            reads_unlabeled_trees, trees_for_tokenizer)
 from .data.prepare_dependency import is_dependency_tokenizer, transition_grammars
 from .distributed import (barrier, is_distributed, is_main_process, main_process_context, on_main_process, rank,
                           world_size)
-from .modeling.configuration_slm import PRESETS, preset_config
-from .modeling.grammars import grammar_class
-from .modeling.modeling_slm import causal_lm_for_config
+from .families import causal_lm_for_config, family_for_grammar, grammar_class, preset_config
+from .families import preset as preset_of
 from .modeling.segment_recurrence import check_segment_model
 from .modeling.segments import check_segment_options
 from .run_journal import output_lock
@@ -303,13 +301,12 @@ def prepared_inputs(directory, setup, grammar, log=print):
     if "train" not in dataset:
         raise ValueError(f"prepared dataset {str(directory)!r} has no train split; its splits are {list(dataset)}")
     tokenizer = prepared_tokenizer(directory, setup.tokenizer)
-    if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
-        readers = [name for name, linearization in LINEARIZATION_OF_GRAMMAR.items()
-                   if linearization == tokenizer.linearization]
+    if tokenizer.linearization != linearization_of(grammar):
+        readers = grammars_reading(tokenizer.linearization)
         hint = f" (read by {' or '.join(readers)}: e.g. --set grammar={readers[0]})" if readers else ""
         raise ValueError(
             f"the tokenizer of {str(directory)!r} linearizes {tokenizer.linearization!r}{hint}; the {grammar} grammar "
-            f"needs {LINEARIZATION_OF_GRAMMAR[grammar]!r}"
+            f"needs {linearization_of(grammar)!r}"
         )
     log(f"prepared dataset {directory}: {len(dataset['train']):,} training examples")
     inputs = PreparedInputs(directory=Path(directory), record=record, tokenizer=tokenizer, train=dataset["train"])
@@ -453,14 +450,14 @@ def _say_nothing(*_):
 
 
 def _train(setup, log):
-    from .som_training import SOM_TRAINING_PRESETS, train_som
+    family, _ = preset_of(setup.preset)  # an unknown name: the error lists every family's presets
+    return family.train(setup, log)
 
-    if setup.preset in SOM_TRAINING_PRESETS:  # Syntactic Ordered Memory: its own data and collator (som_training.py)
-        return train_som(setup, log)
-    if setup.preset not in PRESETS:
-        raise ValueError(f"unknown preset {setup.preset!r}; expected one of {sorted(PRESETS)} or a Syntactic Ordered "
-                         f"Memory preset ({', '.join(SOM_TRAINING_PRESETS)})")
-    preset = PRESETS[setup.preset]
+
+def train_grammar_model(setup, log):
+    """Train a model of a family with grammars (Family.train's default; `train` checked the setup and locked the
+    output folder)."""
+    _, preset = preset_of(setup.preset)
     # `--set grammar=dtg_swift` trains another grammar with the preset's sizes (the data, the collator and the
     # checks follow it, not only the config).
     grammar = setup.model_overrides.get("grammar", preset["model"]["grammar"])
@@ -502,21 +499,21 @@ def _train(setup, log):
         if resumed is not None:
             tokenizer = resumed
             log(f"resuming with the tokenizer saved in {resumed_from} (not trained again)")
-            if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
+            if tokenizer.linearization != linearization_of(grammar):
                 raise ValueError(f"the run being resumed ({resumed_from}) linearizes {tokenizer.linearization!r}; "
                                  f"the {grammar} grammar of preset {setup.preset!r} needs "
-                                 f"{LINEARIZATION_OF_GRAMMAR[grammar]!r}")
+                                 f"{linearization_of(grammar)!r}")
         elif setup.tokenizer:
             tokenizer = load_syntactic_tokenizer(setup.tokenizer)
-            if tokenizer.linearization != LINEARIZATION_OF_GRAMMAR[grammar]:
+            if tokenizer.linearization != linearization_of(grammar):
                 raise ValueError(
                     f"tokenizer {setup.tokenizer!r} linearizes {tokenizer.linearization!r}; the {grammar} grammar "
-                    f"needs {LINEARIZATION_OF_GRAMMAR[grammar]!r}"
+                    f"needs {linearization_of(grammar)!r}"
                 )
         else:
             # The grammar's family gives the tokenizer class (CompositionalTokenizer for paper 003's grammars,
             # SyntacticTokenizer for TG / TXL) and the grammar its linearization.
-            tokenizer_class = tokenizer_class_for_grammar(grammar)
+            tokenizer_class = family_for_grammar(grammar).default_tokenizer
             vocab_size = setup.vocab_size or preset["model"]["vocab_size"]
             log(f"training a {setup.pieces or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, {vocab_size} pieces requested) on "
                 f"{len(train_trees)} trees")
@@ -527,7 +524,7 @@ def _train(setup, log):
                 for node in tree.subtrees()})
             pieces = {} if setup.pieces is None else {"pieces": setup.pieces}
             tokenizer = trained_once(lambda: tokenizer_class.train(
-                train_trees, vocab_size=vocab_size, linearization=LINEARIZATION_OF_GRAMMAR[grammar], **labels,
+                train_trees, vocab_size=vocab_size, linearization=linearization_of(grammar), **labels,
                 **pieces, **setup.normalize_options), output)
     overrides = dict(setup.model_overrides)
     if prepared is not None and inputs.document_level:

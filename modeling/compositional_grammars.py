@@ -902,6 +902,12 @@ class Gpt2TokenRules(TerminalsRules):
 BASELINE_GRAMMARS = {rules.name: rules for rules in (Gpt2TokenRules, Gpt2TreeRules)}
 
 
+# The family's grammars by name, nb-dn-in-m (the default) first (configuration_slm.py and hf_slm/families read it).
+COMPOSITIONAL_SLM_GRAMMARS = {**{name: COMPOSITIONAL_GRAMMARS[name]
+                                 for name in sorted(COMPOSITIONAL_GRAMMAR_NAMES, key=lambda name: name != "nb-dn-in-m")},
+                              **BASELINE_GRAMMARS}
+
+
 def compositional_grammar_class(name):
     """The class of the variant `name` (`bi-up-ex-nm`, ...); an unknown name is a ValueError listing the sixteen."""
     if name not in COMPOSITIONAL_GRAMMARS:

@@ -16,9 +16,9 @@ import inspect
 
 from transformers import PreTrainedConfig
 
-from .compositional_grammars import (BASELINE_GRAMMARS, COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_GRAMMARS,
-                                     compositional_grammar_class)
-from .grammars import grammar_class
+from .compositional_grammars import BASELINE_GRAMMARS, COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_SLM_GRAMMARS
+from .dependency_grammars import DTG_GRAMMARS, TXL_TRANS_GRAMMARS
+from .grammars import TRANSFORMER_GRAMMAR_GRAMMARS, TRANSFORMER_XL_GRAMMARS
 
 RELATIVE_ATTENTION_CHOICES = ("auto", "reference")
 POSITION_ENCODINGS = ("relative", "absolute")
@@ -77,8 +77,9 @@ class SyntacticTransformerConfig(PreTrainedConfig):
     """
 
     model_type = "syntactic_transformer"
-    grammars = ("tg", "choe_charniak", "terminals")  # the grammars a family accepts
-    default_grammar = "tg"
+    # The grammars a family accepts, by name (its config's `grammar`), its default first. Hub code finds a
+    # config's grammar here (grammars.grammar_for_config); hf_slm's family registry finds them here too.
+    grammar_classes = {**TRANSFORMER_GRAMMAR_GRAMMARS, **TRANSFORMER_XL_GRAMMARS}
     auto_classes = {}  # Auto class -> "file.Class", filled by each family
 
     def __init__(
@@ -118,17 +119,16 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         vocabulary_fingerprint=None,
         **kwargs,
     ):
-        grammar = self.default_grammar if grammar is None else grammar
-        if grammar not in self.grammars:
-            raise ValueError(
-                f"{type(self).__name__} does not take grammar {grammar!r}; expected one of {list(self.grammars)}"
-                + ("" if grammar_class_or_none(grammar) is None else f" (use {family_config_name(grammar)})")
-            )
+        grammar = self.default_grammar_name() if grammar is None else grammar
+        if grammar not in self.grammar_classes:
+            raise ValueError(f"{type(self).__name__} does not take grammar {grammar!r}; expected one of "
+                             f"{list(self.grammar_classes)} (another family's grammar needs that family's config: "
+                             "hf_slm.config_for_grammar picks it)")
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
         if relative_attention not in RELATIVE_ATTENTION_CHOICES:
             raise ValueError(f"relative_attention must be one of {RELATIVE_ATTENTION_CHOICES}, got {relative_attention!r}")
-        if distinct_compose_attention and not grammar_class(grammar).duplicates_closing:
+        if distinct_compose_attention and not self.grammar_classes[grammar].duplicates_closing:
             raise ValueError(f"distinct_compose_attention needs COMPOSE positions; the {grammar!r} grammar has none")
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}")
@@ -147,7 +147,7 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         self.open_nt_stop = open_nt_stop
         self.close_nt_start = close_nt_start
         self.close_nt_stop = close_nt_stop
-        default_min, default_max = grammar_class(grammar).relative_position_range
+        default_min, default_max = self.grammar_classes[grammar].relative_position_range
         if min_relative_position is None:
             min_relative_position = default_min
         if max_relative_position is None:
@@ -187,6 +187,15 @@ class SyntacticTransformerConfig(PreTrainedConfig):
     def head_dim(self):
         return self.hidden_size // self.num_attention_heads
 
+    @classmethod
+    def default_grammar_name(cls):
+        return next(iter(cls.grammar_classes))
+
+    @classmethod
+    def check_fields(cls, fields):
+        """Raise ValueError for a field this config does not know, or a value of another type (check_config_fields)."""
+        check_config_fields(fields, cls)
+
 
 def position_limit(config):
     """(the most positions the model reads in one sequence, the config field that says so):
@@ -214,8 +223,7 @@ class TransformerGrammarConfig(SyntacticTransformerConfig):
     """Transformer Grammars (paper 000): grammar "tg", STACK/COMPOSE attention, depth relative positions."""
 
     model_type = "transformer_grammar"
-    grammars = ("tg",)
-    default_grammar = "tg"
+    grammar_classes = TRANSFORMER_GRAMMAR_GRAMMARS
     auto_classes = family_auto_classes("TransformerGrammar")
 
     def __init__(self, **kwargs):  # an explicit __init__: transformers would otherwise generate a dataclass one
@@ -227,8 +235,7 @@ class TransformerXLConfig(SyntacticTransformerConfig):
     over the TG actions ("choe_charniak": TXL (CC)) or over words only ("terminals": TXL (terminals))."""
 
     model_type = "slm_transformer_xl"
-    grammars = ("choe_charniak", "terminals")
-    default_grammar = "choe_charniak"
+    grammar_classes = TRANSFORMER_XL_GRAMMARS
     auto_classes = family_auto_classes("TransformerXL")
 
     def __init__(self, **kwargs):  # an explicit __init__: transformers would otherwise generate a dataclass one
@@ -249,8 +256,7 @@ class DependencyTransformerGrammarConfig(SyntacticTransformerConfig):
     """
 
     model_type = "dependency_transformer_grammar"
-    grammars = ("dtg", "dtg_eager", "dtg_swift")
-    default_grammar = "dtg"
+    grammar_classes = DTG_GRAMMARS
     auto_classes = family_auto_classes("DependencyTransformerGrammar")
 
     def __init__(self, root_token_id=4, left_arc_start=5, left_arc_stop=6, right_arc_start=6, right_arc_stop=7,
@@ -261,9 +267,7 @@ class DependencyTransformerGrammarConfig(SyntacticTransformerConfig):
         if arc_representation not in ARC_REPRESENTATIONS:
             raise ValueError(f"arc_representation must be one of {ARC_REPRESENTATIONS}, got {arc_representation!r}")
         if kwargs.get("document_level"):
-            from .dependency_grammars import DEPENDENCY_GRAMMARS
-
-            rules = DEPENDENCY_GRAMMARS.get(kwargs.get("grammar") or self.default_grammar)
+            rules = self.grammar_classes.get(kwargs.get("grammar") or self.default_grammar_name())
             if rules is not None:
                 rules.check_document_level(dependency_variant)
         self.root_token_id, self.pop_token_id = root_token_id, pop_token_id
@@ -280,8 +284,7 @@ class DependencyTransformerXLConfig(DependencyTransformerGrammarConfig):
     unused), over a DependencyTokenizer's vocabulary."""
 
     model_type = "dependency_transformer_xl"
-    grammars = ("txl_trans",)
-    default_grammar = "txl_trans"
+    grammar_classes = TXL_TRANS_GRAMMARS
     auto_classes = family_auto_classes("DependencyTransformerXL")
 
     def __init__(self, **kwargs):  # an explicit __init__: transformers would otherwise generate a dataclass one
@@ -315,19 +318,11 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
     """
 
     model_type = "compositional_slm"
-    grammars = COMPOSITIONAL_GRAMMAR_NAMES + tuple(BASELINE_GRAMMARS)
-    default_grammar = "nb-dn-in-m"
+    grammar_classes = COMPOSITIONAL_SLM_GRAMMARS
     auto_classes = family_auto_classes("CompositionalSLM")
 
     def __init__(self, position_encoding="absolute", composer_hidden_size=256, composer_num_layers=4,
                  composer_num_heads=4, composer_intermediate_size=1024, composer_max_children=128, **kwargs):
-        grammar = kwargs.get("grammar") or self.default_grammar
-        # Another family's grammar goes on to the base class, whose error names the config that takes it.
-        if grammar not in self.grammars and grammar_class_or_none(grammar) is None:
-            try:
-                compositional_grammar_class(grammar)  # the error lists the sixteen
-            except ValueError as error:
-                raise ValueError(f"{type(self).__name__}: {error}, or a baseline {sorted(BASELINE_GRAMMARS)}") from None
         if composer_hidden_size % composer_num_heads:
             raise ValueError(f"composer_hidden_size {composer_hidden_size} is not a multiple of composer_num_heads "
                              f"{composer_num_heads}")
@@ -340,31 +335,10 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
         self.composer_intermediate_size = composer_intermediate_size
         self.composer_max_children = composer_max_children
         super().__init__(position_encoding=position_encoding, **kwargs)
-        if getattr(COMPOSITIONAL_GRAMMARS.get(self.grammar), "takes_start", False) and self.num_attention_heads < 2:
+        if self.grammar_classes[self.grammar].takes_start and self.num_attention_heads < 2:
             raise ValueError(f"grammar {self.grammar!r} points at each constituent's start from the outputs of the final "
                              "layer's first two attention heads (paper 003, section 2.2): num_attention_heads must be "
                              f"at least 2, got {self.num_attention_heads}")
-
-
-FAMILY_CONFIGS = (TransformerGrammarConfig, TransformerXLConfig, DependencyTransformerGrammarConfig,
-                  DependencyTransformerXLConfig, CompositionalSLMConfig)
-
-
-def config_class_for_grammar(grammar):
-    """The family config class that takes `grammar`."""
-    for config_class in FAMILY_CONFIGS:
-        if grammar in config_class.grammars:
-            return config_class
-    raise ValueError(f"unknown grammar {grammar!r}; expected one of {[g for c in FAMILY_CONFIGS for g in c.grammars]}")
-
-
-def config_for_grammar(grammar="tg", **fields):
-    """A config of the family that reads `grammar` ("tg" -> TransformerGrammarConfig, ...). Every field must
-    be one the config knows, with a value of its type (a misspelled field would otherwise be stored and
-    silently do nothing)."""
-    config_class = config_class_for_grammar(grammar)
-    check_config_fields(fields, config_class)
-    return config_class(grammar=grammar, **fields)
 
 
 def check_config_fields(fields, config_class=SyntacticTransformerConfig):
@@ -387,20 +361,6 @@ def check_config_fields(fields, config_class=SyntacticTransformerConfig):
         if not isinstance(value, expected) or (type(default) is not bool and isinstance(value, bool)):
             raise ValueError(f"config field {name}={value!r}: expected {type(default).__name__} "
                              f"(like the default {default!r})")
-
-
-def grammar_class_or_none(grammar):
-    try:
-        return grammar_class(grammar)
-    except ValueError:
-        return None
-
-
-def family_config_name(grammar):
-    try:
-        return config_class_for_grammar(grammar).__name__
-    except ValueError:
-        return "another family's config"
 
 
 # Paper 000, Appendix B (Figure 9). In the PTB column the figure gives two settings: one for TXL (terminals)
@@ -494,35 +454,34 @@ def _preset(base, grammar, description, **training):
             "training": dict(base["training"], **training)}
 
 
-PRESETS = {
+# Presets by family (hf_slm/families records name them; hf_slm.all_presets() lists every family's).
+TRANSFORMER_GRAMMAR_PRESETS = {
     "tg-ptb": _preset(_PTB_SYNTACTIC, "tg", "TG, PTB setting of paper 000 (Figure 9): 16 layers, d 192, ~12M parameters"),
+    "tg-bllip": _preset(_BLLIP, "tg", "TG, BLLIP-LG setting of paper 000: 16 layers, d 1024, 251,887,616 parameters"),
+}
+TRANSFORMER_XL_PRESETS = {
     "txl-cc-ptb": _preset(_PTB_SYNTACTIC, "choe_charniak", "TXL (CC) twin of tg-ptb"),
     "txl-terminals-ptb": _preset(_PTB_TERMINALS, "terminals", "TXL (terminals) twin of tg-ptb (its own dropouts and LR)"),
-    "tg-bllip": _preset(_BLLIP, "tg", "TG, BLLIP-LG setting of paper 000: 16 layers, d 1024, 251,887,616 parameters"),
     "txl-cc-bllip": _preset(_BLLIP, "choe_charniak", "TXL (CC) twin of tg-bllip"),
     "txl-terminals-bllip": _preset(_BLLIP, "terminals", "TXL (terminals) twin of tg-bllip"),
-    # DTG (paper 002); --set grammar=dtg_eager or dtg_swift for DTG-eager / DTG-swift with the same settings.
+}
+# DTG (paper 002); --set grammar=dtg_eager or dtg_swift for DTG-eager / DTG-swift with the same settings.
+DEPENDENCY_TRANSFORMER_GRAMMAR_PRESETS = {
     "dtg-ptb": _preset(_PTB_SYNTACTIC, "dtg", "DTG, tg-ptb's setting, embedding LR x2 (paper 002, section 4)",
                        **_DTG_TRAINING),
     "dtg-bllip": _preset(_BLLIP, "dtg", "DTG, paper 002's setting: tg-bllip's (252M parameters), embedding LR x2",
                          **_DTG_TRAINING),
     "dtg-tiny": _preset(_TINY, "dtg", "DTG for CPUs: 4 layers, d 128 (the quickstart's sizes), embedding LR x2",
                         **_DTG_TRAINING),
+}
+DEPENDENCY_TRANSFORMER_XL_PRESETS = {
     "txl-trans-ptb": _preset(_PTB_SYNTACTIC, "txl_trans", "TXL (trans) twin of dtg-ptb", **_DTG_TRAINING),
     "txl-trans-bllip": _preset(_BLLIP, "txl_trans", "TXL (trans) twin of dtg-bllip (paper 002's baseline)",
                                **_DTG_TRAINING),
     "txl-trans-tiny": _preset(_TINY, "txl_trans", "TXL (trans) twin of dtg-tiny", **_DTG_TRAINING),
-    # Paper 003: the compositional variants that are models today, and the GPT2-token / GPT2-tree baselines.
-    **_compositional_presets(),
 }
-
-
-def preset_config(name, **overrides):
-    """The config of a preset (its family's class), with `overrides` (e.g. the tokenizer's id layout)."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; expected one of {sorted(PRESETS)}")
-    model = dict(PRESETS[name]["model"], **overrides)
-    return config_for_grammar(model.pop("grammar"), **model)
+# Paper 003: the compositional variants, and the GPT2-token / GPT2-tree baselines.
+COMPOSITIONAL_PRESETS = _compositional_presets()
 
 
 TransformerGrammarConfig._auto_class = "AutoConfig"

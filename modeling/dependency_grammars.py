@@ -186,6 +186,16 @@ class DependencyGrammar(LegalityChecks):
     explicit_relative_positions = True  # COMPOSE rows' 0 / -1 are no coordinate differences (module docstring)
     adds_head_tokens = True  # arc positions add their head word's last piece (NewPosition.extra_inputs)
 
+    layout_class = DependencyLayout
+    external_composition = False
+    takes_start = False
+
+    @classmethod
+    def for_config(cls, config):
+        """The grammar over a model config's id layout and dependency_variant, at the config's document level."""
+        return cls(DependencyLayout.from_config(config), variant=config.dependency_variant,
+                   document_level=bool(getattr(config, "document_level", False)))
+
     def __init__(self, layout, variant="paper", document_level=False):
         if variant not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
@@ -1133,3 +1143,8 @@ class TransitionTXLGrammar(ArcStandardGrammar):
 
 
 DEPENDENCY_GRAMMARS["txl_trans"] = TransitionTXLGrammar
+
+
+# Each family's grammars by name, the default first (configuration_slm.py and hf_slm/families read these).
+DTG_GRAMMARS = {name: DEPENDENCY_GRAMMARS[name] for name in ("dtg", "dtg_eager", "dtg_swift")}
+TXL_TRANS_GRAMMARS = {"txl_trans": TransitionTXLGrammar}

@@ -300,6 +300,8 @@ class Grammar(LegalityChecks):
     # offset)}, the other kinds (1, 0); None: no such form (see DependencyGrammar.relative_affine_by_kind).
     relative_affine_by_kind = None
     adds_head_tokens = False  # no position adds another position's token embedding
+    external_composition = False  # no position's input is composed by an external module (paper 003's Ex)
+    takes_start = False  # no action comes with a pointer to a start position (paper 003's Nb-Up `)`)
     # Whether structural actions may come between the pieces of one word (paper 003's Bi trees, binary over
     # tokens); otherwise a word's pieces follow each other (search_constraints.py reads it).
     structure_between_pieces = False
@@ -312,6 +314,8 @@ class Grammar(LegalityChecks):
     # What a tokenizer for this grammar must produce ("top_down" bracketed trees, or "terminals" only).
     linearization = "top_down"
 
+    layout_class = ActionLayout  # the id layout the grammar reads (a config's or tokenizer's `action_layout`)
+
     def __init__(self, layout, document_level=False):
         self.layout = layout
         self.document_level = bool(document_level)
@@ -321,6 +325,11 @@ class Grammar(LegalityChecks):
         self._mask_cache = {}
 
     # ---- legality: the one source ------------------------------------------------------------------
+    @classmethod
+    def for_config(cls, config):
+        """The grammar over a model config's id layout (and its options), at the config's document level."""
+        return cls(cls.layout_class.from_config(config), document_level=bool(getattr(config, "document_level", False)))
+
     def legal_actions(self, state):
         """Bool mask [vocab_size] of the actions that may follow the prefix in `state`.
 
@@ -921,44 +930,13 @@ class TerminalsRules(CausalRules):
         super()._check_action(state, action_id, kind)
 
 
-GRAMMARS = {
-    "tg": TransformerGrammarRules,
-    "choe_charniak": ChoeCharniakRules,
-    "terminals": TerminalsRules,
-}
-
-
-def all_grammars():
-    """Every grammar class by name: the bracketed-tree ones here, the dependency ones, paper 003's sixteen
-    compositional ones and its two GPT-2 baselines (imported on first use: dependency_grammars.py and compositional_grammars.py import this
-    module)."""
-    from .compositional_grammars import BASELINE_GRAMMARS, COMPOSITIONAL_GRAMMARS
-    from .dependency_grammars import DEPENDENCY_GRAMMARS
-
-    return {**GRAMMARS, **DEPENDENCY_GRAMMARS, **COMPOSITIONAL_GRAMMARS, **BASELINE_GRAMMARS}
-
-
-def grammar_class(name):
-    """The grammar class called `name`, for its class-level facts (defaults, linearization)."""
-    grammars = all_grammars()
-    if name not in grammars:
-        raise ValueError(f"unknown grammar {name!r}; expected one of {sorted(grammars)}")
-    return grammars[name]
-
-
-def get_grammar(name, layout, document_level=False, **options):
-    """The grammar called `name` ("tg", "choe_charniak", "terminals"; "dtg", "dtg_eager", "dtg_swift" over a
-    DependencyLayout, with `variant`) over its layout; with document_level, one sequence holds the trees of a
-    whole document (see Grammar)."""
-    return grammar_class(name)(layout, document_level=document_level, **options)
+# Each family's grammars by name (its config's `grammar`), the default first: the config classes
+# (configuration_slm.py) and hf_slm's family records (hf_slm/families) both read these.
+TRANSFORMER_GRAMMAR_GRAMMARS = {"tg": TransformerGrammarRules}
+TRANSFORMER_XL_GRAMMARS = {"choe_charniak": ChoeCharniakRules, "terminals": TerminalsRules}
 
 
 def grammar_for_config(config):
-    """The grammar a model config names, sentence- or document-level as `config.document_level` says."""
-    document_level = bool(getattr(config, "document_level", False))
-    if getattr(config, "root_token_id", None) is not None:  # a dependency grammar
-        from .dependency_grammars import DependencyLayout
-
-        return get_grammar(config.grammar, DependencyLayout.from_config(config), document_level=document_level,
-                           variant=config.dependency_variant)
-    return get_grammar(config.grammar, ActionLayout.from_config(config), document_level=document_level)
+    """The grammar a model config names (its class's `grammar_classes`), sentence- or document-level as
+    `config.document_level` says."""
+    return type(config).grammar_classes[config.grammar].for_config(config)

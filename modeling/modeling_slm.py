@@ -718,18 +718,3 @@ for _model, _causal_lm in ((TransformerGrammarModel, TransformerGrammarForCausal
                           (CompositionalSLMModel, CompositionalSLMForCausalLM)):
     _model._auto_class = "AutoModel"
     _causal_lm._auto_class = "AutoModelForCausalLM"
-
-CAUSAL_LM_CLASSES = {
-    TransformerGrammarConfig.model_type: TransformerGrammarForCausalLM,
-    TransformerXLConfig.model_type: TransformerXLForCausalLM,
-    DependencyTransformerGrammarConfig.model_type: DependencyTransformerGrammarForCausalLM,
-    DependencyTransformerXLConfig.model_type: DependencyTransformerXLForCausalLM,
-    CompositionalSLMConfig.model_type: CompositionalSLMForCausalLM,
-}
-
-
-def causal_lm_for_config(config):
-    """A new, randomly initialized causal LM of the family that `config` belongs to."""
-    if config.model_type not in CAUSAL_LM_CLASSES:
-        raise ValueError(f"no hf-slm model class for model_type {config.model_type!r}; expected one of {sorted(CAUSAL_LM_CLASSES)}")
-    return CAUSAL_LM_CLASSES[config.model_type](config)

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import hf_slm
-from hf_slm.modeling.configuration_slm import config_for_grammar
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import config_for_grammar
+from hf_slm.families import causal_lm_for_config
 
 # Prepended to scripts run in a fresh interpreter: hf_slm and nltk cannot be imported there (a meta-path
 # finder in front of every other, the editable install's included), so only a checkpoint's hub code serves.
@@ -53,7 +53,7 @@ def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", lineariz
     The tokenizer is the one `hf-slm train` gives the grammar (its family's class, e.g. CompositionalTokenizer for
     paper 003's grammars), with the grammar's linearization unless `linearization` says otherwise."""
     from hf_slm.auto import tokenizer_class_for_grammar
-    from hf_slm.modeling.grammars import grammar_class
+    from hf_slm.families import grammar_class
 
     tokenizer = tokenizer_class_for_grammar(grammar).train(
         trees, vocab_size=vocab_size, linearization=linearization or grammar_class(grammar).linearization)

@@ -5,9 +5,9 @@ import torch
 
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.collator import SyntacticDataCollator
-from hf_slm.modeling.configuration_slm import config_for_grammar
+from hf_slm.families import config_for_grammar
 from hf_slm.modeling.grammars import PositionKind
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import causal_lm_for_config
 
 TREES = [
     "(S (NP the blue bird NP) (VP sings VP) S)",

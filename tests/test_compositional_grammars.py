@@ -16,7 +16,8 @@ from hf_slm.cli import main
 from hf_slm.mask_inspection import compositional_actions
 from hf_slm.modeling.compositional_grammars import (COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_GRAMMARS,
                                                     compositional_grammar_class)
-from hf_slm.modeling.grammars import ActionKind, ActionLayout, PositionKind, get_grammar
+from hf_slm.families import get_grammar
+from hf_slm.modeling.grammars import ActionKind, ActionLayout, PositionKind
 from hf_slm.tokenization.linearizers import bottom_up_actions, bottom_up_pointers, top_down_actions
 from hf_slm.tokenization.trees import left_binarize, normalize_tree, parse_tree, remove_unary_chains
 

@@ -14,11 +14,12 @@ from nltk import Tree
 import hf_slm
 from conftest import ISOLATION_PREAMBLE
 from hf_slm.collator import SyntacticDataCollator
-from hf_slm.modeling.configuration_slm import (COMPOSITIONAL_MODEL_VARIANTS, PRESETS, CompositionalSLMConfig,
-                                               config_for_grammar, preset_config)
+from hf_slm.families import config_for_grammar, preset_config, presets
+from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS, CompositionalSLMConfig
 from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES
-from hf_slm.modeling.grammars import get_grammar, ActionLayout
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import get_grammar
+from hf_slm.modeling.grammars import ActionLayout
+from hf_slm.families import causal_lm_for_config
 from hf_slm.modeling.search_constraints import SearchConstraints
 from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
 from hf_slm.tokenization.linearizers import bottom_up_actions, bottom_up_pointers
@@ -335,7 +336,7 @@ def test_presets_follow_paper_003():
     assert config.position_encoding == "absolute" and config.max_sequence_length == 2048
     # GPT-2 small's 124M parameters with our SentencePiece vocabulary of the same size and an output bias
     assert 123e6 < small < 126e6, small
-    assert PRESETS["bi-up-in-m"]["training"]["learning_rate"] == 5e-5
+    assert presets()["bi-up-in-m"]["training"]["learning_rate"] == 5e-5
     # Ex: the paper's composer (256-d, 4 layers) beside GPT-2 small, about 5% more parameters (section 3)
     ex = preset_config("bi-up-ex-nm", close_nt_start=4, close_nt_stop=5)  # a tokenizer's one `)` id
     assert (ex.composer_hidden_size, ex.composer_num_layers) == (256, 4)

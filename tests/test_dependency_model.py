@@ -12,9 +12,9 @@ import torch
 
 from conftest import ISOLATION_PREAMBLE
 from hf_slm.modeling.backbone import PositionStructure
-from hf_slm.modeling.configuration_slm import config_for_grammar
+from hf_slm.families import config_for_grammar
 from hf_slm.modeling.grammars import PositionKind
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import causal_lm_for_config
 from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 
 TREES = ["There/2 is/0 a/4 difference/2", "The/2 cat/3 sleeps/0 ./3", "a/0 b/1 c/1", "Dogs/2 bark/0 loudly/2"]

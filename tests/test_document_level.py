@@ -13,13 +13,14 @@ from tree_strategies import action_vocabulary_trees
 
 import hf_slm
 from hf_slm import SyntacticDataCollator
-from hf_slm.modeling.configuration_slm import config_for_grammar
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import config_for_grammar
+from hf_slm.families import causal_lm_for_config
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.beam import score, score_documents, words_to_pieces
 from hf_slm.evaluation.perplexity import word_perplexity
 from hf_slm.modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
-from hf_slm.modeling.grammars import PositionKind, get_grammar
+from hf_slm.families import get_grammar
+from hf_slm.modeling.grammars import PositionKind
 from hf_slm.scoring import joint_log_probs
 from hf_slm.tokenization.linearizers import top_down_actions
 

@@ -18,8 +18,8 @@ from hf_slm.evaluation.parsing import (
     rerank,
     write_proposals,
 )
-from hf_slm.modeling.configuration_slm import config_for_grammar
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import config_for_grammar
+from hf_slm.families import causal_lm_for_config
 from hf_slm.scoring import joint_log_probs
 from hf_slm.tokenization.trees import normalize_tree, parse_tree, parse_trees
 
@@ -335,8 +335,8 @@ def test_parsing_and_reranking_name_why_an_unlabeled_model_is_not_scored():
     """Paper 003's models predict unlabeled trees: eval parse / rerank (labeled EVALB) refuse them saying so, not
     with the words-only message of a terminals model."""
     from hf_slm.evaluation.parsing import parse_eval, rerank
-    from hf_slm.modeling.configuration_slm import preset_config
-    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+    from hf_slm.families import preset_config
+    from hf_slm.families import causal_lm_for_config
     from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
 
     tokenizer = CompositionalTokenizer.train(["(S (NP the bird) (VP sings loudly))"], vocab_size=20)

@@ -25,8 +25,8 @@ from hf_slm.evaluation.perplexity import (
     read_proposals,
     word_perplexity,
 )
-from hf_slm.modeling.configuration_slm import config_for_grammar
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import config_for_grammar
+from hf_slm.families import causal_lm_for_config
 
 BLIMP_FIXTURE = Path(__file__).parent / "fixtures" / "blimp"
 SHARED_BLIMP = Path(__file__).resolve().parents[2] / "shared" / "data" / "blimp" / "data"

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from hf_slm.action_vocab import ActionVocabulary
-from hf_slm.modeling.grammars import NEED_KINDS, UNREACHABLE, ActionKind, get_grammar
+from hf_slm.families import get_grammar
+from hf_slm.modeling.grammars import NEED_KINDS, UNREACHABLE, ActionKind
 from hf_slm.modeling.hypothesis_rows import FAST_ROWS, HypothesisRows, StateListRows, hypothesis_rows
 
 LABELED = ActionVocabulary(["a", "b", "c"], ["S", "NP", "VP"])

@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 
 import hf_slm
 from hf_slm.action_vocab import ActionVocabulary
-from hf_slm.modeling.configuration_slm import config_for_grammar
-from hf_slm.modeling.grammars import ActionKind, ActionLayout, get_grammar
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import config_for_grammar
+from hf_slm.families import get_grammar
+from hf_slm.modeling.grammars import ActionKind, ActionLayout
+from hf_slm.families import causal_lm_for_config
 from hf_slm.modeling.hypothesis_rows import hypothesis_rows
 from hf_slm.modeling.search_constraints import DecodingStatus, SearchConstraints, SentenceWords
 from hf_slm.sampling import sample_trees

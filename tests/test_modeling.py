@@ -9,9 +9,11 @@ import torch
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.collator import SyntacticDataCollator
 from hf_slm.modeling.backbone import PositionStructure
-from hf_slm.modeling.configuration_slm import PRESETS, TransformerGrammarConfig, config_for_grammar, preset_config
-from hf_slm.modeling.grammars import get_grammar
-from hf_slm.modeling.modeling_slm import CACHE_FIELD, TransformerGrammarModel, causal_lm_for_config
+from hf_slm.families import all_presets, config_for_grammar, preset_config
+from hf_slm.modeling.configuration_slm import TransformerGrammarConfig
+from hf_slm.families import get_grammar
+from hf_slm.families import causal_lm_for_config
+from hf_slm.modeling.modeling_slm import CACHE_FIELD, TransformerGrammarModel
 
 TREES = [
     "(S (NP the blue bird NP) (VP sings VP) S)",
@@ -368,7 +370,7 @@ def test_presets_are_complete():
                                                   "nb-dn-ex-m", "nb-dn-ex-nm", "nb-up-in-m", "nb-up-in-nm", "nb-up-ex-m",
                                                   "nb-up-ex-nm", "gpt2-token", "gpt2-tree")
                      for size in ("", "-tiny")}
-    assert set(PRESETS) == {"tg-ptb", "txl-cc-ptb", "txl-terminals-ptb", "tg-bllip", "txl-cc-bllip", "txl-terminals-bllip",
+    assert {name for name, (family, _) in all_presets().items() if family.grammars} == {"tg-ptb", "txl-cc-ptb", "txl-terminals-ptb", "tg-bllip", "txl-cc-bllip", "txl-terminals-bllip",
                             "dtg-ptb", "dtg-bllip", "dtg-tiny", "txl-trans-ptb", "txl-trans-bllip", "txl-trans-tiny",
                             *compositional}
     ptb = parameter_count(preset_config("tg-ptb"))

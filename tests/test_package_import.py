@@ -55,7 +55,7 @@ def test_import_hf_slm_alone_imports_nothing_heavy_and_registers_once_transforme
 
 @pytest.mark.parametrize("imports", [
     "import transformers\nimport hf_slm",  # transformers first
-    "from hf_slm.modeling.grammars import get_grammar\nimport transformers",  # numpy-only submodule, then transformers
+    "from hf_slm.modeling.grammars import ActionLayout\nimport transformers",  # numpy-only submodule, then transformers
     "from hf_slm.beam import score",  # a submodule that brings torch
     "from hf_slm import SyntacticTokenizer",  # a name that needs transformers
 ])

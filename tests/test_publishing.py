@@ -19,7 +19,7 @@ from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArgum
 
 from hf_slm import SyntacticDataCollator, TransformerGrammarForCausalLM
 from hf_slm.cli import main
-from hf_slm.model_card import FAMILIES
+from hf_slm.families import family_for_grammar
 from hf_slm.modeling.modeling_slm import TransformerGrammarModel
 from hf_slm.modeling.safe_loading import PickleWeightsRefusedError
 from hf_slm.publishing import check_checkpoint, push_checkpoint
@@ -420,4 +420,4 @@ def test_a_family_checkpoint_is_pushed_and_loads_pinned_without_hf_slm(hub, api,
     assert found["loss"] == pytest.approx(expected, abs=1e-5)
     card = open(hf_hub_download(repo, "README.md"), encoding="utf-8").read()
     assert f'REVISION = "{sha}"' in card
-    assert f"\n- {FAMILIES[grammar].tag}\n" in card  # the family's own card (its hub tag in the metadata)
+    assert f"\n- {family_for_grammar(grammar).variant(grammar).hub_tag}\n" in card  # the family's own card (its hub tag in the metadata)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch
-from hf_slm.modeling.grammars import get_grammar
+from hf_slm.families import get_grammar
 from hf_slm.modeling.hypothesis_rows import StateListRows
 from hf_slm.modeling.search_constraints import DecodingStatus, SearchConstraints, SentenceWords
 from hf_slm.modeling.search_decoders import SearchDecoder

@@ -7,9 +7,9 @@ import pytest
 import torch
 from test_segments import VOCAB, WORDS, random_case
 
-from hf_slm.modeling.configuration_slm import config_for_grammar
-from hf_slm.modeling.grammars import get_grammar
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import config_for_grammar
+from hf_slm.families import get_grammar
+from hf_slm.families import causal_lm_for_config
 from hf_slm.modeling.segment_recurrence import collate_segments, empty_memory, segment_forward, segment_log_probs
 from hf_slm.modeling.segments import segment_sequence, structure_memory_needed
 

@@ -135,7 +135,7 @@ def test_streams_are_contiguous_and_every_segment_is_read_once():
 def test_document_streams_carry_each_row_through_its_documents():
     from test_segments import VOCAB, random_document
 
-    from hf_slm.modeling.grammars import get_grammar
+    from hf_slm.families import get_grammar
 
     rng = np.random.default_rng(0)
     grammar = get_grammar("tg", VOCAB.layout, document_level=True)
@@ -162,8 +162,8 @@ def test_exact_document_perplexity_of_a_terminals_model_reads_long_documents_in_
     max_sequence_length exactly, through segments; with a memory holding the whole document the perplexity equals
     the whole-sequence one of the same weights, with a short memory it is the model's own (another) number."""
     from hf_slm.evaluation.perplexity import word_perplexity
-    from hf_slm.modeling.configuration_slm import config_for_grammar
-    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+    from hf_slm.families import config_for_grammar
+    from hf_slm.families import causal_lm_for_config
 
     trees = [line for line in (SAMPLE / "train.txt").read_text().splitlines() if line.strip()]
     tokenizer = SyntacticTokenizer.train(trees[:300], vocab_size=300, linearization="terminals")
@@ -197,8 +197,8 @@ def test_document_perplexity_of_a_tg_segment_model_continues_each_prefix_through
     read through the memory; with a memory holding every attendable position it equals the same weights reading
     the prefixes whole."""
     from hf_slm.evaluation.perplexity import word_perplexity
-    from hf_slm.modeling.configuration_slm import config_for_grammar
-    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+    from hf_slm.families import config_for_grammar
+    from hf_slm.families import causal_lm_for_config
 
     trees = [line for line in (SAMPLE / "train.txt").read_text().splitlines() if line.strip()]
     tokenizer = SyntacticTokenizer.train(trees, vocab_size=600)

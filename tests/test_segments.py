@@ -20,7 +20,7 @@ from hf_slm.cli import main
 from hf_slm.mask_inspection import compositional_actions
 from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_GRAMMARS
 from hf_slm.modeling.dependency_grammars import DEPENDENCY_GRAMMARS
-from hf_slm.modeling.grammars import get_grammar
+from hf_slm.families import get_grammar
 from hf_slm.modeling.segments import default_memory_update, segment_batch, segment_sequence, structure_memory_needed
 from hf_slm.tokenization.dependency_trees import DependencyTree
 from hf_slm.tokenization.linearizers import is_close_nt, is_open_nt, top_down_actions, tree_from_top_down

@@ -16,8 +16,8 @@ from test_dependency_model import tiny
 import hf_slm
 from hf_slm.cli import main
 from hf_slm.collator import SyntacticDataCollator
-from hf_slm.modeling.configuration_slm import config_for_grammar
-from hf_slm.modeling.modeling_slm import causal_lm_for_config
+from hf_slm.families import config_for_grammar
+from hf_slm.families import causal_lm_for_config
 from hf_slm.sentence_splitting import split_sentences, treebank_words
 from hf_slm.silver import document_sentences
 from hf_slm.summarization import (

@@ -189,8 +189,8 @@ def test_training_on_prepared_documents(tmp_path):
 
 def _tiny_model(grammar="tg"):
     from hf_slm.action_vocab import ActionVocabulary
-    from hf_slm.modeling.configuration_slm import config_for_grammar
-    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+    from hf_slm.families import config_for_grammar
+    from hf_slm.families import causal_lm_for_config
 
     vocab = ActionVocabulary.from_action_sequences([["(S", "a", "b", "S)"]])
     config = config_for_grammar(grammar, vocab_size=len(vocab.tokens), hidden_size=16, num_hidden_layers=1,
@@ -226,8 +226,8 @@ def test_the_token_embedding_gets_its_own_learning_rate_and_the_schedule_scales_
 def test_dependency_presets_follow_paper_002():
     import torch
 
-    from hf_slm.modeling.configuration_slm import PRESETS, preset_config
-    from hf_slm.modeling.modeling_slm import causal_lm_for_config
+    from hf_slm.families import preset_config, presets
+    from hf_slm.families import causal_lm_for_config
 
     def parameters(name):
         with torch.device("meta"):
@@ -237,12 +237,12 @@ def test_dependency_presets_follow_paper_002():
     assert parameters("dtg-bllip") == parameters("txl-trans-bllip") == parameters("tg-bllip") == 251_887_616
     assert parameters("dtg-ptb") == parameters("tg-ptb")
     assert parameters("dtg-tiny") < 2_000_000
-    for name, preset in PRESETS.items():
+    for name, preset in presets().items():
         multiplier = preset["training"].get("embedding_learning_rate_multiplier", 1.0)
         dependency = name.startswith(("dtg-", "txl-trans-"))
         assert multiplier == (2.0 if dependency else 1.0), name
         if dependency:  # a twin differs from its DTG preset in the grammar only
-            twin = PRESETS[name.replace("txl-trans-", "dtg-")]
+            twin = presets()[name.replace("txl-trans-", "dtg-")]
             assert preset["training"] == twin["training"]
             assert {**preset["model"], "grammar": "dtg"} == twin["model"]
     assert preset_config("dtg-tiny").attention_dropout == 0.0  # the CPU-fast attention kernel
@@ -347,7 +347,7 @@ def test_dependency_training_errors(conllu_treebank, prepared_wsj, tmp_path):
     from datasets import load_from_disk
 
     from hf_slm.modeling.dependency_grammars import DependencyLayout
-    from hf_slm.modeling.grammars import get_grammar
+    from hf_slm.families import get_grammar
     from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 
     layout = DependencyTokenizer.from_pretrained(eager / "tokenizer").action_layout

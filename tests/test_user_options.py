@@ -5,7 +5,7 @@ import pytest
 import hf_slm
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.modeling import generation_slm
-from hf_slm.modeling.configuration_slm import config_for_grammar
+from hf_slm.families import config_for_grammar
 
 from conftest import save_tiny_checkpoint
 from test_beam_search import TREES

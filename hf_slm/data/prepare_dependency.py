@@ -43,11 +43,11 @@ def is_dependency_tokenizer(tokenizer):
 def transition_grammars():
     """{grammar name: transition system} of every grammar that reads a DependencyTokenizer's sequences (dtg,
     dtg_eager, dtg_swift, and the baselines over the same sequences)."""
+    from ..families import grammar_class, grammar_names
     from ..modeling.dependency_grammars import SYSTEMS
-    from ..modeling.grammars import all_grammars
 
-    return {name: rules.linearization for name, rules in all_grammars().items()
-            if getattr(rules, "linearization", None) in SYSTEMS}
+    return {name: grammar_class(name).linearization for name in grammar_names()
+            if grammar_class(name).linearization in SYSTEMS}
 
 
 @dataclass
@@ -139,7 +139,7 @@ def dependency_preparation(loader, tokenizer, tokenizer_dir, grammar=None, vocab
     if grammar is not None:
         grammars = transition_grammars()
         if grammar not in grammars:
-            from ..modeling.grammars import grammar_class
+            from ..families import grammar_class
 
             grammar_class(grammar)  # an unknown name: the error lists every grammar
             raise ValueError(f"--grammar {grammar}: prepare encodes dependency trees for the grammars that read "

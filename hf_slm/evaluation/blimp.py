@@ -30,7 +30,7 @@ import numpy as np
 
 from ..jsonl import iter_jsonl
 from .perplexity import sentence_log_probs
-from ..modeling.grammars import grammar_class
+from ..families import grammar_class
 from ..run_journal import map_in_chunks
 from .results import evaluation_run, save_results
 

@@ -64,7 +64,7 @@ from ..scoring import action_log_probs, joint_log_probs
 from ..text_files import check_text_file, open_text, read_text
 from ..tokenization.trees import labelled_closing, normalize_tree, parse_trees, read_trees, read_words
 from .parsing import iter_proposals
-from ..modeling.grammars import grammar_class
+from ..families import grammar_class
 from ..run_journal import data_fingerprint, map_in_chunks
 from .results import evaluation_run, save_results
 

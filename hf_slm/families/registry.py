@@ -1,0 +1,336 @@
+"""The family registry: one record per model family, the one place that says what families exist.
+
+A family is the unit a user picks (Transformer Grammars, DTG, paper 003's compositional SLMs, SOM, or one a
+third party adds): one config class (one `model_type`), its model and tokenizer classes, the variants its
+config's `grammar` field names, its presets and what its cards say. Generic code (collator, training,
+evaluation, summarization, CLI, cards, publishing, Auto registration) asks this registry and the family's
+record; it never names a family.
+
+Records name their classes as "module:attribute" strings (or hold the objects): building the command line's
+parser or listing presets must not import torch and transformers (seconds) before a command needs them. A
+package outside hf-slm registers its family with the same public call, `hf_slm.register_family(Family(...))`.
+"""
+
+import importlib
+from dataclasses import dataclass, field
+
+_BUILTIN_FAMILY_MODULES = (
+    "hf_slm.families.transformer_grammars",
+    "hf_slm.families.dependency_grammars",
+    "hf_slm.families.compositional",
+    "hf_slm.families.ordered_memory",
+)
+
+
+def resolve(reference):
+    """The object a "module:attribute" string names (imported on first use), or `reference` itself."""
+    if not isinstance(reference, str):
+        return reference
+    module, separator, attribute = reference.partition(":")
+    if not separator:
+        raise ValueError(f"class reference {reference!r}: expected 'module:attribute'")
+    value = importlib.import_module(module)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One model a family's config can describe: a grammar (its config's `grammar` value), or for a family
+    without grammars (SOM) the family itself.
+
+    name: the config's `grammar` ("tg", "nb-dn-in-m"); for a family without grammars its model_type.
+    display_name: as its paper names it ("Transformer Grammar (TG)", "Nb-Dn-In-M").
+    hub_tag: the hub tag of its cards.
+    card_template: the file in model_cards/ its card is written from (a path for a family outside hf-slm).
+    syntactic: it models syntax (p(x, y) over trees, or SOM's parser) rather than words alone.
+    tree_format: how its trees are read and written (hf_slm/families/tree_formats.py): "brackets" (labelled PTB
+        brackets), "unlabelled_brackets", "dependency" (CoNLL-U, or inline `word/head`) or "words".
+    is_grammar: whether `name` is a grammar (False for a family without grammars).
+    """
+
+    name: str
+    display_name: str
+    hub_tag: str
+    card_template: str
+    syntactic: bool = True
+    tree_format: str = "brackets"
+    is_grammar: bool = True
+
+
+@dataclass(frozen=True)
+class Family:
+    """What generic code needs to know of a model family (see the module docstring).
+
+    name: a short name ("transformer_grammar").
+    model_type: its config's model_type.
+    paper: the paper it comes from, as the docs cite it.
+    config_class, model_class, causal_lm_class: the classes (or "module:Class" references).
+    grammar_classes: a reference to the {grammar name: grammar class} mapping of a family with grammars, the one
+        its config class (hub code, which must find a checkpoint's grammar without hf-slm) holds as
+        `grammar_classes` too; None for a family without grammars. Read without importing the config (torch).
+    tokenizer_classes: the tokenizer classes a checkpoint of the family may hold; the last is the one a new model
+        is trained with.
+    variants: its Variants, the default (a new config's grammar) first.
+    presets: a reference to its presets, {name: {"description", "model", "training"}} (None: none).
+    check_tokenizer: a reference to check(config, tokenizer), which raises ValueError naming every way a tokenizer
+        disagrees with a model config (ids, vocabulary, linearization).
+    train: a reference to train(setup, log), which trains a model of one of the family's presets (`hf-slm train`;
+        hf_slm.training.train checks the setup and locks the output folder first).
+    card_details: a reference to details(config, parameters) -> the (label, value) rows of a card's "Model details"
+        (config: config.json's dict; parameters: the count, or None).
+    card_values: a reference to values(config) -> {name: value}, what the family's own card template reads beyond
+        the shared values (hf_slm/model_card.py).
+    preset_columns: a reference to columns(preset) -> {column: value}, what `hf-slm presets` shows of a preset
+        besides its name and description.
+    """
+
+    name: str
+    model_type: str
+    paper: str
+    config_class: object
+    model_class: object
+    causal_lm_class: object
+    tokenizer_classes: tuple
+    variants: tuple
+    grammar_classes: object = None
+    presets: object = None
+    check_tokenizer: object = "hf_slm.checks:check_grammar_tokenizer"
+    train: object = "hf_slm.training:train_grammar_model"
+    card_details: object = "hf_slm.model_card:model_details"
+    card_values: object = "hf_slm.model_card:no_card_values"
+    preset_columns: object = "hf_slm.families.registry:transformer_preset_columns"
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __getattribute__(self, name):
+        # A class or function field is resolved (imported) when first read: the record itself stays cheap.
+        if name in _REFERENCE_FIELDS:
+            cache = object.__getattribute__(self, "_cache")
+            if name not in cache:
+                value = object.__getattribute__(self, name)
+                cache[name] = tuple(resolve(v) for v in value) if isinstance(value, tuple) else resolve(value)
+            return cache[name]
+        return object.__getattribute__(self, name)
+
+    def reference(self, name):
+        """A field as given (a "module:attribute" string stays a string): reading it imports nothing."""
+        return object.__getattribute__(self, name)
+
+    @property
+    def default_tokenizer(self):
+        """The tokenizer class a new model of the family is trained with."""
+        return self.tokenizer_classes[-1]
+
+    @property
+    def display_name(self):
+        """The family's name in words: its variants' names ("TG", "DTG / DTG-eager / DTG-swift", ...)."""
+        if len(self.variants) > 4:
+            return f"{self.variants[0].display_name} and {len(self.variants) - 1} more ({self.name})"
+        return " / ".join(variant.display_name for variant in self.variants)
+
+    @property
+    def grammars(self):
+        """The names of the family's grammars (none for a family without grammars)."""
+        return tuple(variant.name for variant in self.variants if variant.is_grammar)
+
+    def grammar_class(self, name):
+        """The class of the family's grammar `name`."""
+        classes = self.grammar_classes or {}
+        if name not in self.grammars or name not in classes:
+            raise ValueError(f"the {self.name} family has no grammar {name!r}; expected one of {list(self.grammars)}")
+        return classes[name]
+
+    def variant(self, name):
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise ValueError(f"the {self.name} family has no variant {name!r}; expected one of "
+                         f"{[variant.name for variant in self.variants]}")
+
+    def variant_of(self, config, source="config"):
+        """The Variant a config (object or dict) describes: its grammar's, or the family's only one."""
+        grammar = _field(config, "grammar")
+        if grammar is not None and grammar in self.grammars:
+            return self.variant(grammar)
+        if len(self.variants) == 1 and not self.variants[0].is_grammar:
+            return self.variants[0]
+        raise ValueError(f"{source}: a {self.model_type} model with grammar {grammar!r}; expected one of the "
+                         f"{self.name} family's grammars {list(self.grammars)}")
+
+    def all_presets(self):
+        """{name: preset} of this family ({} when it has none)."""
+        return self.presets or {}
+
+
+def transformer_preset_columns(preset):
+    """The `hf-slm presets` columns of a Transformer preset: grammar, width, depth, heads, feed-forward, vocabulary."""
+    model = preset["model"]
+    return {"grammar": model["grammar"], "d": model["hidden_size"], "layers": model["num_hidden_layers"],
+            "heads": model["num_attention_heads"], "d_ff": model["intermediate_size"], "vocab": model["vocab_size"]}
+
+
+_REFERENCE_FIELDS = frozenset({"config_class", "model_class", "causal_lm_class", "tokenizer_classes", "grammar_classes",
+                               "presets", "check_tokenizer", "train", "card_details", "card_values", "preset_columns"})
+
+
+def _field(config, name):
+    return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+
+
+_registry = {"families": {}, "builtins_loaded": False, "loading": False}
+
+
+def register_family(family, replace=False):
+    """Add a Family to the registry (the public call, for hf-slm's own families and any package's).
+
+    Its name, model_type and grammar names must be new (a ValueError names the family that has them), unless
+    `replace` swaps out the family of the same name. If transformers' Auto factories already know hf-slm's
+    classes, this family's classes are registered with them at once.
+    """
+    if not isinstance(family, Family):
+        raise TypeError(f"register_family takes a hf_slm Family record, got {type(family).__name__}")
+    if not family.variants:
+        raise ValueError(f"family {family.name!r} has no variants; expected at least one")
+    if bool(family.grammars) != (family.reference("grammar_classes") is not None):
+        raise ValueError(f"family {family.name!r}: grammar variants {list(family.grammars)} need grammar_classes (and "
+                         "grammar_classes need grammar variants)")
+    families = _registry["families"]
+    for other in list(families.values()):
+        if other.name == family.name:
+            if not replace:
+                raise ValueError(f"a family named {family.name!r} is already registered (replace=True swaps it)")
+            continue
+        if other.model_type == family.model_type:
+            raise ValueError(f"family {family.name!r}: model_type {family.model_type!r} is family "
+                             f"{other.name!r}'s")
+        shared = sorted(set(other.grammars) & set(family.grammars))
+        if shared:
+            raise ValueError(f"family {family.name!r}: grammars {shared} are family {other.name!r}'s")
+    families[family.name] = family
+    from ..auto_registration import register_family_if_ready
+
+    register_family_if_ready(family)
+    return family
+
+
+def unregister_family(name):
+    """Remove a family (tests that register one of their own take it out again)."""
+    _load_builtins()
+    if name not in _registry["families"]:
+        raise ValueError(f"no family named {name!r} is registered")
+    del _registry["families"][name]
+
+
+def _load_builtins():
+    if _registry["builtins_loaded"] or _registry["loading"]:
+        return
+    _registry["loading"] = True
+    try:
+        for module in _BUILTIN_FAMILY_MODULES:
+            importlib.import_module(module)
+        _registry["builtins_loaded"] = True
+    finally:
+        _registry["loading"] = False
+
+
+def registered_families():
+    """Every registered Family, hf-slm's own first, in registration order."""
+    _load_builtins()
+    return tuple(_registry["families"].values())
+
+
+def family_named(name):
+    for family in registered_families():
+        if family.name == name:
+            return family
+    raise ValueError(f"unknown family {name!r}; expected one of {[f.name for f in registered_families()]}")
+
+
+def family_for_model_type(model_type, source="config"):
+    for family in registered_families():
+        if family.model_type == model_type:
+            return family
+    raise ValueError(f"{source}: model_type {model_type!r} is no registered hf-slm family; expected one of "
+                     f"{sorted(f.model_type for f in registered_families())}")
+
+
+def family_for_config(config, source="config"):
+    """The Family of a config (a config object or config.json's dict), by its model_type."""
+    return family_for_model_type(_field(config, "model_type"), source)
+
+
+def variant_for_config(config, source="config"):
+    """The Variant of a config (object or dict)."""
+    return family_for_config(config, source).variant_of(config, source)
+
+
+def family_for_grammar(grammar):
+    """The Family whose config takes `grammar`; an unknown name is a ValueError listing the known ones."""
+    for family in registered_families():
+        if grammar in family.grammars:
+            return family
+    raise ValueError(f"unknown grammar {grammar!r}; expected one of {grammar_names()}")
+
+
+def grammar_names():
+    """Every registered grammar name, family by family."""
+    return [name for family in registered_families() for name in family.grammars]
+
+
+def grammar_class(name):
+    """The grammar class called `name` (its family's config class maps it)."""
+    return family_for_grammar(name).grammar_class(name)
+
+
+def get_grammar(name, layout, document_level=False, **options):
+    """The grammar called `name` over an action layout (a dependency grammar's: a DependencyLayout, with its
+    `variant`); with document_level, one sequence holds the trees of a whole document."""
+    return grammar_class(name)(layout, document_level=document_level, **options)
+
+
+def config_for_grammar(grammar="tg", **fields):
+    """A config of the family that reads `grammar` ("tg" -> TransformerGrammarConfig, ...). Every field must be
+    one the config knows, with a value of its type (a misspelled field would otherwise be stored and silently do
+    nothing)."""
+    config_class = family_for_grammar(grammar).config_class
+    config_class.check_fields(fields)
+    return config_class(grammar=grammar, **fields)
+
+
+def all_presets():
+    """{preset name: (Family, preset)} over every family; two families may not share a preset name."""
+    found = {}
+    for family in registered_families():
+        for name, preset in family.all_presets().items():
+            if name in found:
+                raise ValueError(f"preset {name!r} is both family {found[name][0].name!r}'s and {family.name!r}'s")
+            found[name] = (family, preset)
+    return found
+
+
+def preset(name):
+    """(Family, preset) of the preset called `name`."""
+    presets = all_presets()
+    if name not in presets:
+        raise ValueError(f"unknown preset {name!r}; expected one of {sorted(presets)}")
+    return presets[name]
+
+
+def preset_config(name, **overrides):
+    """The config of a preset (its family's class), with `overrides` (e.g. the tokenizer's id layout)."""
+    family, chosen = preset(name)
+    model = dict(chosen["model"], **overrides)
+    if family.grammars:
+        return config_for_grammar(model.pop("grammar", family.grammars[0]), **model)
+    return family.config_class(**model)
+
+
+def causal_lm_for_config(config):
+    """A new, randomly initialized causal LM of the family that `config` belongs to."""
+    return family_for_config(config).causal_lm_class(config)
+
+
+def presets():
+    """{preset name: preset} over every family."""
+    return {name: chosen for name, (_, chosen) in all_presets().items()}
