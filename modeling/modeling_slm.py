@@ -39,6 +39,7 @@ from .configuration_slm import (
 )
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
 from .grammars import ActionLayout, PositionKind, grammar_for_config
+from .hub_code import SavesHubCode
 from .safe_loading import SafetensorsOnlyLoading
 from .segments import causal_segment_window, check_segment_options
 from .start_pointer import FinalLayerHeads, StartPointer
@@ -107,12 +108,16 @@ def _slot_positions(kinds):
     return torch.where(kinds != PositionKind.PAD, index, torch.full_like(index, -1))
 
 
-class SyntacticTransformerPreTrainedModel(SafetensorsOnlyLoading, PreTrainedModel):
+class SyntacticTransformerPreTrainedModel(SafetensorsOnlyLoading, SavesHubCode, PreTrainedModel):
     config_class = SyntacticTransformerConfig
     base_model_prefix = "model"
     supports_gradient_checkpointing = False
     _no_split_modules = ["SyntacticTransformerLayer"]
     _supports_sdpa = True
+
+    def hub_code_objects(self):
+        """What a checkpoint needs the code of (hub_code.py): the model, its config and its grammar."""
+        return [self, self.config, self.grammar]
 
     def _init_weights(self, module):
         init_backbone_weights(module, self.config)
