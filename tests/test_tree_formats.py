@@ -4,8 +4,13 @@ recognizing its trees; and `hf-slm masks` for every registered grammar through i
 import pytest
 
 from hf_slm.families import grammar_names, registered_families
-from hf_slm.families.tree_formats import (TREE_FORMATS, format_of_grammar, grammars_of_linearization, recognizing,
-                                          tree_format)
+from hf_slm.families.tree_formats import (
+    TREE_FORMATS,
+    format_of_grammar,
+    grammars_of_linearization,
+    recognizing,
+    tree_format,
+)
 from hf_slm.mask_inspection import mask_report, segment_report
 
 # One example string of each format.
