@@ -94,3 +94,32 @@ def test_segment_masks_read_an_example_of_every_grammar(grammar):
         assert "has no segment recurrence" in str(error)
         return
     assert report["grammar"] == grammar and report["chunks"]
+
+
+def test_a_package_registers_a_tree_format_of_its_own():
+    from hf_slm.families.tree_formats import (
+        RECOGNITION_ORDER,
+        TreeFormat,
+        register_tree_format,
+    )
+
+    class Chunks(TreeFormat):  # `[the bird] [sings]`: flat chunks
+        name = "test_chunks"
+        description = "chunks"
+
+        def recognizes(self, text):
+            return isinstance(text, str) and text.startswith("[")
+
+        def read(self, text, where="tree", **_):
+            return [chunk.split() for chunk in text.strip("[]").split("] [")]
+
+    chunks = register_tree_format(Chunks())
+    try:
+        assert tree_format("test_chunks") is chunks
+        assert recognizing("[the bird] [sings]") is chunks  # tried before the formats that take anything
+        assert recognizing(EXAMPLES["brackets"]).name == "brackets"
+        with pytest.raises(ValueError, match="already registered"):
+            register_tree_format(Chunks())
+    finally:
+        del TREE_FORMATS["test_chunks"]
+        RECOGNITION_ORDER.remove("test_chunks")

@@ -284,8 +284,21 @@ def _lines(path):
 BRACKETED = BracketedTrees()
 TREE_FORMATS = {tree_format.name: tree_format
                 for tree_format in (BRACKETED, UnlabelledTrees(), DependencyTrees(), WordSequences())}
-# The order `recognizing` tries them in: a dependency tree is never bracketed, an unlabelled one would read as PTB.
-RECOGNITION_ORDER = ("dependency", "unlabelled_brackets", "brackets", "words")
+# The order `recognizing` tries them in: a dependency tree is never bracketed, an unlabelled one would read as PTB,
+# and anything without brackets reads as words.
+RECOGNITION_ORDER = ["dependency", "unlabelled_brackets", "brackets", "words"]
+
+
+def register_tree_format(tree_format):
+    """Add a TreeFormat (a family of another package whose trees are none of these); `recognizing` tries it before
+    the formats that take any bracketed string or any words. Its name must be new."""
+    if not isinstance(tree_format, TreeFormat) or not tree_format.name:
+        raise TypeError(f"register_tree_format takes a named TreeFormat, got {tree_format!r}")
+    if tree_format.name in TREE_FORMATS:
+        raise ValueError(f"a tree format named {tree_format.name!r} is already registered")
+    TREE_FORMATS[tree_format.name] = tree_format
+    RECOGNITION_ORDER.insert(RECOGNITION_ORDER.index("brackets"), tree_format.name)
+    return tree_format
 
 
 def tree_format(name):
@@ -354,5 +367,6 @@ __all__ = [
     "format_of_tokenizer",
     "grammars_of_linearization",
     "recognizing",
+    "register_tree_format",
     "tree_format",
 ]
