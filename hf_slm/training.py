@@ -40,12 +40,12 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from .checks import check_tokenizer_matches, grammars_reading, linearization_of
 from .collator import SyntacticDataCollator, takes_host_counts
-from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, family_preparations, holds_trees,
-                           load_syntactic_tokenizer, trees_for_tokenizer)
+from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, holds_trees, load_syntactic_tokenizer,
+                           trees_for_tokenizer)
 from .distributed import (barrier, is_distributed, is_main_process, main_process_context, on_main_process, rank,
                           world_size)
-from .families import (causal_lm_for_config, doubled_id_ranges, families_of_tokenizer, family_for_grammar,
-                       grammar_class, preset_config)
+from .families import (causal_lm_for_config, data_preparations, doubled_id_ranges, families_of_tokenizer,
+                       family_for_grammar, grammar_class, preset_config)
 from .families import preset as preset_of
 from .families.tree_formats import format_of_grammar, format_of_tokenizer
 from .modeling.grammars import grammar_for_config
@@ -182,7 +182,7 @@ def load_prepared_dataset(directory):
     # sequences of conllu data), or summarization (hf_slm/data/prepare_summarization.py).
     if loader is not None and not holds_trees(record):
         prepared_by = "".join(f", or on {hook.description} prepared with --grammar ({', '.join(grammars)})"
-                              for hook, grammars in family_preparations().items())
+                              for hook, grammars in data_preparations().items())
         raise ValueError(
             f"prepared dataset {str(directory)!r} was made by the {loader!r} loader, which has no trees; syntactic "
             f"models train on the {' or '.join(TREE_LOADERS)} loaders' input_ids{prepared_by}"

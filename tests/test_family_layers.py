@@ -3,7 +3,7 @@ every registered family: doubled id ranges, the tokenizer's options, identity, c
 
 import pytest
 
-from hf_slm.data.prepare import family_preparations, holds_trees
+from hf_slm.data.prepare import data_preparations, holds_trees
 from hf_slm.families import (
     doubled_id_ranges,
     families_of_tokenizer,
@@ -55,8 +55,8 @@ def test_every_family_gives_its_tokenizer_options_and_card_hooks():
         assert isinstance(family.unlabelled_trees, bool)
 
 
-def test_family_preparations_say_what_they_prepare():
-    hooks = family_preparations()
+def test_data_preparations_say_what_they_prepare():
+    hooks = data_preparations()
     assert hooks  # the dependency families' conllu data
     for hook, grammars in hooks.items():
         assert grammars and all(family_for_grammar(name).preparation is hook for name in grammars)

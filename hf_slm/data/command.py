@@ -116,14 +116,10 @@ def command_data_prepare(args):
 
 
 def _preparation_hooks():
-    """The data preparation hooks of the registered families (light to import: they name their classes)."""
-    from ..families import registered_families
+    """{data preparation hook: the grammars it prepares for} (light to import: the records name their classes)."""
+    from ..families import data_preparations
 
-    hooks = []
-    for family in registered_families():
-        if family.preparation is not None and family.preparation not in hooks:
-            hooks.append(family.preparation)
-    return hooks
+    return data_preparations()
 
 
 def _preparation_options():
@@ -164,9 +160,11 @@ def add_data_command(commands):
     # imports no grammar code.
     hooks = _preparation_hooks()
     prepare.add_argument("--grammar", metavar="GRAMMAR",
-                         help="encode the data as a grammar whose family prepares its own reads it: "
-                              + "; ".join(f"{hook.description}, --loader {hook.loader}" for hook in hooks)
-                              + " (default: the --tokenizer's, for such a family's tokenizer)")
+                         help="for data that a grammar's family prepares itself ("
+                              + "; ".join(f"{hook.description}: --loader {hook.loader}, grammars {', '.join(grammars)}"
+                                          for hook, grammars in hooks.items())
+                              + "): encode it as the grammar reads it, with a tokenizer trained on the train split "
+                                "unless --tokenizer names one (default: the grammar the --tokenizer implies)")
     prepare.add_argument("--non-projective", choices=["keep", "error", "skip", "lift"],
                          help="conllu: what to do with a non-projective tree (default: keep; a grammar's preparation "
                               "may ask for another, as the dependency grammars' transition systems, which build "

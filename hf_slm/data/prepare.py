@@ -40,7 +40,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 from datasets import DatasetDict, load_from_disk
 
-from ..families import families_of_tokenizer, family_for_grammar, registered_families
+from ..families import data_preparations, families_of_tokenizer, family_for_grammar
 from ..families.tree_formats import format_of_grammar
 from ..run_journal import LOCK_NAME, RunJournal, data_fingerprint, output_lock
 from ..tokenization.trees import parse_tree
@@ -218,19 +218,10 @@ def format_summary(record):
     return "\n".join(lines)
 
 
-def family_preparations():
-    """{preparation hook: the grammars of the families that name it} over the registered families."""
-    hooks = {}
-    for family in registered_families():
-        if family.preparation is not None:
-            hooks.setdefault(family.preparation, []).extend(family.grammars)
-    return hooks
-
-
 def holds_trees(record):
     """Whether a prepare.json record describes ids of trees (a tree loader's, a family preparation's, or
     summarization sequences), which syntactic models train on."""
-    keys = ["summarization"] + [hook.record_key for hook in family_preparations()]
+    keys = ["summarization"] + [hook.record_key for hook in data_preparations()]
     return record.get("loader") in TREE_LOADERS or any(record.get(key) for key in keys)
 
 
@@ -241,7 +232,7 @@ def _flags(names):
 def family_preparation(loader, tokenizer, tokenizer_dir, grammar, options):
     """The preparation of a family's own data (module docstring, "Family preparations"), or None for trees or
     words. The hooks' options are taken out of `options`; errors name the option or grammar that does not fit."""
-    hooks = family_preparations()
+    hooks = data_preparations()
     names = [name for hook in hooks for name in hook.options]
     given = {name: options.pop(name) for name in names if name in options}
     given = {name: value for name, value in given.items() if value is not None}

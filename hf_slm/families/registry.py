@@ -324,6 +324,15 @@ def family_for_grammar(grammar):
     raise ValueError(f"unknown grammar {grammar!r}; expected one of {grammar_names()}")
 
 
+def data_preparations():
+    """{Family.preparation hook: the grammars of the families that name it} (hf_slm/data/prepare.py)."""
+    hooks = {}
+    for family in registered_families():
+        if family.preparation is not None:
+            hooks.setdefault(family.preparation, []).extend(family.grammars)
+    return hooks
+
+
 def grammar_names():
     """Every registered grammar name, family by family."""
     return [name for family in registered_families() for name in family.grammars]
