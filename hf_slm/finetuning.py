@@ -103,14 +103,19 @@ def schedule_for(setup, train_examples, processes=1):
 
 
 def load_base_model(directory):
-    """(model, tokenizer) of a checkpoint folder with the installed classes, the model made document-level."""
+    """(model, tokenizer) of a checkpoint folder with the installed classes, the model made document-level. A
+    model of a family without grammars is refused: a summarization sequence is a grammar's actions."""
     from .data.prepare import load_syntactic_tokenizer
-    from .loading import check_checkpoint_folder
     from .families import family_for_config
+    from .loading import check_checkpoint_folder
 
     check_checkpoint_folder(directory)
     config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
     family = family_for_config(config, f"--model {directory}")
+    if not family.grammars:
+        raise ValueError(f"--model {str(directory)!r} is a {family.display_name} model, which has no grammar; "
+                         "fine-tuning for summarization trains a model of a family with grammars (its sequences are "
+                         "a grammar's actions over the document's trees)")
     try:
         model = family.causal_lm_class.from_pretrained(str(directory), document_level=True)
     except ValueError as error:
@@ -185,7 +190,7 @@ def _finetune(setup, log):
     log(f"fine-tuning {setup.model} ({grammar}) on {len(train_dataset):,} {setup.task} sequences for "
         f"{schedule['max_steps']} steps of {schedule['batch_size']} ({setup.preset})")
     setup.train = [setup.train]  # write_training_record lists the training data
-    trainer = run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, schedule)
+    trainer = run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule)
     if is_main_process():  # the others wrote nothing (run_trainer saved the model on the main process only)
         _write_fine_tuning_record(setup, grammar, schedule, trainer, train_dataset, eval_dataset, record, fine_tuning)
     return trainer, tokenizer

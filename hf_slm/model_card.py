@@ -1,9 +1,9 @@
 """Model cards: a checkpoint's README.md for a hub, from what the checkpoint folder records about itself.
 
 `write_model_card(checkpoint_dir)` reads
-- `config.json` (required): its "grammar" picks the family template (model_cards/tg.md, txl_cc.md,
-  txl_terminals.md; a model without a grammar, Syntactic Ordered Memory, by its "model_type": som.md) and its
-  sizes fill "Model details";
+- `config.json` (required): its model_type and grammar pick the family's record (hf_slm/families), whose Variant
+  names the template (model_cards/*.md) and whose card hooks give "Model details" (Family.card_details) and the
+  template's own values (Family.card_values);
 - `model.safetensors` (or the shards its index names): the parameter count, from the tensor shapes in the
   file headers (no weights are loaded; pickled weights are never opened);
 - `training_setup.json` (optional; hf_slm.training.write_training_record): data and schedule;
@@ -29,8 +29,8 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 
-from .model_cards import DEFAULT_LICENSE, TEMPLATE_DIRECTORY
 from .families import family_for_config, grammar_class, variant_for_config
+from .model_cards import DEFAULT_LICENSE, TEMPLATE_DIRECTORY
 
 REPO_PLACEHOLDER = "ORG/NAME"
 REVISION_PLACEHOLDER = "COMMIT_SHA"
@@ -416,13 +416,14 @@ EVALUATIONS = {"ppl": _perplexity, "sg": _syntaxgym, "blimp": _blimp, "rerank": 
                "uf1": _incremental_parse, "uas": _attachment, "uas-rerank": _attachment, "rouge": _rouge}
 
 
-def report_evaluations(records, grammar, checkpoint_dir):
-    """ReportedEvaluation of each (path, record); records of another grammar's model are an error."""
+def report_evaluations(records, identity, checkpoint_dir):
+    """ReportedEvaluation of each (path, record); records of another model (their "grammar" names another than
+    `identity`, the checkpoint's hf_slm.families.model_identity) are an error."""
     reported = []
     for path, record in records:
-        if record.get("grammar") not in (None, grammar):
+        if record.get("grammar") not in (None, identity):
             raise ValueError(f"{path}: evaluates a model with grammar {record['grammar']!r}, but this checkpoint's "
-                             f"grammar is {grammar!r}; expected results of this model only")
+                             f"grammar is {identity!r}; expected results of this model only")
         entry = EVALUATIONS[record["evaluation"]](record, path)
         for row in entry.rows:
             row.source = str(Path(path).relative_to(checkpoint_dir))
@@ -433,13 +434,14 @@ def report_evaluations(records, grammar, checkpoint_dir):
 # ---- model details and training -------------------------------------------------------------------------
 
 
-def _config_value(config, key):
+def config_value(config, key):
     value = config.get(key)
     return NOT_RECORDED if value is None else value
 
 
-def model_details(config, parameters):
-    """(label, value) rows describing the architecture, from config.json."""
+def model_details(config, parameters, architecture_rows=()):
+    """(label, value) rows describing the architecture of a model with a grammar, from config.json (Family.card_details'
+    default); `architecture_rows`: a family's own rows (its card_details), after the shared ones."""
     grammar = config["grammar"]
     heads = config.get("num_attention_heads")
     hidden = config.get("hidden_size")
@@ -449,8 +451,8 @@ def model_details(config, parameters):
     open_nts = None
     if isinstance(config.get("open_nt_start"), int) and isinstance(config.get("open_nt_stop"), int):
         open_nts = config["open_nt_stop"] - config["open_nt_start"]
-    vocabulary = f"{_config_value(config, 'vocab_size')} action ids"
-    if open_nts == 1:  # paper 003's unlabeled trees
+    vocabulary = f"{config_value(config, 'vocab_size')} action ids"
+    if open_nts == 1:  # unlabelled trees
         vocabulary += " (one unlabeled bracket: a `(` and a `)` action)"
     elif open_nts:
         vocabulary += f" ({open_nts} nonterminal labels, each with an opening and a closing action)"
@@ -460,32 +462,28 @@ def model_details(config, parameters):
     attention_dropout = config.get("attention_dropout")
     rows = [
         ("grammar", f"`{grammar}`"),
-        ("layers", _config_value(config, "num_hidden_layers")),
-        ("hidden size", _config_value(config, "hidden_size")),
-        ("attention heads", f"{_config_value(config, 'num_attention_heads')}{head_size}"),
-        ("feed-forward size", _config_value(config, "intermediate_size")),
+        ("layers", config_value(config, "num_hidden_layers")),
+        ("hidden size", config_value(config, "hidden_size")),
+        ("attention heads", f"{config_value(config, 'num_attention_heads')}{head_size}"),
+        ("feed-forward size", config_value(config, "intermediate_size")),
         ("vocabulary", vocabulary),
         ("parameters", f"{parameters:,}" if parameters is not None else "not counted (no safetensors weights)"),
-        ("max sequence length", f"{_config_value(config, 'max_sequence_length')} positions"
+        ("max sequence length", f"{config_value(config, 'max_sequence_length')} positions"
                                 + (f" ({rules.duplicated_actions} count twice)" if rules.duplicates_closing else "")),
         ("absolute positions", "learned embeddings of each position's index in the expanded sequence (GPT-2)")
         if config.get("position_encoding") == "absolute"
         else ("relative positions", f"{what}, clipped to [{low}, {high}]"),
-        ("dropout", f"embeddings {_config_value(config, 'embedding_dropout')}, layers "
-                    f"{_config_value(config, 'core_dropout')}, attention weights "
+        ("dropout", f"embeddings {config_value(config, 'embedding_dropout')}, layers "
+                    f"{config_value(config, 'core_dropout')}, attention weights "
                     f"{'as layers' if attention_dropout is None else attention_dropout}, before the output "
-                    f"{_config_value(config, 'final_dropout')}"),
+                    f"{config_value(config, 'final_dropout')}"),
         ("sequences", "documents: the sentences of a document one after another after a single `<s>`"
                       if config.get("document_level") else "single sentences"),
         *_segment_rows(config),
         ("layer norm", "pre-LN" if config.get("pre_layer_norm") else "post-LN"),
         ("tied input and output embeddings", "yes" if config.get("tie_word_embeddings", True) else "no"),
+        *architecture_rows,
     ]
-    if getattr(rules, "external_composition", False):  # paper 003's Ex variants (section 2.3)
-        rows.append(("external composer", f"a Transformer of {_config_value(config, 'composer_num_layers')} layers, "
-                     f"width {_config_value(config, 'composer_hidden_size')}, "
-                     f"{_config_value(config, 'composer_num_heads')} heads, feed-forward "
-                     f"{_config_value(config, 'composer_intermediate_size')}, with down- and up-projections"))
     if not rules.causal:
         # Hybrids (paper 000, section 2.4): some heads or top layers attend without the grammar's mask.
         unrestricted = [f"{config[key]} {unit}" for key, unit in (("num_unrestricted_heads", "heads per layer"),
@@ -497,93 +495,9 @@ def model_details(config, parameters):
     return rows
 
 
-def som_model_details(config, parameters):
-    """The "Model details" rows of a Syntactic Ordered Memory config (paper 001's names: D, N, D_sem, D_syn)."""
-    if config.get("disentangle"):
-        kind = (f"dSOM (disentangled, section 3.4): D_sem = {_config_value(config, 'semantic_size')} semantic and "
-                f"D_syn = {_config_value(config, 'syntactic_size')} syntactic features; the parsers read the semantic "
-                "segment through a gradient stop")
-    else:
-        kind = "eSOM (one entangled state, section 3.4)"
-    return [
-        ("variant", kind),
-        ("hidden size D", _config_value(config, "hidden_size")),
-        ("memory slots N", f"{_config_value(config, 'num_slots')} (the deepest tree the memory holds; deeper trees "
-                           "are flattened at the bottom)"),
-        ("cell MLP size", _config_value(config, "intermediate_size")),
-        ("parser scorer size", _config_value(config, "parser_size")),
-        ("prediction network", "yes: an RNN over the memory weighted by the zero-step look-ahead parser p'_t "
-                               "(section 3.2)" if config.get("use_prediction_network", True)
-         else "no (Table 2's ablation): the top candidate slot predicts the next token"),
-        ("structural loss", f"{_config_value(config, 'structure_loss')} (weight "
-                            f"{_config_value(config, 'structure_loss_weight')}; language-model loss weight "
-                            f"{_config_value(config, 'lm_loss_weight')})"),
-        ("vocabulary", f"{_config_value(config, 'vocab_size')} token ids"),
-        ("parameters", f"{parameters:,}" if parameters is not None else "not counted (no safetensors weights)"),
-        ("dropout", f"cells and scorers {_config_value(config, 'dropout')}, whole word embeddings "
-                    f"{_config_value(config, 'embedding_dropout')}, before the output "
-                    f"{_config_value(config, 'output_dropout')}"),
-        ("tied input and output embeddings", "yes"),
-    ]
-
-
-# Paper 003's four options (section 2), as a card states them: grammar attribute -> (aspect, (when true, when false)).
-COMPOSITIONAL_OPTIONS = {
-    "binary": ("tree form (section 2.1)",
-               ("Bi: binary trees: unary chains removed, then left-binarized (Chomsky normal form)",
-                "Nb: non-binary trees, unary chains removed")),
-    "top_down": ("linearization (section 2.2)",
-                 ("Dn: top-down, a `(` opens and a `)` closes each constituent",
-                  "Up: bottom-up, only `)`, each closing the items on top of the stack")),
-    "internal": ("composition (section 2.3)",
-                 ("In: internal, by the main Transformer: each `)` is input twice, the first copy attends only its "
-                  "constituent and composes it, the second predicts the next action",
-                  "Ex: external, by a small separate Transformer over the children's representations, whose output is "
-                  "the `)` position's input")),
-    "masked": ("masking (section 2.4)",
-               ("M: once composed, a constituent's children are masked from every later position",
-                "Nm: composed children stay visible to later positions")),
-}
-
-
-def compositional_options(config):
-    """(aspect, this model's choice, the other choice) for each of paper 003's four options, or None for a grammar
-    that is not one of its sixteen variants (a baseline)."""
-    rules = grammar_class(config.get("grammar"))
-    if not all(hasattr(rules, name) for name in COMPOSITIONAL_OPTIONS):
-        return None
-    rows = []
-    for name, (aspect, (when_true, when_false)) in COMPOSITIONAL_OPTIONS.items():
-        chosen, other = (when_true, when_false) if getattr(rules, name) else (when_false, when_true)
-        rows.append((aspect, chosen, other))
-    return rows
-
-
 def no_card_values(config):
     """Family.card_values of a family whose template reads only the shared values."""
     return {}
-
-
-def dependency_card_values(config):
-    """What dtg.md and txl_trans.md read: the transition system, the arc input and the variant."""
-    return dict(transition_system=grammar_class(config["grammar"]).linearization.replace("_", "-"),
-                arc_representation=config.get("arc_representation", "w+arc"),
-                dependency_variant=config.get("dependency_variant", "paper"))
-
-
-def compositional_card_values(config):
-    """What compositional.md and gpt2_token.md read: the variant's four options, its tree form, its end token."""
-    rules = grammar_class(config["grammar"])
-    return dict(compositional=compositional_options(config), binary=bool(getattr(rules, "binary", False)),
-                uses_eos=bool(rules.uses_eos))
-
-
-def som_card_values(config):
-    """What som.md reads: eSOM or dSOM, D, N."""
-    return dict(disentangle=bool(config.get("disentangle")), hidden_size=config.get("hidden_size", NOT_RECORDED),
-                num_slots=config.get("num_slots", NOT_RECORDED), semantic_size=config.get("semantic_size"),
-                syntactic_size=config.get("syntactic_size"),
-                use_prediction_network=config.get("use_prediction_network", True))
 
 
 def _loss(value):
@@ -708,7 +622,7 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
     config = read_config(directory)
     source = str(directory / "config.json")
     family, variant = family_for_config(config, source), model_family(config, source)
-    grammar = config.get("grammar")  # None for a family without grammars (SOM)
+    grammar = variant.name if variant.is_grammar else None  # None for a family without grammars
     if repo_id is not None:
         validate_repo_id(repo_id)
         if "/" not in repo_id:
@@ -718,10 +632,10 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         raise ValueError("license must be a license id such as 'apache-2.0'")
 
     training = read_training_record(directory)
-    if training is not None and training.get("grammar") not in (None, grammar):
+    if training is not None and training.get("grammar") not in (None, variant.name):
         raise ValueError(f"{directory / 'training_setup.json'}: records grammar {training['grammar']!r}, but "
-                         f"config.json says {grammar!r}; expected the record of this model's training")
-    reported = report_evaluations(read_eval_results(directory), grammar, directory)
+                         f"config.json says {variant.name!r}; expected the record of this model's training")
+    reported = report_evaluations(read_eval_results(directory), variant.name, directory)
 
     model_name = repo_id.split("/")[-1] if repo_id else directory.resolve().name
     if datasets is None and training is not None:
@@ -786,7 +700,6 @@ __all__ = [
     "read_eval_results",
     "read_training_record",
     "report_evaluations",
-    "som_model_details",
     "training_details",
     "write_model_card",
 ]

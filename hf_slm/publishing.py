@@ -17,7 +17,7 @@ from huggingface_hub import HfApi
 from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, HFValidationError, filter_repo_objects, validate_repo_id
 from transformers.dynamic_module_utils import get_relative_imports
 
-from .tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
+from .families import registered_families
 
 # Files never published: Python pickles (loading them can run code) and Trainer's resumable checkpoints.
 # fnmatch patterns over paths relative to the checkpoint, as huggingface_hub's upload_folder applies them.
@@ -25,11 +25,14 @@ PICKLE_PATTERNS = ["*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt"]
 SKIPPED_PATTERNS = PICKLE_PATTERNS + ["checkpoint-*"]
 # Pickles a Trainer writes next to the weights: training state, not weights.
 TRAINER_STATE_PATTERNS = ["training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth"]
-# The vocabulary files each hf-slm tokenizer class needs next to tokenizer_config.json.
-# The files a saved tokenizer has one of: its piece model's (SyntacticTokenizer: spiece.model, or byte_bpe.json for
-# byte-level BPE pieces), in the order an error names them.
-TOKENIZER_FILES = {cls.__name__: list(cls.vocab_files_names.values())
-                   for cls in (SyntacticTokenizer, SyntacticWordTokenizer)}
+
+
+def tokenizer_files():
+    """{tokenizer class name: the vocabulary files a saved tokenizer of that class has one of} over the tokenizer
+    classes of every registered family (Family.tokenizer_classes): its piece model's (spiece.model, or
+    byte_bpe.json for byte-level BPE pieces; a word vocabulary's), in the order an error names them."""
+    return {cls.__name__: list(cls.vocab_files_names.values())
+            for family in registered_families() for cls in family.tokenizer_classes}
 
 
 def check_repo_name(repo_id):
@@ -131,7 +134,7 @@ def check_checkpoint(directory):
         )
     tokenizer_config = read_json(directory / "tokenizer_config.json")
     _check_hub_code(directory, files, "tokenizer_config.json", tokenizer_config.get("auto_map", {}))
-    names = TOKENIZER_FILES.get(tokenizer_config.get("tokenizer_class"), [])
+    names = tokenizer_files().get(tokenizer_config.get("tokenizer_class"), [])
     if names and not any(name in files for name in names):
         raise ValueError(f"{directory}: the {tokenizer_config['tokenizer_class']} tokenizer needs {' or '.join(names)}, "
                          "which is missing; save the tokenizer again with save_pretrained")

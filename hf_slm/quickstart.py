@@ -1,6 +1,7 @@
 """`hf-slm quickstart`: the main job, end to end, in a few minutes on a CPU.
 
-1. train a tokenizer and a small TG on the GUM sample shipped in the package;
+1. train a tokenizer and a small model of QUICKSTART_PRESET's family (a TG) on the GUM sample shipped in the
+   package;
 2. save it, and load it back through AutoModelForCausalLM / AutoTokenizer with trust_remote_code;
 3. print the joint log-probability of held-out trees and the action-level perplexity;
 4. sample a few trees (ancestral sampling restricted to legal actions).
@@ -16,9 +17,12 @@ import math
 import time
 from pathlib import Path
 
+from .families import preset as preset_of
 from .training import TrainingSetup, holds_trained_model, train
 
 SAMPLE = Path(__file__).resolve().parent / "sample_data" / "gum"
+# The demo's preset (hf-slm presets), with QUICKSTART_MODEL's sizes.
+QUICKSTART_PRESET = "tg-ptb"
 
 # Small enough to learn something from 1,500 trees in a few minutes on two CPU cores.
 QUICKSTART_MODEL = dict(hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
@@ -46,9 +50,11 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, 
     def stage(number, text):
         log(f"\n[{number}/4] {text}  ({time.monotonic() - started:.0f}s)")
 
-    stage(1, f"training a tokenizer and a small TG on {SAMPLE / 'train.txt'}")
+    family, preset = preset_of(QUICKSTART_PRESET)
+    stage(1, f"training a tokenizer and a small {family.variant(preset['model']['grammar']).display_name} on "
+             f"{SAMPLE / 'train.txt'}")
     setup = TrainingSetup(
-        preset="tg-ptb", train=[SAMPLE / "train.txt"], eval=[SAMPLE / "dev.txt"], output=str(output),
+        preset=QUICKSTART_PRESET, train=[SAMPLE / "train.txt"], eval=[SAMPLE / "dev.txt"], output=str(output),
         vocab_size=vocab_size, model_overrides=QUICKSTART_MODEL, max_steps=max_steps, batch_size=16,
         learning_rate=1e-3, warmup_steps=100, eval_steps=400, save_steps=400, logging_steps=50, seed=seed,
         max_seconds=max_seconds, label_files=[SAMPLE / "test.txt"], overwrite=overwrite,
@@ -102,7 +108,7 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, 
     log(f"\ndone in {time.monotonic() - started:.0f}s. The checkpoint is in {output}/ (safetensors, tokenizer, hub code).")
     log(f"Next: hf-slm parse --model {output} --pretty \"The students are happy .\"   # beam-search parsing")
     log(f"      hf-slm score --model {output} --bits \"The students are happy .\"    # surprisals, log p(x)")
-    log("      hf-slm masks \"(S (NP the bird NP) (VP sings VP) S)\" --png mask.png   # what TG attends to")
+    log("      hf-slm masks \"(S (NP the bird NP) (VP sings VP) S)\" --png mask.png   # what the grammar attends to")
     log(f"      python -c \"from transformers import AutoModelForCausalLM; "
         f"AutoModelForCausalLM.from_pretrained('{output}', trust_remote_code=True)\"")
     return {"perplexity": perplexity, "steps": steps, "log_probs": [float(v.sum()) for v in scores],

@@ -166,12 +166,15 @@ def text_fingerprint(text, name="in memory"):
 
 
 def model_fingerprint(model):
-    """{"grammar", "parameters_sha256"}: the model by its weights, wherever it was loaded from; plus "autocast"
-    (e.g. "torch.bfloat16") when it computes under torch.autocast (`hf-slm ... --autocast`), whose numbers differ
-    from float32's: a journal of one is not resumed by the other."""
+    """{"grammar", "parameters_sha256"}: the model by its weights, wherever it was loaded from ("grammar": what its
+    family's record calls it, hf_slm.families.model_identity); plus "autocast" (e.g. "torch.bfloat16") when it
+    computes under torch.autocast (`hf-slm ... --autocast`), whose numbers differ from float32's: a journal of one is
+    not resumed by the other."""
     import torch
 
-    grammar = getattr(getattr(model, "config", None), "grammar", None)
+    from .families import model_identity
+
+    grammar = model_identity(getattr(model, "config", None))
     if not hasattr(model, "state_dict"):  # a stand-in without weights (tests, custom scorers)
         return {"grammar": grammar, "parameters_sha256": None}
     digest = hashlib.sha256()

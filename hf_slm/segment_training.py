@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
+from .families import doubled_id_ranges
 from .modeling.segment_recurrence import SegmentBatch, check_segment_model, collate_segments, empty_memory, segment_forward
 from .modeling.segments import check_segment_options, padding_segment, segment_sequence
 
@@ -74,8 +75,6 @@ class DocumentStreams(Dataset):
 
     def __init__(self, grammar, sequences, streams, segment_length, memory_length=None, memory_update=None,
                  disable_progress=False, process_index=0, processes=1):
-        from .training import doubled_id_ranges
-
         self.grammar = grammar
         self.sequences = sequences
         L, M, rule = check_segment_options(grammar, segment_length, memory_length, memory_update)

@@ -8,7 +8,8 @@ in the document and their corresponding silver parse trees". Here one example is
 
     <s>  tree(sentence 1) ... tree(sentence k)  tree(prompt)  tree(summary sentence 1) ...  [</s>]
 
-- **The prompt is its own constituent**, `(NP Summary :)` by default (PROMPT): a syntactic model's sequence has
+- **The prompt is its own constituent**, `(NP Summary :)` by default (PROMPT, or the default prompt of the
+  model's tree format: hf_slm/families/tree_formats.py, `summary_prompt`): a syntactic model's sequence has
   no words outside trees, and a special token would need a new vocabulary entry that every tokenizer and
   every trained embedding lacks, while a small tree uses only what the tokenizer already has (the label NP,
   which every PTB- and GUM-trained tokenizer knows, and two words it can spell). It is encoded like any other
@@ -18,8 +19,8 @@ in the document and their corresponding silver parse trees". Here one example is
 - **Document truncation** (`truncate_sentences`): sentences are kept whole, in order, while their words add up
   to at most `max_document_words` (600); the first sentence that would pass the limit and every later one are
   left out. Only when the first sentence alone is longer than the limit is a sentence cut: it keeps its first
-  `max_document_words` words (a bracketed tree keeps the constituents over them, `first_words`; a tree in
-  another format cannot be cut and is an error naming the document).
+  `max_document_words` words (`first_words`, by the sentence's tree format: a bracketed tree keeps the
+  constituents over them; a tree no format can cut is an error naming the document).
 - **Summary limit**: a summary of more than `max_summary_words` (70) words is an error naming the document,
   unless `truncate_summaries`: then it is cut by the same rule, and the preparation counts such summaries.
 - **Labels** (`labels="summary"`, the default): only the summary's actions (and a terminals model's `</s>`)
@@ -29,8 +30,8 @@ in the document and their corresponding silver parse trees". Here one example is
   model fine-tuning of the whole concatenation ("all") -- the default here is the usual summary-only loss,
   and `labels="all"` reproduces that reading.
 - **Trees**: silver trees of a parser model (hf_slm/silver.py); its trees must be of the kind the target
-  tokenizer encodes (constituency for TG / TXL (CC), dependency for DTG), which `check_parser` checks before
-  anything is parsed. A sentence the parser leaves out (too long for it) is left out of the document (counted);
+  tokenizer encodes (the `kind` of their tree formats: constituency or dependency), which `check_parser` checks
+  before anything is parsed. A sentence the parser leaves out (too long for it) is left out of the document (counted);
   one of the summary is an error naming the document. A model whose grammar reads words only (TXL
   (terminals)) needs no parser: its sequence is the PTB-style words (hf_slm/sentence_splitting.py).
 - Sequences hold several trees, so the model must be document-level (config.document_level, set by
@@ -38,8 +39,8 @@ in the document and their corresponding silver parse trees". Here one example is
   (compositional_grammars.py, "Document level"), and a Nb-Up sequence carries its `)` starts
   (constituent_starts) from preparation to generation. A dependency model (DTG, TXL (trans); arc-standard)
   reads a document as its sentences' transitions after one `<root>`, each closed by its arc onto the root
-  (dependency_grammars.py, "Documents"); its prompt is a dependency tree, `Summary/0 :/1` by default
-  (DEPENDENCY_PROMPT), and its parser a dependency model.
+  (dependency_grammars.py, "Documents"); its prompt is a dependency tree, `Summary/0 :/1` by default (the
+  dependency format's summary_prompt), and its parser a dependency model.
 
 Generation (`summarize`). The context -- the document's trees and the prompt, built by the same
 `context_ids` as in training -- goes to WordSynchronousBeamSearch.generate: as a prefix of complete trees when
@@ -58,20 +59,17 @@ from pathlib import Path
 from .beam import SentencesLeftOut, _without_prefix, tree_string
 from .checks import grammars_reading
 from .data.prepare import trees_for_tokenizer
+from .families import family_for_grammar, get_grammar, grammar_class, grammar_names
+from .families.tree_formats import BRACKETED_PROMPT, TREE_FORMATS, format_of_grammar, format_of_tokenizer, recognizing
 from .modeling.backbone import SequenceTooLong
 from .modeling.generation_slm import (CONSTRAINT_SETTINGS, ActionIds, BeamSearchOptions, WordSynchronousBeamSearch,
                                       prompt_words)
-from .families import get_grammar, grammar_class
-from .modeling.grammars import ActionLayout, grammar_for_config
+from .modeling.grammars import grammar_for_config
 from .silver import document_sentences, silver_trees
-from .tokenization.dependency_trees import DependencyTree
-from .tokenization.tokenization_dependency import is_inline_tree
 from .tokenization.tree_type import Tree
 from .tokenization.trees import input_format, parse_tree
 
-PROMPT = "(NP Summary :)"
-# The default prompt in a dependency tokenizer's trees (inline WORD/HEAD): `:` depends on `Summary`, the root.
-DEPENDENCY_PROMPT = "Summary/0 :/1"
+PROMPT = BRACKETED_PROMPT
 MAX_DOCUMENT_WORDS = 600
 MAX_SUMMARY_WORDS = 70
 LABEL_CHOICES = ("summary", "all")
@@ -106,12 +104,10 @@ class SummarizationFormat:
         return dataclasses.asdict(self)
 
     def for_tokenizer(self, tokenizer):
-        """This format with the prompt in `tokenizer`'s kind of tree: the default PROMPT becomes DEPENDENCY_PROMPT
-        for a dependency tokenizer (a prompt the user gave is kept as given)."""
-        from .data.prepare_dependency import is_dependency_tokenizer
-
-        if self.prompt == PROMPT and is_dependency_tokenizer(tokenizer):
-            return dataclasses.replace(self, prompt=DEPENDENCY_PROMPT)
+        """This format with the prompt in `tokenizer`'s kind of tree: the default PROMPT becomes the default prompt
+        of the tokenizer's tree format (`summary_prompt`; a prompt the user gave is kept as given)."""
+        if self.prompt == PROMPT:
+            return dataclasses.replace(self, prompt=format_of_tokenizer(tokenizer).summary_prompt)
         return self
 
     @classmethod
@@ -154,51 +150,20 @@ def as_sentence(item, tokenizer=None):
 
 
 def first_words(sentence, count, where):
-    """`sentence` cut to its first `count` words: a word list sliced, a bracketed tree with the leaves after them
-    removed and the constituents left empty dropped. Another format is a ValueError naming `where`."""
+    """`sentence` cut to its first `count` words by its tree format (TreeFormat.first_words): a word list sliced, a
+    bracketed tree with the leaves after them removed and the constituents left empty dropped, an inline
+    dependency tree with each kept word under its nearest kept ancestor. A sentence no format cuts is a
+    ValueError naming `where`."""
     if isinstance(sentence, (list, tuple)) and not isinstance(sentence, Tree):
         return list(sentence[:count])
-    if isinstance(sentence, str) and is_inline_tree(sentence):
-        return first_dependency_words(DependencyTree.from_inline(sentence, where), count).to_inline()
-    tree = sentence if isinstance(sentence, Tree) else parse_tree(sentence) if input_format(sentence) == "ptb" else None
-    if tree is None:
+    found = TREE_FORMATS["brackets"] if isinstance(sentence, Tree) else recognizing(sentence)
+    try:
+        if found is None:
+            raise ValueError("no tree format reads it")
+        return found.first_words(sentence, count)
+    except ValueError:
         raise ValueError(f"{where}: its first sentence alone has more words than the limit and its tree "
-                         f"({sentence[:60]!r}...) cannot be cut; raise the limit")
-    remaining = [count]
-
-    def cut(node):
-        children = []
-        for child in node:
-            if remaining[0] <= 0:
-                break
-            if isinstance(child, Tree):
-                kept = cut(child)
-                if kept is not None:
-                    children.append(kept)
-            else:
-                children.append(child)
-                remaining[0] -= 1
-        return Tree(node.label(), children) if children else None
-
-    return cut(tree)
-
-
-def first_dependency_words(tree, count):
-    """A DependencyTree's first `count` words: each takes as its head its nearest ancestor among them; of those
-    whose every ancestor was cut, the first is the root and the others its dependents. A projective tree stays
-    projective (what is cut lies to the right of everything kept)."""
-    heads = list(tree.heads)
-
-    def kept_ancestor(word):  # 1-based word -> its nearest kept ancestor, 0 where none
-        head = heads[word - 1]
-        while head > count:
-            head = heads[head - 1]
-        return head
-
-    new_heads = [kept_ancestor(word) for word in range(1, count + 1)]
-    roots = [word for word, head in enumerate(new_heads, start=1) if head == 0]
-    new_heads = [roots[0] if head == 0 and word != roots[0] else head for word, head in enumerate(new_heads, start=1)]
-    return DependencyTree(list(tree.words[:count]), new_heads)
+                         f"({sentence[:60]!r}...) cannot be cut; raise the limit") from None
 
 
 def truncate_sentences(sentences, limit, where):
@@ -221,14 +186,14 @@ def truncate_sentences(sentences, limit, where):
 
 def document_grammar(tokenizer):
     """The document-level grammar that reads what `tokenizer` writes (legality depends only on the
-    linearization, so any grammar of that linearization serves); a ValueError when no grammar of that
-    linearization reads documents (arc-eager, arc-swift, the reference variant)."""
+    linearization, so any grammar of that linearization serves, with the options the tokenizer fixes:
+    Family.tokenizer_grammar_options); a ValueError when no grammar of that linearization reads documents (its
+    class refuses: e.g. arc-eager, arc-swift, the reference variant)."""
     readers = grammars_reading(tokenizer.linearization)
     if not readers:
         raise ValueError(f"no grammar reads the tokenizer's linearization {tokenizer.linearization!r}")
-    layout = tokenizer.action_layout
-    options = {"variant": tokenizer.variant} if hasattr(tokenizer, "variant") else {}
-    layout = grammar_class(readers[0]).layout_class(**layout)
+    options = family_for_grammar(readers[0]).tokenizer_grammar_options(tokenizer)
+    layout = grammar_class(readers[0]).layout_class(**tokenizer.action_layout)
     try:
         return get_grammar(readers[0], layout, document_level=True, **options)
     except ValueError as error:
@@ -277,9 +242,10 @@ def context_ids(tokenizer, sentences, prompt):
     with their starts for a Nb-Up tokenizer). A words-only sequence's `</s>` is left off: the summary follows."""
     sentences = [as_sentence(sentence, tokenizer) for sentence in [*sentences, prompt]]
     ids = encoded_document(tokenizer, sentences)
-    # A checkpoint's tokenizer code saved before _document_bounds existed ends only a terminals document
+    # A checkpoint's tokenizer code saved before _document_bounds existed ends only a words-only document (`</s>`)
     bounds = getattr(tokenizer, "_document_bounds", None)
-    ending = bounds()[1] if bounds is not None else [tokenizer.eos_token_id] * (tokenizer.linearization == "terminals")
+    ending = bounds()[1] if bounds is not None else [tokenizer.eos_token_id] * (
+        format_of_tokenizer(tokenizer).kind == "words")
     return ids[: len(ids) - len(ending)] if ending else ids
 
 
@@ -330,18 +296,18 @@ def summarization_sequence(tokenizer, document, summary, document_id, summary_fo
 
 def check_parser(parser_model, parser_tokenizer, tokenizer, parser_name="the parser"):
     """Raise ValueError when `parser_model` cannot give trees that `tokenizer` encodes: a words-only model (no
-    trees), or trees of the other kind (dependency for a constituency tokenizer, or the reverse)."""
-    from .data.prepare_dependency import is_dependency_tokenizer
-
+    trees), or trees of another kind (the `kind` of the tree formats: dependency for a constituency tokenizer, or
+    the reverse)."""
+    grammar = parser_model.config.grammar
     if grammar_for_config(parser_model.config).words_only:
-        raise ValueError(f"{parser_name} is a {parser_model.config.grammar} model, which reads words only and gives no "
-                         "trees; expected a syntactic model (TG, TXL (CC), DTG ...) to parse the documents")
-    kinds = {True: "dependency", False: "constituency"}
-    given, wanted = is_dependency_tokenizer(parser_tokenizer), is_dependency_tokenizer(tokenizer)
-    if given != wanted:
-        raise ValueError(f"{parser_name} is a {parser_model.config.grammar} model, which gives {kinds[given]} trees, but "
-                         f"the target tokenizer ({tokenizer.linearization}) encodes {kinds[wanted]} trees; expected a "
-                         f"parser of the target's family or kind")
+        parsers = [name for name in grammar_names() if format_of_grammar(name).kind != "words"]
+        raise ValueError(f"{parser_name} is a {grammar} model, which reads words only and gives no trees; expected "
+                         f"a model of a grammar that writes trees ({', '.join(parsers[:4])} ...) to parse the documents")
+    given, wanted = format_of_grammar(grammar), format_of_tokenizer(tokenizer)
+    if given.kind != wanted.kind:
+        raise ValueError(f"{parser_name} is a {grammar} model, which gives {given.kind} trees, but the target "
+                         f"tokenizer ({tokenizer.linearization}) encodes {wanted.kind} trees; expected a parser of the "
+                         "target's family or kind")
 
 
 def _words_only(tokenizer):
@@ -522,7 +488,7 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
     as_prefix = grammar.is_complete(state)
     options = BeamSearchOptions(**{"beam_size": 1, "word_beam_size": 1, **SUMMARY_CONSTRAINTS, **beam_options})
     search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
-                                       incomplete_word_ids=getattr(tokenizer, "incomplete_word_ids", ()))
+                                       incomplete_word_ids=tokenizer.incomplete_word_ids)
     def sample(batch, batch_seed):
         if as_prefix:
             prompts, prefixes = [[] for _ in batch], batch

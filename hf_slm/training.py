@@ -1,17 +1,19 @@
-"""Training TG / TXL (CC) / TXL (terminals) / DTG / paper 003's compositional SLMs with transformers.Trainer.
+"""Training the syntactic LMs of every family with grammars with transformers.Trainer (Family.train's default).
 
 The loop is Trainer's; what this module adds is the glue: a tokenizer trained on the training trees (or a
-given one; a new one is of the class the grammar's family reads, hf_slm.auto.tokenizer_class_for_grammar, in the
-grammar's linearization; a tokenizer of unlabeled trees gets the trees unlabeled), the model config from a
-preset and the tokenizer's id layout, datasets of action ids, the data collator, Adam with the paper's schedule (linear warm-up from the initial to the maximum learning
-rate, then cosine decay to the final one; paper 000, Appendix B), an optional learning-rate multiplier for
-the token embedding (paper 002, section 4: 2.0 for DTG) and gradient clipping at norm 3.
+given one; a new one is of the class the grammar's family trains, Family.default_tokenizer, in the grammar's
+linearization; a tokenizer of unlabelled trees gets the trees unlabelled, Family.unlabelled_trees), the model
+config from a preset and the tokenizer's id layout (and what else the family's config takes from its tokenizer,
+Family.tokenizer_config_fields), datasets of action ids, the data collator, Adam with the paper's schedule
+(linear warm-up from the initial to the maximum learning rate, then cosine decay to the final one; paper 000,
+Appendix B), an optional learning-rate multiplier for the token embedding (paper 002, section 4: 2.0 for its
+presets) and gradient clipping at norm 3.
 
 Training data is either tree files, tokenized here, or one folder made by `hf-slm data prepare`
 (hf_slm.data.prepare): its `train` split's input_ids, its `validation` (or `dev`) split for evaluation, and
-the tokenizer saved with it. Dependency grammars (dtg, dtg_eager, dtg_swift) train on prepared folders only
-(`hf-slm data prepare --loader conllu --grammar dtg`), whose DependencyTokenizer gives the model its id layout
-and variant.
+the tokenizer saved with it. A grammar whose trees tree files do not hold (hf_slm/families/tree_formats.py,
+`from_tree_files`: dependency trees) trains on prepared folders only (`hf-slm data prepare --loader conllu
+--grammar dtg`), whose tokenizer gives the model its id layout.
 
 The output folder is locked while training writes it (hf_slm.run_journal.output_lock). A folder that already
 holds a trained model (config.json and weights), or the checkpoints of an interrupted run, is refused unless
@@ -38,13 +40,15 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from .checks import check_tokenizer_matches, grammars_reading, linearization_of
 from .collator import SyntacticDataCollator, takes_host_counts
-from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, load_syntactic_tokenizer,
-                           reads_unlabeled_trees, trees_for_tokenizer)
-from .data.prepare_dependency import is_dependency_tokenizer, transition_grammars
+from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, holds_trees, load_syntactic_tokenizer,
+                           trees_for_tokenizer)
 from .distributed import (barrier, is_distributed, is_main_process, main_process_context, on_main_process, rank,
                           world_size)
-from .families import causal_lm_for_config, family_for_grammar, grammar_class, preset_config
+from .families import (causal_lm_for_config, data_preparations, doubled_id_ranges, families_of_tokenizer,
+                       family_for_grammar, grammar_class, preset_config)
 from .families import preset as preset_of
+from .families.tree_formats import format_of_grammar, format_of_tokenizer
+from .modeling.grammars import grammar_for_config
 from .modeling.segment_recurrence import check_segment_model
 from .modeling.segments import check_segment_options
 from .run_journal import output_lock
@@ -90,17 +94,6 @@ def make_optimizer(model, learning_rate, warmup_steps, total_steps, initial_lear
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def doubled_id_ranges(grammar, layout):
-    """The [start, stop) id ranges of the actions that `grammar` expands into two positions (TG's closing
-    nonterminals, DTG's arcs), [] when it expands none; `layout` is a tokenizer's `action_layout`."""
-    if not grammar_class(grammar).duplicates_closing:
-        return []
-    if "root_token_id" in layout:  # a dependency layout: LA[k] and RA[k]
-        return [(layout["left_arc_start"], layout["left_arc_stop"]),
-                (layout["right_arc_start"], layout["right_arc_stop"])]
-    return [(layout["close_nt_start"], layout["close_nt_stop"])]
-
-
 def tree_dataset(tokenizer, trees, grammar, max_length, source="trees"):
     """A datasets.Dataset with one column, input_ids (the unexpanded action ids of each tree).
 
@@ -118,7 +111,7 @@ def tree_dataset(tokenizer, trees, grammar, max_length, source="trees"):
                 f"the model's max_sequence_length {max_length}; raise it or remove the tree"
             )
     columns = {"input_ids": encoded}
-    if "constituent_starts" in encoding:  # Nb-Up (paper 003): each `)`'s start travels with the ids
+    if "constituent_starts" in encoding:  # a grammar whose `)` points at its start: the starts travel with the ids
         columns["constituent_starts"] = encoding["constituent_starts"]
     return Dataset.from_dict(columns)
 
@@ -145,13 +138,19 @@ def prepared_dataset_dir(paths):
 
 
 def tokenizer_difference(first, second):
-    """None when two tokenizers give the same ids, else what differs (class, linearization or vocabulary)."""
+    """None when two tokenizers give the same ids, else what differs (class, linearization, the grammar options
+    the tokenizer fixes (Family.tokenizer_grammar_options), or vocabulary)."""
     if type(first).__name__ != type(second).__name__:
         return f"{type(first).__name__} vs {type(second).__name__}"
     if first.linearization != second.linearization:
         return f"linearization {first.linearization!r} vs {second.linearization!r}"
-    if getattr(first, "variant", None) != getattr(second, "variant", None):  # DTG: same vocabulary, other start id
-        return f"variant {first.variant!r} vs {second.variant!r}"
+    families = families_of_tokenizer(first)  # the same class: the same families
+    if families:  # options the tokenizer fixes give the same vocabulary other sequences (a start id, ...)
+        options = families[0].tokenizer_grammar_options(first)
+        others = families[0].tokenizer_grammar_options(second)
+        for name in options:
+            if options[name] != others.get(name):
+                return f"{name} {options[name]!r} vs {others.get(name)!r}"
     first_vocab, second_vocab = first.get_vocab(), second.get_vocab()
     if first_vocab != second_vocab:
         first_tokens = sorted(first_vocab, key=first_vocab.get)
@@ -179,14 +178,14 @@ def load_prepared_dataset(directory):
             f"prepared dataset {str(directory)!r} holds one Dataset; expected a DatasetDict with a train split"
         )
     loader = record.get("loader")
-    # conllu data holds trees when it was prepared for a dependency grammar (its transition sequences), xsum data
-    # when it was prepared for summarization (hf_slm/data/prepare_summarization.py).
-    if loader is not None and loader not in TREE_LOADERS and not record.get("dependency") \
-            and not record.get("summarization"):
+    # Other loaders' data holds trees when a family's preparation made it (e.g. a dependency grammar's transition
+    # sequences of conllu data), or summarization (hf_slm/data/prepare_summarization.py).
+    if loader is not None and not holds_trees(record):
+        prepared_by = "".join(f", or on {hook.description} prepared with --grammar ({', '.join(grammars)})"
+                              for hook, grammars in data_preparations().items())
         raise ValueError(
             f"prepared dataset {str(directory)!r} was made by the {loader!r} loader, which has no trees; syntactic "
-            f"models train on the {' or '.join(TREE_LOADERS)} loaders' input_ids, or on conllu data prepared with "
-            "--grammar (dtg, dtg_eager, dtg_swift)"
+            f"models train on the {' or '.join(TREE_LOADERS)} loaders' input_ids{prepared_by}"
         )
     for split, data in dataset.items():
         if "input_ids" not in data.column_names:
@@ -322,11 +321,13 @@ def prepared_inputs(directory, setup, grammar, log=print):
         if split is None:
             raise ValueError(f"prepared evaluation data {str(eval_dir)!r} has no {' or '.join(EVAL_SPLIT_NAMES)} split")
         inputs.eval, inputs.eval_source = eval_data[split], f"{eval_dir}:{split}"
-    elif setup.eval and is_dependency_tokenizer(tokenizer):
+    elif setup.eval and not format_of_tokenizer(tokenizer).from_tree_files:
+        trees = format_of_tokenizer(tokenizer)
         raise ValueError(
-            f"--eval {', '.join(map(str, setup.eval))}: dependency models evaluate on prepared data; pass a folder "
-            f"made by `hf-slm data prepare --loader conllu --tokenizer {Path(directory) / TOKENIZER_FOLDER}` (its "
-            "validation split), or leave --eval out to use the validation split of --train"
+            f"--eval {', '.join(map(str, setup.eval))}: {trees.name} models evaluate on prepared data; pass a folder "
+            f"made by `hf-slm data prepare --loader {trees.data_loader} --tokenizer "
+            f"{Path(directory) / TOKENIZER_FOLDER}` (its validation split), or leave --eval out to use the validation "
+            "split of --train"
         )
     elif setup.eval:
         # Raw tree files get the tokenizer's normalization, the one the prepared trees had.
@@ -479,11 +480,12 @@ def train_grammar_model(setup, log):
     if setup.pieces is not None and (setup.resume or setup.tokenizer or prepared is not None):
         raise ValueError(f"--pieces {setup.pieces}: it chooses the piece model of a tokenizer trained here, and this run "
                          "uses a given one (--tokenizer, --resume or the prepared dataset's); leave --pieces out")
-    if prepared is None and grammar in transition_grammars():
+    trees = format_of_grammar(grammar)
+    if prepared is None and not trees.from_tree_files:
         raise ValueError(
-            f"--train {', '.join(map(str, setup.train))}: the {grammar} grammar trains on dependency trees prepared "
-            f"by `hf-slm data prepare --loader conllu --grammar {grammar} ...`; pass that folder (tree files hold "
-            "bracketed trees)"
+            f"--train {', '.join(map(str, setup.train))}: the {grammar} grammar trains on {trees.description} "
+            f"prepared by `hf-slm data prepare --loader {trees.data_loader} --grammar {grammar} ...`; pass that folder "
+            "(tree files hold bracketed trees)"
         )
     if prepared is not None:
         inputs = prepared_inputs(prepared, setup, grammar, log)
@@ -511,15 +513,15 @@ def train_grammar_model(setup, log):
                     f"needs {linearization_of(grammar)!r}"
                 )
         else:
-            # The grammar's family gives the tokenizer class (CompositionalTokenizer for paper 003's grammars,
-            # SyntacticTokenizer for TG / TXL) and the grammar its linearization.
-            tokenizer_class = family_for_grammar(grammar).default_tokenizer
+            # The grammar's family gives the tokenizer class and the grammar its linearization.
+            family = family_for_grammar(grammar)
+            tokenizer_class = family.default_tokenizer
             vocab_size = setup.vocab_size or preset["model"]["vocab_size"]
             log(f"training a {setup.pieces or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, {vocab_size} pieces requested) on "
                 f"{len(train_trees)} trees")
             # The trees are already normalized; the options are stored so that tree strings encoded later get
             # the same normalization. A tokenizer of unlabeled trees has no labels to learn.
-            labels = {} if reads_unlabeled_trees(tokenizer_class) else dict(extra_nonterminals={
+            labels = {} if family.unlabelled_trees else dict(extra_nonterminals={
                 node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
                 for node in tree.subtrees()})
             pieces = {} if setup.pieces is None else {"pieces": setup.pieces}
@@ -533,12 +535,12 @@ def train_grammar_model(setup, log):
             raise ValueError(f"prepared dataset {str(prepared)!r} holds documents; it needs document_level=true")
         overrides["document_level"] = True
     overrides.update(tokenizer.action_layout)
-    if is_dependency_tokenizer(tokenizer):
-        # The variant gives the same vocabulary other sequences (`<s>` as the root): the model reads the tokenizer's.
-        if overrides.setdefault("dependency_variant", tokenizer.variant) != tokenizer.variant:
-            raise ValueError(f"--set dependency_variant={overrides['dependency_variant']}: the tokenizer encodes the "
-                             f"{tokenizer.variant!r} variant; prepare the data with --variant "
-                             f"{overrides['dependency_variant']} instead")
+    # What else the tokenizer fixes of the model (a variant gives the same vocabulary other sequences): the model
+    # reads the tokenizer's.
+    for name, value in family_for_grammar(grammar).tokenizer_config_fields(tokenizer).items():
+        if overrides.setdefault(name, value) != value:
+            raise ValueError(f"--set {name}={overrides[name]}: the tokenizer's ids are those of {name} {value!r}; "
+                             f"prepare the data with a tokenizer of {name} {overrides[name]!r} instead")
     overrides["vocab_size"] = len(tokenizer)
     overrides["vocabulary_fingerprint"] = tokenizer.vocabulary_fingerprint
     config = preset_config(setup.preset, **overrides)
@@ -564,7 +566,7 @@ def train_grammar_model(setup, log):
         log("segment recurrence: no evaluation during training (the evaluation data is not used here); measure it "
             "afterwards with `hf-slm eval ppl`")
         eval_dataset = None
-    trainer = run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, schedule)
+    trainer = run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule)
     if is_main_process():
         write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
                               prepared=inputs.description() if prepared is not None else None)
@@ -596,17 +598,16 @@ def trained_once(train_tokenizer, output):
     return tokenizer
 
 
-def run_trainer(setup, model, tokenizer, grammar, train_dataset, eval_dataset, schedule):
+def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule):
     """The training loop shared by `hf-slm train` and `hf-slm finetune` (hf_slm/finetuning.py): our collator
     (per-action labels pass through it), Adam with the warm-up/cosine schedule, transformers.Trainer resuming
     from the last checkpoint when setup.resume; the final model and tokenizer saved to setup.output (safetensors
     and JSON only). Returns the Trainer."""
     config = model.config
-    document_level = bool(getattr(config, "document_level", False))
-    grammar_options = {"variant": config.dependency_variant} if is_dependency_tokenizer(tokenizer) else {}
-    collator = SyntacticDataCollator(grammar, tokenizer.action_layout, max_length=config.max_sequence_length,
-                                     host_counts=takes_host_counts(model),
-                                     document_level=document_level, **grammar_options)
+    # The grammar the model reads (its config's: the grammar, the id layout, the document level and any option of
+    # the grammar's family), which the tokenizer's ids were checked to match.
+    collator = SyntacticDataCollator(grammar_for_config(config), None, max_length=config.max_sequence_length,
+                                     host_counts=takes_host_counts(model))
     optimizer, scheduler = schedule_optimizer(model, schedule)
     args = training_arguments(setup, schedule, eval_dataset is not None, max_grad_norm=3.0)
     segments = getattr(setup, "segment_length", None) is not None  # hf-slm train's option (not fine-tuning's)

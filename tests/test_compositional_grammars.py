@@ -13,7 +13,7 @@ from tree_strategies import action_vocabulary_trees, assert_positions_equal_sequ
 
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.cli import main
-from hf_slm.mask_inspection import compositional_actions
+from hf_slm.families.mask_examples import unlabelled_actions as compositional_actions
 from hf_slm.modeling.compositional_grammars import (COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_GRAMMARS,
                                                     compositional_grammar_class)
 from hf_slm.families import get_grammar

@@ -19,10 +19,10 @@ from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArgum
 
 from hf_slm import SyntacticDataCollator, TransformerGrammarForCausalLM
 from hf_slm.cli import main
-from hf_slm.families import family_for_grammar
+from hf_slm.families import registered_families
 from hf_slm.modeling.modeling_slm import TransformerGrammarModel
 from hf_slm.modeling.safe_loading import PickleWeightsRefusedError
-from hf_slm.publishing import check_checkpoint, push_checkpoint
+from hf_slm.publishing import check_checkpoint, push_checkpoint, tokenizer_files
 
 from conftest import ISOLATION_PREAMBLE, save_tiny_checkpoint
 from hub_server import LocalHub
@@ -395,12 +395,23 @@ FAMILY_HUB_CODE = {"dtg_swift": {"dependency_grammars.py", "tokenization_depende
                    "syntactic_ordered_memory": {"modeling_som.py", "configuration_som.py", "safe_loading.py"}}
 
 
+def test_the_checks_know_the_vocabulary_files_of_every_familys_tokenizers():
+    for family in registered_families():
+        for tokenizer_class in family.tokenizer_classes:
+            assert tokenizer_files()[tokenizer_class.__name__], (family.name, tokenizer_class.__name__)
+
+
 @pytest.mark.parametrize("grammar", list(FAMILY_HUB_CODE))
 def test_a_family_checkpoint_is_pushed_and_loads_pinned_without_hf_slm(hub, api, tmp_path, capsys, grammar):
     directory = tmp_path / "run"
     model, tokenizer, trees = _family_checkpoint(grammar, directory)
     kept, _ = check_checkpoint(directory)
     assert FAMILY_HUB_CODE[grammar] <= set(kept)
+    # Without its vocabulary file, the checkpoint of every family's tokenizer is refused.
+    vocabulary = [name for name in tokenizer_files()[type(tokenizer).__name__] if name in kept]
+    assert vocabulary
+    with pytest.raises(ValueError, match=f"the {type(tokenizer).__name__} tokenizer needs"):
+        check_checkpoint(copy_checkpoint(directory, tmp_path / "no-vocabulary", drop=vocabulary))
 
     repo = f"org/{grammar}-tiny"
     assert main(["push", str(directory), "--repo", repo]) == 0
@@ -420,4 +431,5 @@ def test_a_family_checkpoint_is_pushed_and_loads_pinned_without_hf_slm(hub, api,
     assert found["loss"] == pytest.approx(expected, abs=1e-5)
     card = open(hf_hub_download(repo, "README.md"), encoding="utf-8").read()
     assert f'REVISION = "{sha}"' in card
-    assert f"\n- {family_for_grammar(grammar).variant(grammar).hub_tag}\n" in card  # the family's own card (its hub tag in the metadata)
+    variant = next(variant for family in registered_families() for variant in family.variants if variant.name == grammar)
+    assert f"\n- {variant.hub_tag}\n" in card  # the family's own card (its hub tag in the metadata)

@@ -403,7 +403,7 @@ def test_a_tiny_dtg_memorizes_two_documents(tmp_path):
     from hf_slm.evaluation.rouge import evaluate_rouge
     from hf_slm.finetuning import FinetuneSetup, finetune
     from hf_slm.loading import load_checkpoint
-    from hf_slm.summarization import DEPENDENCY_PROMPT
+    from hf_slm.families.tree_formats import DEPENDENCY_PROMPT
     from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 
     rows = fixture_rows(2)

@@ -336,7 +336,7 @@ def test_dependency_training_errors(conllu_treebank, prepared_wsj, tmp_path):
         setup = eager_setup()
         setup.eval = [DATA_FIXTURES / "ptb_lines" / "dev.txt"]
         train(setup, log=_quiet)
-    with pytest.raises(ValueError, match="the tokenizer encodes the 'paper' variant"):
+    with pytest.raises(ValueError, match="the tokenizer's ids are those of dependency_variant 'paper'"):
         train(eager_setup(dependency_variant="reference"), log=_quiet)
     with pytest.raises(ValueError, match="unknown grammar 'dtg_hybrid'"):
         train(prepared_setup([eager], tmp_path / "x", preset="dtg-tiny", model_overrides=dict(grammar="dtg_hybrid")),

@@ -14,8 +14,9 @@
 (`02-21`), file numbers (`0001-0159`) or file names and globs (see hf_slm/data/ptb.py); for the other
 loaders they are files, relative to --path when --path is a folder, e.g. `--splits train=a.txt,test=b.txt`.
 `--boundaries` (bllip, document level) is a file, a folder, or `split=file` pairs in the same spelling.
-`--grammar` (conllu) encodes each dependency tree as the grammar's transition sequence, with a DependencyTokenizer
-trained on the train split unless `--tokenizer` names one (hf_slm/data/prepare_dependency.py).
+`--grammar` names a grammar whose family prepares its own data (hf_slm/data/prepare.py, "Family preparations";
+the dependency grammars' conllu data: each tree as the grammar's transition sequence, with a tokenizer trained on
+the train split unless `--tokenizer` names one); those preparations add their own options.
 This module (and hf_slm.data) imports the data machinery only when the command runs, to keep `hf-slm` quick to start.
 """
 
@@ -104,11 +105,25 @@ def command_data_prepare(args):
     if args.non_projective:
         options["non_projective"] = args.non_projective
     summarization, parser_beam_options = _summarization_options(args)
+    for name in _preparation_options():  # a family preparation's options (vocab_size, ...)
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     prepare_dataset(args.loader, path, args.tokenizer, args.output, num_proc=args.num_proc,
                     document_level=args.document_level, overwrite=args.overwrite, grammar=args.grammar,
-                    vocab_size=args.vocab_size, max_k=args.max_k, variant=args.variant, summarization=summarization,
-                    parser=args.parser, parser_beam_options=parser_beam_options, **options)
+                    summarization=summarization, parser=args.parser, parser_beam_options=parser_beam_options,
+                    **options)
     return 0
+
+
+def _preparation_hooks():
+    """{data preparation hook: the grammars it prepares for} (light to import: the records name their classes)."""
+    from ..families import data_preparations
+
+    return data_preparations()
+
+
+def _preparation_options():
+    return [name for hook in _preparation_hooks() for name in hook.options]
 
 
 def add_data_command(commands):
@@ -125,7 +140,7 @@ def add_data_command(commands):
     prepare.add_argument("--loader", required=True, help=f"the dataset format: {LOADER_NAMES}")
     prepare.add_argument("--path", required=True, help="the data: a folder or a file (see --splits for others)")
     prepare.add_argument("--tokenizer", help="a saved hf_slm tokenizer directory (required but with --grammar, which "
-                         "trains a DependencyTokenizer on the train split when it is left out)")
+                         "trains the grammar's tokenizer on the train split when it is left out)")
     prepare.add_argument("--output", required=True,
                          help="the folder to write (new or empty); each split is saved and journaled "
                               "(prepare.journal.jsonl) as it is done, so the same command after an interruption "
@@ -141,24 +156,21 @@ def add_data_command(commands):
                          help="bllip document boundaries: a file, a folder, or split=file pairs")
     prepare.add_argument("--split-file", help="xsum: the split JSON of the original release")
     prepare.add_argument("--cache-dir", help="datasets' cache folder for the loaded data")
-    # Dependency data (conllu) for Dependency Transformer Grammars; choices are checked when the command runs, so
-    # that building the parser imports no grammar code.
+    # Data of a family's own kind; the grammar is checked when the command runs, so that building the parser
+    # imports no grammar code.
+    hooks = _preparation_hooks()
     prepare.add_argument("--grammar", metavar="GRAMMAR",
-                         help="conllu: encode each tree as the transition sequence a dependency grammar reads (dtg: "
-                              "arc-standard, dtg_eager, dtg_swift); default: the --tokenizer's, if a "
-                              "DependencyTokenizer")
+                         help="for data that a grammar's family prepares itself ("
+                              + "; ".join(f"{hook.description}: --loader {hook.loader}, grammars {', '.join(grammars)}"
+                                          for hook, grammars in hooks.items())
+                              + "): encode it as the grammar reads it, with a tokenizer trained on the train split "
+                                "unless --tokenizer names one (default: the grammar the --tokenizer implies)")
     prepare.add_argument("--non-projective", choices=["keep", "error", "skip", "lift"],
-                         help="conllu: what to do with a non-projective tree (default: keep, and error with --grammar, "
-                              "whose transition systems build projective trees only)")
-    prepare.add_argument("--vocab-size", type=int,
-                         help="--grammar without --tokenizer: word pieces of the tokenizer trained (default 32768)")
-    prepare.add_argument("--max-k", type=int,
-                         help="--grammar dtg_swift without --tokenizer: the largest LA[k] / RA[k] (default: the "
-                              "largest the training trees need; a larger k in another split is an error naming the "
-                              "sentence)")
-    prepare.add_argument("--variant", choices=["paper", "reference"],
-                         help="--grammar dtg without --tokenizer: 'reference' encodes as the authors' released code "
-                              "(<s> as the root, pop_root)")
+                         help="conllu: what to do with a non-projective tree (default: keep; a grammar's preparation "
+                              "may ask for another, as the dependency grammars' transition systems, which build "
+                              "projective trees only, ask for error)")
+    for hook in hooks:
+        hook.add_arguments(prepare)
     prepare.add_argument("--overwrite", action="store_true",
                          help="write into a non-empty --output, starting over (also when an interrupted prepare "
                               "there was of other data, tokenizer or options)")
@@ -169,7 +181,7 @@ def add_data_command(commands):
                               "input_ids and labels (only the summary's by default)")
     prepare.add_argument("--parser", metavar="MODEL",
                          help="--summarization: the checkpoint whose silver trees the texts get (cached in "
-                              "OUTPUT/silver/, so an interrupted prepare resumes); not needed for a terminals tokenizer")
+                              "OUTPUT/silver/, so an interrupted prepare resumes); not needed for a words-only tokenizer")
     prepare.add_argument("--prompt", help="--summarization: the prompt tree (default '(NP Summary :)')")
     prepare.add_argument("--max-document-words", type=int, help="--summarization: default 600")
     prepare.add_argument("--max-summary-words", type=int, help="--summarization: default 70; a longer summary is an "

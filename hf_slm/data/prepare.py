@@ -10,9 +10,8 @@ counts). What is tokenized:
   summary (`<s>` + word pieces, no trees; an empty text is `<s>` alone); with `summarization`, one
   document-level sequence per example instead, `input_ids` and `labels`: the document's silver trees, the
   prompt and the summary's trees (prepare_summarization.py);
-- conllu: `input_ids`, the ids of the words (`<s>` + word pieces); for a dependency grammar (`grammar="dtg"`,
-  ..., or a DependencyTokenizer), the transition sequence of each tree, with a DependencyTokenizer trained on
-  the train split when none is given (prepare_dependency.py).
+- conllu: `input_ids`, the ids of the words (`<s>` + word pieces);
+- data of a family's own kind: what the family's preparation makes (below).
 
 Trees are normalized once, by the loader, with the tokenizer's own normalization options (stored in its
 config, and applied to every bracketed string it encodes later), so the saved ids are those the tokenizer
@@ -20,6 +19,16 @@ gives for the raw trees. The loaded trees are handed to the tokenizer as parsed 
 a normalized string would normalize it again, and "auto" POS detection takes a tree like (S (NP It) (VP
 rained)), whose every word is an only child, for a POS-tagged one. Normalization options that differ from
 the tokenizer's are an error (train the tokenizer with them instead).
+
+Family preparations. A family whose data is not trees or words (the dependency families' CoNLL-U trees) names a
+preparation hook in its record (`Family.preparation`; hf_slm/data/prepare_dependency.py). It runs when
+`grammar` is one of the family's, or when the given tokenizer is the family's and the loader is the hook's. A
+hook has `loader` (the loader of its data), `description` (its data in words), `options` (the names of the
+prepare_dataset options it takes, e.g. vocab_size) and `record_key` (its entry in prepare.json), and
+`create(loader, tokenizer, tokenizer_dir, grammar, **options)`, which checks them and returns the preparation
+of this run: `loader_options(options)`, `journal_entry()` (what a tokenizer it trains depends on),
+`trained_tokenizer(dataset, output, journal, log)` (when no tokenizer was given), `encode` (the datasets.map
+function of a batch and the tokenizer), `id_columns` and `record(tokenizer)`.
 """
 
 import datetime
@@ -31,10 +40,11 @@ from pathlib import Path
 import pyarrow.compute as pc
 from datasets import DatasetDict, load_from_disk
 
+from ..families import data_preparations, families_of_tokenizer, family_for_grammar
+from ..families.tree_formats import format_of_grammar
 from ..run_journal import LOCK_NAME, RunJournal, data_fingerprint, output_lock
 from ..tokenization.trees import parse_tree
 from . import load, loader_options
-from .prepare_dependency import dependency_preparation
 from .ptb import NORMALIZE_OPTIONS
 
 TREE_LOADERS = ("ptb", "bllip")
@@ -65,7 +75,7 @@ def load_syntactic_tokenizer(directory):
     return classes[name].from_pretrained(str(directory))
 
 
-def _locate(error, batch, position, what, unit="tree"):
+def locate_error(error, batch, position, what, unit="tree"):
     """`error` again, naming the example it happened in (by file and index, or document id)."""
     if "document_id" in batch:
         where = f"document {batch['document_id'][position]!r}"
@@ -76,16 +86,16 @@ def _locate(error, batch, position, what, unit="tree"):
     return ValueError(f"{where}: cannot encode its {what}: {error}")
 
 
-def reads_unlabeled_trees(tokenizer):
-    """Whether `tokenizer` encodes unlabeled trees only (paper 003's CompositionalTokenizer): it says so by its
-    `unlabel` method, which turns a labeled tree into what it reads; no labels join its vocabulary."""
-    return callable(getattr(tokenizer, "unlabel", None))
+def reads_unlabelled_trees(tokenizer):
+    """Whether `tokenizer` encodes unlabelled trees only: its family's record says so (Family.unlabelled_trees),
+    the family known by the tokenizer's class name (a checkpoint's own copy of the class too)."""
+    return any(family.unlabelled_trees for family in families_of_tokenizer(tokenizer))
 
 
 def trees_for_tokenizer(tokenizer, trees):
-    """Labeled trees (read from tree files, normalized) as `tokenizer` encodes them: unlabeled for a tokenizer of
-    unlabeled trees (its `unlabel`, which leaves the normalization alone for parsed trees), as they are otherwise."""
-    return [tokenizer.unlabel(tree) for tree in trees] if reads_unlabeled_trees(tokenizer) else list(trees)
+    """Labeled trees (read from tree files, normalized) as `tokenizer` encodes them: unlabelled for a tokenizer of
+    unlabelled trees (its `unlabel`, which leaves the normalization alone for parsed trees), as they are otherwise."""
+    return [tokenizer.unlabel(tree) for tree in trees] if reads_unlabelled_trees(tokenizer) else list(trees)
 
 
 def encode_trees(batch, tokenizer):
@@ -100,7 +110,7 @@ def encode_trees(batch, tokenizer):
             try:
                 tokenizer(tree)
             except ValueError as error:
-                raise _locate(error, batch, position, "tree") from error
+                raise locate_error(error, batch, position, "tree") from error
         raise
 
 
@@ -112,7 +122,7 @@ def encode_documents(batch, tokenizer):
         try:
             encoded = tokenizer.encode_document(trees_for_tokenizer(tokenizer, [parse_tree(tree) for tree in trees]))
         except ValueError as error:
-            raise _locate(error, batch, position, "trees") from error
+            raise locate_error(error, batch, position, "trees") from error
         for name in ("input_ids", "constituent_starts"):
             if name in encoded:
                 columns.setdefault(name, []).append(encoded[name])
@@ -128,7 +138,7 @@ def _encode_word_lists(tokenizer, word_lists, batch, what):
         try:
             ids.append(tokenizer(words, is_split_into_words=True)["input_ids"])
         except ValueError as error:
-            raise _locate(error, batch, position, what, unit="sentence") from error
+            raise locate_error(error, batch, position, what, unit="sentence") from error
     return ids
 
 
@@ -145,22 +155,9 @@ def encode_words(batch, tokenizer):
     return {"input_ids": _encode_word_lists(tokenizer, batch["words"], batch, "words")}
 
 
-def encode_dependency_trees(batch, tokenizer):
-    """input_ids of each sentence's dependency tree (CoNLL-U): its transition sequence."""
-    from ..tokenization.dependency_trees import DependencyTree
-
-    ids = []
-    for position, (words, heads) in enumerate(zip(batch["words"], batch["heads"])):
-        try:
-            ids.append(tokenizer(DependencyTree(words, heads))["input_ids"])
-        except ValueError as error:
-            raise _locate(error, batch, position, "tree", unit="sentence") from error
-    return {"input_ids": ids}
-
-
-def _encoder(loader, document_level, dependency=None):
-    if dependency is not None:
-        return encode_dependency_trees, ["input_ids"]
+def _encoder(loader, document_level, preparation=None):
+    if preparation is not None:
+        return preparation.encode, list(preparation.id_columns)
     if loader in TREE_LOADERS:
         return (encode_documents if document_level else encode_trees), ["input_ids"]
     if loader == "xsum":
@@ -221,15 +218,68 @@ def format_summary(record):
     return "\n".join(lines)
 
 
+def holds_trees(record):
+    """Whether a prepare.json record describes ids of trees (a tree loader's, a family preparation's, or
+    summarization sequences), which syntactic models train on."""
+    keys = ["summarization"] + [hook.record_key for hook in data_preparations()]
+    return record.get("loader") in TREE_LOADERS or any(record.get(key) for key in keys)
+
+
+def _flags(names):
+    return ", ".join(f"--{name.replace('_', '-')}" for name in names)
+
+
+def family_preparation(loader, tokenizer, tokenizer_dir, grammar, options):
+    """The preparation of a family's own data (module docstring, "Family preparations"), or None for trees or
+    words. The hooks' options are taken out of `options`; errors name the option or grammar that does not fit."""
+    hooks = data_preparations()
+    names = [name for hook in hooks for name in hook.options]
+    given = {name: options.pop(name) for name in names if name in options}
+    given = {name: value for name, value in given.items() if value is not None}
+    if grammar is not None:
+        hook = family_for_grammar(grammar).preparation  # an unknown grammar: the error lists them
+        if hook is None:
+            readers = [name for grammars in hooks.values() for name in grammars]
+            raise ValueError(f"--grammar {grammar}: prepare encodes the trees of the grammars whose data is prepared "
+                             f"for them ({', '.join(readers)}); {grammar} reads "
+                             f"{format_of_grammar(grammar).description} (prepare them with the tokenizer --tokenizer "
+                             "names)")
+        return hook.create(loader, tokenizer, tokenizer_dir, grammar, **_taken(hook, given))
+    own = [family.preparation for family in families_of_tokenizer(tokenizer) if family.preparation is not None] \
+        if tokenizer is not None else []
+    if own and own[0].loader == loader:
+        return own[0].create(loader, tokenizer, tokenizer_dir, None, **_taken(own[0], given))
+    if given:
+        wanted = "; ".join(f"{hook.description} (--loader {hook.loader} --grammar {'|'.join(grammars)})"
+                           for hook, grammars in hooks.items() if set(given) & set(hook.options))
+        raise ValueError(f"{_flags(given)} apply to {wanted}")
+    if tokenizer is None:
+        waiting = [(hook, grammars) for hook, grammars in hooks.items() if hook.loader == loader]
+        if waiting:
+            raise ValueError(f"--loader {loader} without --tokenizer: pass --grammar "
+                             f"({', '.join(name for _, grammars in waiting for name in grammars)}) to train a tokenizer "
+                             "on the training split, or --tokenizer")
+        trained = ", ".join(f"{hook.description} (--grammar {'|'.join(grammars)})" for hook, grammars in hooks.items())
+        raise ValueError(f"the {loader} loader needs --tokenizer (only --grammar trains a tokenizer, for {trained})")
+    return None
+
+
+def _taken(hook, given):
+    """The options `hook` takes of `given`; another hook's option is an error naming it."""
+    foreign = sorted(set(given) - set(hook.options))
+    if foreign:
+        raise ValueError(f"{_flags(foreign)} do not apply to {hook.description}")
+    return given
+
+
 def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document_level=False, overwrite=False,
-                    log=print, grammar=None, vocab_size=None, max_k=None, variant=None, summarization=None,
-                    parser=None, parser_beam_options=None, **options):
+                    log=print, grammar=None, summarization=None, parser=None, parser_beam_options=None, **options):
     """Load `path` with `loader`, tokenize it and save it to `output` (see the module docstring).
 
     Args:
         loader: a name of hf_slm.data.LOADERS ("ptb", "bllip", "xsum", "conllu").
         path: the loader's path (a folder, a file or a mapping {split: files}).
-        tokenizer_dir: a saved hf_slm tokenizer; None (dependency grammars only): train one on the train split.
+        tokenizer_dir: a saved hf_slm tokenizer; None (a family preparation only): train one on the train split.
         output: the folder to write; it must be new or empty unless `overwrite`, or hold the journal of an
             interrupted prepare of the same data, tokenizer and options, which is resumed: each split is saved
             (`<output>/<split>/`) and journaled (`prepare.journal.jsonl`) as soon as it is tokenized, and a rerun
@@ -238,15 +288,15 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
         document_level: one example per document (bllip).
         overwrite: replace the contents of a non-empty `output` (an interrupted prepare is started over).
         log: where the summary goes (print by default).
-        grammar, vocab_size, max_k, variant: conllu data for a dependency grammar ("dtg", "dtg_eager",
-            "dtg_swift"): the transition sequences of the trees, and the DependencyTokenizer trained when
-            `tokenizer_dir` is None (prepare_dependency.py; non_projective defaults to "error").
+        grammar: a grammar whose family prepares its own data (module docstring, "Family preparations"; e.g. a
+            dependency grammar's conllu data); the family's preparation options (vocab_size, ...) are among
+            `options`.
         summarization, parser, parser_beam_options: xsum data as summarization sequences
             (prepare_summarization.py): `summarization` True or a dict of SummarizationFormat fields (prompt,
             max_document_words, max_summary_words, truncate_summaries, labels); `parser` the checkpoint folder of
             the silver trees, searched with `parser_beam_options` (BeamSearchOptions fields).
         options: the loader's options (splits, boundaries, split_file, cache_dir, tree normalization,
-            non_projective).
+            non_projective) and a family preparation's.
     Returns the saved DatasetDict.
     """
     output = Path(output)
@@ -259,9 +309,10 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
     if num_proc is not None and (not isinstance(num_proc, int) or num_proc < 1):
         raise ValueError(f"num_proc {num_proc!r}: expected a positive number of processes")
     tokenizer = load_syntactic_tokenizer(tokenizer_dir) if tokenizer_dir is not None else None
-    dependency = dependency_preparation(loader, tokenizer, tokenizer_dir, grammar, vocab_size, max_k, variant)
-    if dependency is not None:
-        options = dependency.loader_options(options)
+    options = dict(options)
+    preparation = family_preparation(loader, tokenizer, tokenizer_dir, grammar, options)
+    if preparation is not None:
+        options = preparation.loader_options(options)
     arguments = _loader_arguments(loader, tokenizer, document_level, options)
     summarizer = None
     if summarization:  # checked (the parser loaded and matched to the tokenizer) before the data is read
@@ -277,25 +328,25 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
         # What the saved splits depend on; the data by its files' names, sizes and times (BLLIP is gigabytes).
         header = {"run": "prepare", "loader": loader, "document_level": bool(document_level),
                   "data": data_fingerprint(_jsonable(path), contents=False),
-                  "tokenizer": data_fingerprint(tokenizer_dir) if tokenizer is not None else dependency.journal_entry(),
+                  "tokenizer": data_fingerprint(tokenizer_dir) if tokenizer is not None else preparation.journal_entry(),
                   "options": _jsonable({k: v for k, v in arguments.items() if k != "cache_dir"})}
         if summarizer is not None:
             header["summarization"] = summarizer.journal_entry()
         journal = RunJournal(output / PREPARE_JOURNAL, header, overwrite=overwrite, log=log)
         try:
             if tokenizer is None:
-                tokenizer = dependency.trained_tokenizer(dataset, output, journal, log)
+                tokenizer = preparation.trained_tokenizer(dataset, output, journal, log)
             return _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer,
-                                      arguments, dataset, journal, dependency, summarizer)
+                                      arguments, dataset, journal, preparation, summarizer)
         finally:
             journal.close()
 
 
 def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer, arguments,
-                       dataset, journal, dependency=None, summarizer=None):
+                       dataset, journal, preparation=None, summarizer=None):
     """The work of `prepare_dataset` once `output` is locked: each split tokenized, saved and journaled (or
     loaded, when an earlier run finished it), then the tokenizer and the record."""
-    encode, id_columns = _encoder(loader, document_level, dependency)
+    encode, id_columns = _encoder(loader, document_level, preparation)
     if summarizer is not None:
         id_columns = ["input_ids", "labels"]
         document_level = True  # several trees in one sequence: training makes a document-level model
@@ -333,7 +384,7 @@ def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_l
             "vocab_size": len(tokenizer),
             "linearization": tokenizer.linearization,
         },
-        "dependency": dependency.record(tokenizer) if dependency is not None else None,
+        **({} if preparation is None else {preparation.record_key: preparation.record(tokenizer)}),
         "summarization": summarizer.record() if summarizer is not None else None,
         "id_columns": id_columns,
         "splits": {

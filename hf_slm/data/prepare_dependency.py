@@ -1,5 +1,6 @@
-"""What `hf-slm data prepare` does differently for dependency grammars (paper 002): every other step (the
-output layout, saving and journaling each split, resuming, prepare.json) is prepare.py's.
+"""The dependency families' data preparation (paper 002's DTG and TXL (trans); their records name it as
+`Family.preparation`): what `hf-slm data prepare` does differently for them. Every other step (the output layout,
+saving and journaling each split, resuming, prepare.json) is hf_slm/data/prepare.py's.
 
     hf-slm data prepare --loader conllu --grammar dtg --path ud_english_ewt --non-projective lift \
         --vocab-size 2000 --output runs/ewt-dtg
@@ -48,6 +49,20 @@ def transition_grammars():
 
     return {name: grammar_class(name).linearization for name in grammar_names()
             if grammar_class(name).linearization in SYSTEMS}
+
+
+def encode_dependency_trees(batch, tokenizer):
+    """input_ids of each sentence's dependency tree (CoNLL-U): its transition sequence."""
+    from ..tokenization.dependency_trees import DependencyTree
+    from .prepare import locate_error
+
+    ids = []
+    for position, (words, heads) in enumerate(zip(batch["words"], batch["heads"])):
+        try:
+            ids.append(tokenizer(DependencyTree(words, heads))["input_ids"])
+        except ValueError as error:
+            raise locate_error(error, batch, position, "tree", unit="sentence") from error
+    return {"input_ids": ids}
 
 
 @dataclass
@@ -123,47 +138,50 @@ class DependencyPreparation:
         journal.record([(TOKENIZER_KEY, {"ids": len(tokenizer), "max_k": tokenizer.max_k})])
         return tokenizer
 
+    encode = staticmethod(encode_dependency_trees)
+    id_columns = ("input_ids",)
+    record_key = "dependency"  # prepare.json's entry (training reads it: the ids are trees)
+
     def record(self, tokenizer):
         """prepare.json's entry for dependency data."""
         return {"grammar": self.grammar, "transition_system": tokenizer.transition_system,
                 "max_k": tokenizer.max_k, "variant": tokenizer.variant}
 
 
-def dependency_preparation(loader, tokenizer, tokenizer_dir, grammar=None, vocab_size=None, max_k=None,
-                           variant=None):
-    """The settings of a dependency prepare, or None for a plain one (trees, or words under a words-only
-    tokenizer). `tokenizer` is the one loaded from `tokenizer_dir`, None when none was given. Errors name the
-    option that does not fit."""
-    given = [name for name, value in (("--vocab-size", vocab_size), ("--max-k", max_k), ("--variant", variant))
-             if value is not None]
-    if grammar is not None:
-        grammars = transition_grammars()
-        if grammar not in grammars:
-            from ..families import grammar_class
+class DependencyDataPreparation:
+    """The hook hf_slm/data/prepare.py runs for the dependency families (its "Family preparations")."""
 
-            grammar_class(grammar)  # an unknown name: the error lists every grammar
-            raise ValueError(f"--grammar {grammar}: prepare encodes dependency trees for the grammars that read "
-                             f"transition sequences ({', '.join(grammars)}); {grammar} reads bracketed trees "
-                             "(prepare them with the tokenizer --tokenizer names)")
+    loader = DEPENDENCY_LOADER
+    description = "dependency data"
+    options = ("vocab_size", "max_k", "variant")
+    record_key = DependencyPreparation.record_key
+
+    def add_arguments(self, parser):
+        """The `hf-slm data prepare` flags of `options`."""
+        parser.add_argument("--vocab-size", type=int,
+                            help="--grammar without --tokenizer: word pieces of the tokenizer trained (default 32768)")
+        parser.add_argument("--max-k", type=int,
+                            help="--grammar dtg_swift without --tokenizer: the largest LA[k] / RA[k] (default: the "
+                                 "largest the training trees need; a larger k in another split is an error naming the "
+                                 "sentence)")
+        parser.add_argument("--variant", choices=["paper", "reference"],
+                            help="--grammar dtg without --tokenizer: 'reference' encodes as the authors' released "
+                                 "code (<s> as the root, pop_root)")
+
+    def create(self, loader, tokenizer, tokenizer_dir, grammar=None, vocab_size=None, max_k=None, variant=None):
+        """The settings of this prepare (`grammar` None: the one `tokenizer` implies). Errors name the option that
+        does not fit."""
         if loader != DEPENDENCY_LOADER:
             raise ValueError(f"--grammar {grammar} reads dependency trees: use --loader {DEPENDENCY_LOADER}, not "
                              f"{loader}")
-    elif loader != DEPENDENCY_LOADER or (tokenizer is not None and not is_dependency_tokenizer(tokenizer)):
-        if given:
-            raise ValueError(f"{', '.join(given)} apply to dependency data (--loader {DEPENDENCY_LOADER} --grammar "
-                             "dtg|dtg_eager|dtg_swift)")
-        if tokenizer is None:
-            raise ValueError(f"the {loader} loader needs --tokenizer (only --grammar trains a tokenizer, a "
-                             "DependencyTokenizer, for dependency data)")
-        return None  # bracketed trees, or the words of CoNLL-U sentences under a words-only tokenizer
-    elif tokenizer is None:
-        raise ValueError("--loader conllu without --tokenizer: pass --grammar (dtg, dtg_eager or dtg_swift) to train "
-                         "a DependencyTokenizer on the training split, or --tokenizer")
-    preparation = DependencyPreparation(grammar=grammar, vocab_size=vocab_size, max_k=max_k, variant=variant)
-    if tokenizer is not None:
-        preparation.check_tokenizer(tokenizer, tokenizer_dir)
-    else:  # the tokenizer's own checks, before the data is read
-        from ..tokenization.tokenization_dependency import check_options
+        preparation = DependencyPreparation(grammar=grammar, vocab_size=vocab_size, max_k=max_k, variant=variant)
+        if tokenizer is not None:
+            preparation.check_tokenizer(tokenizer, tokenizer_dir)
+        else:  # the tokenizer's own checks, before the data is read
+            from ..tokenization.tokenization_dependency import check_options
 
-        check_options(preparation.transition_system, max_k or 1, variant or "paper")
-    return preparation
+            check_options(preparation.transition_system, max_k or 1, variant or "paper")
+        return preparation
+
+
+DEPENDENCY_PREPARATION = DependencyDataPreparation()

@@ -27,6 +27,8 @@ COMPOSITIONAL_SLM = register_family(Family(
     + (Variant("gpt2-token", "GPT2-token", "gpt2-token", "gpt2_token.md", syntactic=False, tree_format="words"),
        Variant("gpt2-tree", "GPT2-tree", "gpt2-tree", "compositional.md", tree_format="unlabelled_brackets")),
     grammar_classes="hf_slm.modeling.compositional_grammars:COMPOSITIONAL_SLM_GRAMMARS",
-    card_values="hf_slm.model_card:compositional_card_values",
+    card_details="hf_slm.families.compositional_card:model_details",
+    card_values="hf_slm.families.compositional_card:card_values",
     presets="hf_slm.modeling.configuration_slm:COMPOSITIONAL_PRESETS",
+    unlabelled_trees=True,  # CompositionalTokenizer.unlabel
 ))

@@ -17,7 +17,7 @@ SYNTACTIC_ORDERED_MEMORY = register_family(Family(
     presets="hf_slm.som_training:SOM_TRAINING_PRESETS",
     check_tokenizer="hf_slm.som_cli:check_som_tokenizer",
     train="hf_slm.som_training:train_som",
-    card_details="hf_slm.model_card:som_model_details",
-    card_values="hf_slm.model_card:som_card_values",
+    card_details="hf_slm.families.ordered_memory_card:model_details",
+    card_values="hf_slm.families.ordered_memory_card:card_values",
     preset_columns="hf_slm.som_training:som_preset_columns",
 ))

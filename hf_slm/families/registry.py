@@ -84,6 +84,17 @@ class Family:
         the shared values (hf_slm/model_card.py).
     preset_columns: a reference to columns(preset) -> {column: value}, what `hf-slm presets` shows of a preset
         besides its name and description.
+    doubled_id_ranges: a reference to ranges(layout) -> [(start, stop), ...], the id ranges of the actions that
+        close a constituent (or attach an arc), which a grammar that `duplicates_closing` expands into two
+        positions (layout: a tokenizer's `action_layout` dict); training counts expanded lengths with it.
+    unlabelled_trees: its tokenizers read trees without labels: a labelled tree is unlabelled for them
+        (`tokenizer.unlabel`), and a tokenizer trained for it learns no labels.
+    tokenizer_grammar_options: a reference to options(tokenizer) -> {option: value}, the keyword options of its
+        grammars that a tokenizer's sequences fix (a grammar built for the tokenizer's ids takes them).
+    tokenizer_config_fields: a reference to fields(tokenizer) -> {config field: value}, what a model config takes
+        from its tokenizer beyond the id layout.
+    preparation: a reference to the hook `hf-slm data prepare` runs for data of the family's own kind
+        (hf_slm/data/prepare.py, "Family preparations"); None: its data is prepared from trees or words.
     """
 
     name: str
@@ -101,6 +112,11 @@ class Family:
     card_details: object = "hf_slm.model_card:model_details"
     card_values: object = "hf_slm.model_card:no_card_values"
     preset_columns: object = "hf_slm.families.registry:transformer_preset_columns"
+    doubled_id_ranges: object = "hf_slm.families.registry:closing_bracket_ranges"
+    unlabelled_trees: bool = False
+    tokenizer_grammar_options: object = "hf_slm.families.registry:no_options"
+    tokenizer_config_fields: object = "hf_slm.families.registry:no_options"
+    preparation: object = None
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __getattribute__(self, name):
@@ -170,8 +186,20 @@ def transformer_preset_columns(preset):
             "heads": model["num_attention_heads"], "d_ff": model["intermediate_size"], "vocab": model["vocab_size"]}
 
 
+def closing_bracket_ranges(layout):
+    """Family.doubled_id_ranges of a bracketed layout (an ActionLayout's fields): its closing nonterminals."""
+    return [(layout["close_nt_start"], layout["close_nt_stop"])]
+
+
+def no_options(_):
+    """Family.tokenizer_grammar_options / tokenizer_config_fields of a family whose tokenizers fix none."""
+    return {}
+
+
 _REFERENCE_FIELDS = frozenset({"config_class", "model_class", "causal_lm_class", "tokenizer_classes", "grammar_classes",
-                               "presets", "check_tokenizer", "train", "card_details", "card_values", "preset_columns"})
+                               "presets", "check_tokenizer", "train", "card_details", "card_values", "preset_columns",
+                               "doubled_id_ranges", "tokenizer_grammar_options", "tokenizer_config_fields",
+                               "preparation"})
 
 
 def _field(config, name):
@@ -265,12 +293,44 @@ def variant_for_config(config, source="config"):
     return family_for_config(config, source).variant_of(config, source)
 
 
+def model_identity(config):
+    """What records (journals, results, cards) call a model: its Variant's name, the config's grammar (a family
+    without grammars: its model_type); None without a config. A stand-in's config of no model_type (a custom
+    scorer's) is called by its grammar field, if any."""
+    if config is None:
+        return None
+    if _field(config, "model_type") is None:
+        return _field(config, "grammar")
+    return variant_for_config(config).name
+
+
+def _class_name(reference):
+    return reference.rpartition(":")[2].rpartition(".")[2] if isinstance(reference, str) else reference.__name__
+
+
+def families_of_tokenizer(tokenizer):
+    """The families whose checkpoints may hold `tokenizer`, known by its class name (a checkpoint's own copy of a
+    class, loaded as remote code, is another class of the same name); no class is imported."""
+    name = type(tokenizer).__name__
+    return tuple(family for family in registered_families()
+                 if name in {_class_name(reference) for reference in family.reference("tokenizer_classes")})
+
+
 def family_for_grammar(grammar):
     """The Family whose config takes `grammar`; an unknown name is a ValueError listing the known ones."""
     for family in registered_families():
         if grammar in family.grammars:
             return family
     raise ValueError(f"unknown grammar {grammar!r}; expected one of {grammar_names()}")
+
+
+def data_preparations():
+    """{Family.preparation hook: the grammars of the families that name it} (hf_slm/data/prepare.py)."""
+    hooks = {}
+    for family in registered_families():
+        if family.preparation is not None:
+            hooks.setdefault(family.preparation, []).extend(family.grammars)
+    return hooks
 
 
 def grammar_names():
@@ -281,6 +341,15 @@ def grammar_names():
 def grammar_class(name):
     """The grammar class called `name` (its family's config class maps it)."""
     return family_for_grammar(name).grammar_class(name)
+
+
+def doubled_id_ranges(grammar, layout):
+    """The [start, stop) id ranges of the actions that the grammar called `grammar` expands into two positions
+    (closing actions, when its class `duplicates_closing`; Family.doubled_id_ranges says which ids those are), []
+    when it expands none; `layout` is a tokenizer's `action_layout` (or a layout's `to_dict()`)."""
+    if not grammar_class(grammar).duplicates_closing:
+        return []
+    return family_for_grammar(grammar).doubled_id_ranges(layout)
 
 
 def get_grammar(name, layout, document_level=False, **options):

@@ -1,0 +1,372 @@
+"""Tree formats: how the trees of a model are read, written and recognized, one object per format a Variant
+names (`Variant.tree_format`).
+
+- "brackets": labelled constituency trees, PTB brackets `(S (NP (DT the) (NN bird)) (VP sings))` or top-down
+  actions `(S (NP the bird NP) S)` (tokenization/trees.py); nltk Trees in memory.
+- "unlabelled_brackets": constituency trees without labels, `( ( Write ( an essay ) ) quickly )` (paper 003).
+- "dependency": dependency trees, CoNLL-U files or one inline tree per line, `There/2 is/0 a/4 difference/2`
+  (tokenization/dependency_trees.py).
+- "words": no tree, the words (a tree given is read for its words).
+
+Generic code (summarization, data preparation, training, mask inspection) asks the format of a model's
+Variant, or the format that recognizes a string, instead of testing families. A format's behaviour is built
+on the readers of tokenization/; this module imports them when a method runs, so that `hf-slm masks` stays
+light (no transformers): only the unlabelled format's reading and writing need the compositional tokenizer's
+module.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .registry import family_for_grammar, grammar_class, grammar_names, resolve
+
+# The prompt of a summary (hf_slm/summarization.py) as a tree of each format: a constituent of its own.
+BRACKETED_PROMPT = "(NP Summary :)"
+# In inline WORD/HEAD: `:` depends on `Summary`, the root.
+DEPENDENCY_PROMPT = "Summary/0 :/1"
+_INLINE_ITEM = re.compile(r"^\S+/\d+$")
+
+
+@dataclass(frozen=True)
+class MaskExample:
+    """The inputs `hf-slm masks` shows for one tree (hf_slm/mask_inspection.py): the grammar over a vocabulary
+    made for the tree, each id's token, the action ids, what the grammar's `sequence` / `batch` take beside
+    them, how many trees the ids hold, and the fields a report adds (`report_fields(sequence)`)."""
+
+    grammar: object
+    tokens: list
+    ids: list
+    sequence_options: dict
+    trees: int = 1
+    report_fields: object = None
+
+    def fields(self, sequence):
+        return {} if self.report_fields is None else self.report_fields(sequence)
+
+
+class TreeFormat:
+    """The behaviour every format has (module docstring); a subclass per format.
+
+    name: what a Variant's `tree_format` says.
+    description: the format in words, for messages.
+    kind: "constituency", "dependency" or "words": a parser's trees serve a model whose format is of the same
+        kind (a labelled parser's trees are unlabelled for an unlabelled model).
+    from_tree_files: bracketed tree files (tokenization/trees.read_trees) give its trees, so training reads
+        them; otherwise its data is prepared by `hf-slm data prepare --loader <data_loader>`.
+    data_loader: the loader of its own files (None: tree files).
+    summary_prompt: the default prompt of a summary, as a tree of this format.
+    mask_example: "module:function" building the inputs `hf-slm masks` shows (MaskExample).
+    example_options: ((name, default), ...) the options its mask example takes (other formats refuse them).
+    """
+
+    name = None
+    description = None
+    kind = "constituency"
+    from_tree_files = True
+    data_loader = None
+    summary_prompt = BRACKETED_PROMPT
+    mask_example = "hf_slm.families.mask_examples:bracketed_example"
+    example_options = ()
+
+    def recognizes(self, text):
+        """Whether a string is a tree (or sentence) of this format."""
+        raise NotImplementedError
+
+    def read(self, text, where="tree"):
+        """The tree of one string (errors name `where`)."""
+        raise NotImplementedError
+
+    def read_file(self, path):
+        """The trees of a file, in order."""
+        raise NotImplementedError
+
+    def write(self, tree):
+        """A tree as one line of this format."""
+        raise NotImplementedError
+
+    def words(self, tree):
+        """The words of a tree of this format (a string is read first)."""
+        raise NotImplementedError
+
+    def first_words(self, tree, count):
+        """The tree of its first `count` words (what is cut lies after everything kept), as documents hold this
+        format's trees (hf_slm/summarization.py): bracketed trees as nltk Trees, dependency trees as given (an
+        inline string stays a string), words as a list. A ValueError when `tree` is not one of this format."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<tree format {self.name}>"
+
+
+class BracketedTrees(TreeFormat):
+    name = "brackets"
+    description = "bracketed trees"
+
+    def recognizes(self, text):
+        from ..tokenization.trees import input_format
+
+        return isinstance(text, str) and input_format(text) != "words"
+
+    def read(self, text, where="tree", tree_format="auto", **normalize_options):
+        from ..tokenization.trees import read_tree_string
+
+        return read_tree_string(text, where, tree_format, **normalize_options)
+
+    def read_file(self, path, **normalize_options):
+        from ..tokenization.trees import read_trees
+
+        return read_trees(path, **normalize_options)
+
+    def write(self, tree):
+        from ..tokenization.trees import tree_to_string
+
+        return tree_to_string(tree)
+
+    def words(self, tree):
+        return list((self.read(tree) if isinstance(tree, str) else tree).leaves())
+
+    def first_words(self, tree, count):
+        """An nltk Tree, or a string: PTB brackets taken as written (not normalized), or actions."""
+        from ..tokenization.tree_type import Tree
+        from ..tokenization.trees import input_format, parse_tree
+
+        if isinstance(tree, str):
+            tree = parse_tree(tree) if input_format(tree) == "ptb" else self.read(tree)
+        remaining = [count]
+
+        def cut(node):
+            children = []
+            for child in node:
+                if remaining[0] <= 0:
+                    break
+                if isinstance(child, Tree):
+                    kept = cut(child)
+                    if kept is not None:
+                        children.append(kept)
+                else:
+                    children.append(child)
+                    remaining[0] -= 1
+            return Tree(node.label(), children) if children else None
+
+        return cut(tree)
+
+
+class UnlabelledTrees(BracketedTrees):
+    """Unlabelled brackets, each `(` and `)` a token of its own; labelled trees are unlabelled."""
+
+    name = "unlabelled_brackets"
+    description = "unlabelled bracketed trees"
+    mask_example = "hf_slm.families.mask_examples:unlabelled_example"
+
+    def recognizes(self, text):
+        return isinstance(text, str) and "(" in text.split()
+
+    def read(self, text, where="tree", **_):
+        from ..tokenization.tokenization_compositional import parse_unlabeled
+
+        return parse_unlabeled(text, where)
+
+    def read_file(self, path, **_):
+        return [self.read(line, f"{path}, line {number}") for number, line in _lines(path)]
+
+    def write(self, tree):
+        from ..tokenization.tokenization_compositional import unlabeled_string
+
+        return unlabeled_string(tree)
+
+
+class DependencyTrees(TreeFormat):
+    """Dependency trees: DependencyTree objects, inline `word/head` strings, CoNLL-U files."""
+
+    name = "dependency"
+    description = "dependency trees"
+    kind = "dependency"
+    from_tree_files = False
+    data_loader = "conllu"
+    summary_prompt = DEPENDENCY_PROMPT
+    mask_example = "hf_slm.families.mask_examples:dependency_example"
+    # the grammar's variant (paper, or the authors' released code); words written as pieces joined by "|"
+    example_options = (("variant", "paper"), ("pieces", False))
+
+    def recognizes(self, text):
+        items = text.split() if isinstance(text, str) else ()
+        return bool(items) and all(_INLINE_ITEM.match(item) for item in items)
+
+    def read(self, text, where="tree", **_):
+        from ..tokenization.dependency_trees import DependencyTree
+
+        if isinstance(text, DependencyTree):
+            return text
+        return DependencyTree.from_inline(text, where=where)
+
+    def read_file(self, path, **_):
+        """A CoNLL-U file (.conllu / .conll, or lines with tabs) or one inline tree per line."""
+        from ..tokenization.dependency_trees import DependencyTree
+
+        path = Path(path)
+        lines = _lines(path)
+        if path.suffix.lower() in (".conllu", ".conll") or any("\t" in line for _, line in lines[:1]):
+            from ..data.conllu_loader import read_conllu_file
+
+            return [DependencyTree(example["words"], example["heads"]) for example in read_conllu_file(path, path.name)]
+        return [self.read(line, f"{path}, line {number}") for number, line in lines]
+
+    def write(self, tree):
+        return self.read(tree).to_inline()
+
+    def words(self, tree):
+        return list(self.read(tree).words)
+
+    def first_words(self, tree, count):
+        """Each kept word takes as its head its nearest kept ancestor; of those whose every ancestor was cut, the
+        first is the root and the others its dependents. A projective tree stays projective."""
+        from ..tokenization.dependency_trees import DependencyTree
+
+        given, tree = tree, self.read(tree)
+        heads = list(tree.heads)
+
+        def kept_ancestor(word):  # 1-based word -> its nearest kept ancestor, 0 where none
+            head = heads[word - 1]
+            while head > count:
+                head = heads[head - 1]
+            return head
+
+        new_heads = [kept_ancestor(word) for word in range(1, count + 1)]
+        roots = [word for word, head in enumerate(new_heads, start=1) if head == 0]
+        new_heads = [roots[0] if head == 0 and word != roots[0] else head
+                     for word, head in enumerate(new_heads, start=1)]
+        cut = DependencyTree(list(tree.words[:count]), new_heads)
+        return cut.to_inline() if isinstance(given, str) else cut
+
+
+class WordSequences(TreeFormat):
+    """Words only: a model that reads none of a tree but its words (trees given are read for their words)."""
+
+    name = "words"
+    description = "words"
+    kind = "words"
+    mask_example = "hf_slm.families.mask_examples:words_example"
+
+    def recognizes(self, text):
+        from ..tokenization.trees import input_format
+
+        return isinstance(text, str) and bool(text.split()) and input_format(text) == "words"
+
+    def read(self, text, where="sentence", **_):
+        from ..tokenization.trees import read_words
+
+        return read_words(text, where)
+
+    def read_file(self, path, **_):
+        return [self.read(line, f"{path}, line {number}") for number, line in _lines(path)]
+
+    def write(self, tree):
+        return " ".join(self.words(tree))
+
+    def words(self, tree):
+        from ..tokenization.tree_type import Tree
+
+        if isinstance(tree, str):
+            return self.read(tree) if self.recognizes(tree) else BRACKETED.words(tree)
+        return list(tree.leaves()) if isinstance(tree, Tree) else list(tree)
+
+    def first_words(self, tree, count):
+        return self.words(tree)[:count]
+
+
+def _lines(path):
+    """(line number, line) of the non-empty lines of a text file."""
+    text = Path(path).read_text(encoding="utf-8")
+    return [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+BRACKETED = BracketedTrees()
+TREE_FORMATS = {tree_format.name: tree_format
+                for tree_format in (BRACKETED, UnlabelledTrees(), DependencyTrees(), WordSequences())}
+# The order `recognizing` tries them in: a dependency tree is never bracketed, an unlabelled one would read as PTB,
+# and anything without brackets reads as words.
+RECOGNITION_ORDER = ["dependency", "unlabelled_brackets", "brackets", "words"]
+
+
+def register_tree_format(tree_format):
+    """Add a TreeFormat (a family of another package whose trees are none of these); `recognizing` tries it before
+    the formats that take any bracketed string or any words. Its name must be new."""
+    if not isinstance(tree_format, TreeFormat) or not tree_format.name:
+        raise TypeError(f"register_tree_format takes a named TreeFormat, got {tree_format!r}")
+    if tree_format.name in TREE_FORMATS:
+        raise ValueError(f"a tree format named {tree_format.name!r} is already registered")
+    TREE_FORMATS[tree_format.name] = tree_format
+    RECOGNITION_ORDER.insert(RECOGNITION_ORDER.index("brackets"), tree_format.name)
+    return tree_format
+
+
+def tree_format(name):
+    """The TreeFormat called `name` (a Variant's tree_format)."""
+    if name not in TREE_FORMATS:
+        raise ValueError(f"unknown tree format {name!r}; expected one of {list(TREE_FORMATS)}")
+    return TREE_FORMATS[name]
+
+
+def format_of_grammar(grammar):
+    """The TreeFormat of the grammar called `grammar` (its Variant's)."""
+    return tree_format(family_for_grammar(grammar).variant(grammar).tree_format)
+
+
+def grammars_of_linearization(linearization):
+    """The registered grammars that read sequences of `linearization` (what a tokenizer writes)."""
+    return [name for name in grammar_names() if grammar_class(name).linearization == linearization]
+
+
+def format_of_tokenizer(tokenizer):
+    """The TreeFormat of the trees `tokenizer` encodes: that of the grammars reading its linearization."""
+    readers = grammars_of_linearization(tokenizer.linearization)
+    if not readers:
+        raise ValueError(f"no registered grammar reads the tokenizer's linearization {tokenizer.linearization!r}")
+    return format_of_grammar(readers[0])
+
+
+def recognizing(text):
+    """The TreeFormat that recognizes the string `text`, or None."""
+    for name in RECOGNITION_ORDER:
+        if TREE_FORMATS[name].recognizes(text):
+            return TREE_FORMATS[name]
+    return None
+
+
+def build_mask_example(grammar, text, tree_format="auto", several=False, **options):
+    """The MaskExample of `text` under the grammar called `grammar`, by its format's `mask_example`.
+
+    `options` are the format's example options and tree normalization options. Another format's example option
+    (the command line passes every one) is refused unless it has that format's default value.
+    """
+    own = format_of_grammar(grammar)
+    for other in TREE_FORMATS.values():
+        defaults = dict(other.example_options)
+        if other is own or not defaults:
+            continue
+        if any(name in options and options[name] != default for name, default in defaults.items()):
+            names = " and ".join(f"--{name}" for name in defaults)
+            readers = [name for name in grammar_names() if format_of_grammar(name) is other]
+            raise ValueError(f"{names} are options of the {other.name} grammars ({', '.join(readers)}), not of "
+                             f"{grammar}")
+        for name in defaults:
+            if name not in dict(own.example_options):
+                options.pop(name, None)
+    return resolve(own.mask_example)(text, grammar, tree_format, several=several, **options)
+
+
+__all__ = [
+    "BRACKETED_PROMPT",
+    "DEPENDENCY_PROMPT",
+    "TREE_FORMATS",
+    "MaskExample",
+    "TreeFormat",
+    "build_mask_example",
+    "format_of_grammar",
+    "format_of_tokenizer",
+    "grammars_of_linearization",
+    "recognizing",
+    "register_tree_format",
+    "tree_format",
+]
