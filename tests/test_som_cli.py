@@ -260,5 +260,5 @@ def test_a_config_without_grammar_or_known_model_type_is_named(checkpoint, tmp_p
     _, directory = checkpoint
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps(dict(config, model_type="not_a_family")))
-    with pytest.raises(ValueError, match=r"model_type 'not_a_family' has no model card template; expected one of"):
+    with pytest.raises(ValueError, match=r"config.json: model_type 'not_a_family' is no registered hf-slm family; expected one of"):
         build_model_card(directory)
