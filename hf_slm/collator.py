@@ -98,10 +98,10 @@ class SyntacticDataCollator:
         pad = self.grammar.layout.pad_token_id
         sequences = [_strip_trailing(np.asarray(s, dtype=np.int64), pad) for s in sequences]
         given_labels = _given_labels(features, sequences)
-        starts = _given_starts(features, sequences) if getattr(self.grammar, "takes_start", False) else None
+        starts = _given_starts(features, sequences) if self.grammar.takes_start else None
         # Explicit R only where the model cannot derive it from coordinates and kinds (DTG-eager, -swift, the
         # reference variant): it is the largest array of the batch.
-        explicit = self.grammar.explicit_relative_positions and self.grammar.relative_affine_by_kind is None
+        explicit = self.grammar.needs_explicit_relative_positions
         batch = self.grammar.batch(
             sequences,
             validate=self.validate,

@@ -481,7 +481,7 @@ def model_details(config, parameters):
         ("layer norm", "pre-LN" if config.get("pre_layer_norm") else "post-LN"),
         ("tied input and output embeddings", "yes" if config.get("tie_word_embeddings", True) else "no"),
     ]
-    if getattr(rules, "external_composition", False):  # paper 003's Ex variants (section 2.3)
+    if rules.external_composition:  # paper 003's Ex variants (section 2.3)
         rows.append(("external composer", f"a Transformer of {_config_value(config, 'composer_num_layers')} layers, "
                      f"width {_config_value(config, 'composer_hidden_size')}, "
                      f"{_config_value(config, 'composer_num_heads')} heads, feed-forward "

@@ -46,10 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chunked_attention import ChunkedAttention, chunk_plan
-from .grammars import PositionKind
 
-# Positions that compose (TG's closing NT copy, DTG's arc copies): distinct COMPOSE attention serves them.
-COMPOSE_KINDS = torch.tensor([PositionKind.CLOSE_COMPOSE, PositionKind.LEFT_ARC_COMPOSE, PositionKind.RIGHT_ARC_COMPOSE])
 # Above this many distinct coordinate values, the gathered bias is cheaper than the one-hot key block.
 MAX_FACTORIZED_COORDINATES = 128
 
@@ -62,16 +59,6 @@ def on_host(tensor):
     depth count, PositionStructure.num_coordinate_values, is read; tests/test_training_step.py sets this to False to
     run the device paths on the CPU and checks for reads)."""
     return tensor.device.type == "cpu"
-
-
-_COMPOSE_KINDS_ON = {}
-
-
-def compose_kinds_on(device):
-    """COMPOSE_KINDS on `device`, copied there once (a copy from the host every call would wait for the device)."""
-    if device not in _COMPOSE_KINDS_ON:
-        _COMPOSE_KINDS_ON[device] = COMPOSE_KINDS.to(device)
-    return _COMPOSE_KINDS_ON[device]
 
 
 class SequenceTooLong(ValueError):
@@ -426,7 +413,9 @@ class SyntacticTransformerLayer(nn.Module):
             modules.append(self.unrestricted_attention)
         return modules
 
-    def forward(self, hidden, structure, encodings, cache_kv):
+    def forward(self, hidden, structure, encodings, cache_kv, is_compose=None):
+        """hidden [B, T, d]; `is_compose(kinds)` [B, T] bool: which positions compose (needed with distinct COMPOSE
+        attention: the decoder's)."""
         x = self.ln_attention(hidden) if self.pre_layer_norm else hidden
         batch, length, _ = x.shape
         outputs = []
@@ -446,8 +435,7 @@ class SyntacticTransformerLayer(nn.Module):
             projected.append(o_proj(torch.cat(parts, dim=2).reshape(batch, length, -1)))
         attended = projected[0]
         if len(projected) == 2 and structure.kinds is not None:  # distinct STACK / COMPOSE parameters: COMPOSE rows take the second
-            is_compose = torch.isin(structure.kinds, compose_kinds_on(structure.kinds.device))
-            attended = torch.where(is_compose[:, :, None], projected[1], projected[0])
+            attended = torch.where(is_compose(structure.kinds)[:, :, None], projected[1], projected[0])
         attended = F.dropout(attended, self.dropout, self.training)
         if self.pre_layer_norm:
             hidden = hidden + attended
@@ -464,11 +452,16 @@ class SyntacticTransformerDecoder(nn.Module):
     forward(position_ids [B, T] ids of the positions, structure PositionStructure, past_key_values=None,
             extra_embeddings=None [B, T, d], inputs_embeds=None [B, T, d], output_hidden_states=False)
         -> (hidden [B, T, d], all hidden states or None)
+
+    `compose_kinds`: the PositionKinds whose positions compose (the grammar's `compose_kinds`: TG's closing NT copy,
+    DTG's arc copies); distinct COMPOSE attention serves them.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, compose_kinds=()):
         super().__init__()
         self.config = config
+        self.compose_kinds = tuple(sorted(int(kind) for kind in compose_kinds))
+        self._compose_kinds_on = {}
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.embed_positions = (
             nn.Embedding(config.max_sequence_length, config.hidden_size) if config.position_encoding == "absolute" else None
@@ -481,6 +474,13 @@ class SyntacticTransformerDecoder(nn.Module):
         # Fixed sinusoids, computed on first use: not parameters, and not buffers either (a loader that builds
         # the model on the meta device would leave non-persistent buffers uninitialized).
         self._encodings = {}
+
+    def is_compose(self, kinds):
+        """[B, T] bool: which positions of `kinds` [B, T] (PositionKind) compose. The kinds are copied to the device
+        once (a copy from the host every call would wait for the device)."""
+        if kinds.device not in self._compose_kinds_on:
+            self._compose_kinds_on[kinds.device] = torch.tensor(self.compose_kinds, dtype=torch.long, device=kinds.device)
+        return torch.isin(kinds, self._compose_kinds_on[kinds.device])
 
     def relative_encodings(self, device, dtype):
         """r(R) for the restricted range [min, max] and for the causal range [0, max_sequence_length)."""
@@ -542,7 +542,7 @@ class SyntacticTransformerDecoder(nn.Module):
                     keys, values = past_key_values.update(keys, values, layer_index * slots_per_layer + slot)
                 return keys, values
 
-            hidden = layer(hidden, structure, encodings, cache_kv)
+            hidden = layer(hidden, structure, encodings, cache_kv, self.is_compose)
             if output_hidden_states:
                 all_hidden.append(hidden)
         if self.final_layer_norm is not None:

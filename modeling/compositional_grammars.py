@@ -130,15 +130,13 @@ class CompositionalRules(Grammar):
     top_down = True  # Dn (else Up)
     internal = True  # In (else Ex)
     masked = True  # M (else Nm)
-    explicit_relative_positions = False  # i - j: coordinates are positions
-    relative_position_range = (0, None)
+    # Relative positions are i - j (coordinates are positions); paper 003 reads none (absolute positions).
     relative_position_meaning = "sequence distances i - j (paper 003 uses GPT-2's absolute positions)"
     duplicated_actions = "closing brackets"
-    external_composition = False  # Ex: a `)` position's input is the composer's output over its extra_inputs
-    takes_start = False  # Nb-Up: every `)` comes with a start position from legal_starts
-    # Bi: the tree is binary over tokens, so a word of several pieces is a constituent of its own (the tokenizer
-    # left-binarizes it) and brackets come between its pieces; the search lets them (search_constraints.py).
-    structure_between_pieces = False
+    # Set per variant by _grammar_class: external_composition (Ex: a `)` position's input is the composer's output
+    # over its extra_inputs), takes_start (Nb-Up: every `)` comes with a start position from legal_starts),
+    # structure_between_pieces (Bi: the tree is binary over tokens, so a word of several pieces is a constituent of
+    # its own and brackets come between its pieces; search_constraints.py lets them).
 
     def __init__(self, layout, document_level=False):
         super().__init__(layout, document_level=document_level)
@@ -386,7 +384,7 @@ class CompositionalRules(Grammar):
     def _step_for_need(self, state, action):
         # Nb-Up: the `)` that closes the most (from the bottom of the stack) leaves the least to do.
         start = None
-        if not self.top_down and self._kinds[action] == ActionKind.CLOSE_NT and not self.binary:
+        if not self.top_down and self.action_kinds[action] == ActionKind.CLOSE_NT and not self.binary:
             start = int(self.legal_starts(state)[0])
         return self.step(state, action, check=False, start=start)
 
@@ -859,7 +857,10 @@ def _grammar_class(name):
                    "sub-constituents (module docstring).",
         "binary": binary, "top_down": top_down, "internal": internal, "masked": masked,
         "duplicates_closing": internal,
+        "compose_kinds": frozenset({PositionKind.CLOSE_COMPOSE}) if internal else frozenset(),
         "external_composition": not internal,
+        # an external composition reads children that an earlier segment may hold: no segment recurrence
+        "supports_segments": internal,
         "takes_start": not (binary or top_down),
         "causal": not internal and not masked,  # Ex + Nm: nothing is ever masked (paper 003, section 3.4)
         "structure_between_pieces": binary,

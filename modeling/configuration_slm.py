@@ -121,9 +121,10 @@ class SyntacticTransformerConfig(PreTrainedConfig):
     ):
         grammar = self.default_grammar_name() if grammar is None else grammar
         if grammar not in self.grammar_classes:
+            takers = [config.__name__ for config in _family_configs() if grammar in config.grammar_classes]
+            hint = f"use {' or '.join(takers)}" if takers else "another family's grammar needs that family's config"
             raise ValueError(f"{type(self).__name__} does not take grammar {grammar!r}; expected one of "
-                             f"{list(self.grammar_classes)} (another family's grammar needs that family's config: "
-                             "hf_slm.config_for_grammar picks it)")
+                             f"{list(self.grammar_classes)} ({hint}: hf_slm.config_for_grammar picks it)")
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
         if relative_attention not in RELATIVE_ATTENTION_CHOICES:
@@ -195,6 +196,17 @@ class SyntacticTransformerConfig(PreTrainedConfig):
     def check_fields(cls, fields):
         """Raise ValueError for a field this config does not know, or a value of another type (check_config_fields)."""
         check_config_fields(fields, cls)
+
+
+def _family_configs():
+    """Every config class defined over the backbone (this module's and any other family's that is imported), for
+    messages: the subclasses of SyntacticTransformerConfig, depth first."""
+    found, pending = [], list(SyntacticTransformerConfig.__subclasses__())
+    while pending:
+        config = pending.pop(0)
+        found.append(config)
+        pending[:0] = config.__subclasses__()
+    return found
 
 
 def position_limit(config):

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .grammars import IGNORE_INDEX, ActionKind, GrammarSequence, LegalityChecks, NewPosition, PositionKind
+from .grammar_protocol import IGNORE_INDEX, ActionKind, GrammarProtocol, NewPosition, PositionKind
 
 SYSTEMS = ("arc_standard", "arc_eager", "arc_swift")
 VARIANTS = ("paper", "reference")
@@ -172,7 +172,7 @@ class _DependencyState:
         return copy
 
 
-class DependencyGrammar(LegalityChecks):
+class DependencyGrammar(GrammarProtocol):
     """The grammar of DTG over one transition system (module docstring); `variant` "paper" or "reference"."""
 
     name = "dtg"
@@ -185,16 +185,17 @@ class DependencyGrammar(LegalityChecks):
     relative_position_meaning = "stack-depth differences d(i) - d(j) (paper 002, section 3.2)"
     explicit_relative_positions = True  # COMPOSE rows' 0 / -1 are no coordinate differences (module docstring)
     adds_head_tokens = True  # arc positions add their head word's last piece (NewPosition.extra_inputs)
+    compose_kinds = frozenset({PositionKind.LEFT_ARC_COMPOSE, PositionKind.RIGHT_ARC_COMPOSE})
+    reducing_kinds = frozenset({ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC, ActionKind.POP})
+    has_stack = True  # items leave the stack when an arc or POP removes them (stack_lifetimes)
 
     layout_class = DependencyLayout
-    external_composition = False
-    takes_start = False
 
     @classmethod
     def for_config(cls, config):
         """The grammar over a model config's id layout and dependency_variant, at the config's document level."""
         return cls(DependencyLayout.from_config(config), variant=config.dependency_variant,
-                   document_level=bool(getattr(config, "document_level", False)))
+                   document_level=config.document_level)
 
     def __init__(self, layout, variant="paper", document_level=False):
         if variant not in VARIANTS:
@@ -203,17 +204,15 @@ class DependencyGrammar(LegalityChecks):
             raise ValueError(f"the reference variant exists for arc-standard only, not {self.system}")
         if document_level:
             self.check_document_level(variant)
-        self.document_level = bool(document_level)
         if self.system == "arc_eager" and layout.pop_token_id is None:
             raise ValueError("arc-eager needs a POP id in the layout (pop_token_id)")
         if variant == "reference" and layout.pop_token_id is None:
             raise ValueError("the reference variant ends with pop_root: the layout needs a POP id (pop_token_id)")
         if self.system != "arc_swift" and layout.max_k != 1:
             raise ValueError(f"{self.system} has one LA and one RA; the layout has K = {layout.max_k}")
-        self.layout, self.variant = layout, variant
-        self.vocab_size = layout.size
-        self._kinds = layout.kinds(np.arange(self.vocab_size))
-        self._continues = layout.continues_word(np.arange(self.vocab_size))
+        super().__init__(layout, document_level=document_level)
+        self.variant = variant
+        self.continues_word = layout.continues_word(np.arange(self.vocab_size))
         self._sign = 1 if variant == "reference" else -1  # coordinate c = sign * height
         self._masks = {}
 
@@ -252,19 +251,16 @@ class DependencyGrammar(LegalityChecks):
             self._masks[key] = mask
         return self._masks[key]
 
-    def _kind_mask(self, *kinds):
-        return self._mask(kinds, lambda: np.isin(self._kinds, np.array(kinds, dtype=np.int8)))
-
     def legal_actions(self, state):
         """Bool mask [vocab_size] of the actions that may follow the prefix in `state` (read-only)."""
         if state.finished:
-            return self._kind_mask()
+            return self.kinds_mask()
         if state.num_actions == 0:
-            return self._kind_mask(ActionKind.BOS if self.variant == "reference" else ActionKind.ROOT)
+            return self.kinds_mask(ActionKind.BOS if self.variant == "reference" else ActionKind.ROOT)
         if state.closed:
             if self.document_level:  # the document ends, or its next sentence begins with a word
                 return self._mask("next sentence", lambda: self._words_and(False, (self.layout.eos_token_id,)))
-            return self._kind_mask(ActionKind.EOS)
+            return self.kinds_mask(ActionKind.EOS)
         # A handful of masks exist (words or not, and which structural ids): cached, never copied per call.
         words = "none" if state.last_was_pop else state.in_word  # canonical order: no word right after a POP
         structure = tuple(self._legal_structure(state))
@@ -275,7 +271,7 @@ class DependencyGrammar(LegalityChecks):
         if words == "none":
             legal = np.zeros(self.vocab_size, bool)
         else:
-            legal = (self._kinds == ActionKind.TERMINAL) & (np.ones(self.vocab_size, bool) if words else ~self._continues)
+            legal = (self.action_kinds == ActionKind.TERMINAL) & (np.ones(self.vocab_size, bool) if words else ~self.continues_word)
         legal[list(structure)] = True
         return legal
 
@@ -323,7 +319,7 @@ class DependencyGrammar(LegalityChecks):
         where = f"{self.name} grammar ({self.system}): action {state.num_actions} (id {action_id}, {kind.name})"
         if self._refused(state, action_id, where) is None:
             return
-        if kind == ActionKind.TERMINAL and self._continues[action_id] and not state.in_word:
+        if kind == ActionKind.TERMINAL and self.continues_word[action_id] and not state.in_word:
             raise ValueError(f"{where} continues a word, but no word is being generated; expected a word's first "
                              "piece")
         allowed = ", ".join(sorted(k.name for k in self.allowed_next_kinds(state))) or "nothing"
@@ -383,7 +379,7 @@ class DependencyGrammar(LegalityChecks):
     def step(self, state, action_id, check=True):
         """Feed one action; return the NewPositions it expands to (validated first unless check=False)."""
         action_id = int(action_id)
-        kind = ActionKind(int(self._kinds[action_id])) if 0 <= action_id < self.vocab_size else ActionKind.TERMINAL
+        kind = ActionKind(int(self.action_kinds[action_id])) if 0 <= action_id < self.vocab_size else ActionKind.TERMINAL
         if check:
             self._check_action(state, action_id, kind)
         state.num_actions += 1
@@ -428,7 +424,7 @@ class DependencyGrammar(LegalityChecks):
     def _piece(self, state, action_id):
         position = state.length
         state.num_terminals += 1
-        if self._continues[action_id]:
+        if self.continues_word[action_id]:
             state.items[-1].positions.append(position)
             state.items[-1].head_token = position  # arcs use the word's last piece
             kind = PositionKind.SUBWORD
@@ -561,6 +557,10 @@ class DependencyGrammar(LegalityChecks):
         """Check one sequence against the rules; raise ValueError naming the first illegal action."""
         self._checked_stacks([ids], True, require_complete)
 
+    def validate_batch(self, sequences, require_complete=True):
+        """Check many sequences at once (vectorized); raise ValueError naming the first bad one and its action."""
+        self._checked_stacks(sequences, True, require_complete)
+
     def _first_illegal_actions(self, sequences):
         """Per sequence, the index of its first action that `legal_actions` refuses (-1: none), vectorized
         (tests hold it equal to replaying `legal_actions`)."""
@@ -609,11 +609,6 @@ class DependencyGrammar(LegalityChecks):
             result["relative_positions"] = relative
         return result
 
-    def sequence(self, ids, validate=True, require_complete=True):
-        batch = self.batch([ids], validate=validate, require_complete=require_complete)
-        fields = GrammarSequence.__dataclass_fields__
-        return GrammarSequence(**{name: value[0] for name, value in batch.items() if name in fields})
-
     def stack_lifetimes(self, ids, validate=True, require_complete=True):
         """(pushed [T'] bool, removal [T'] int64) of one sequence: once position t is read, position j is on the
         stack (a later position may attend it) iff pushed[j] and j <= t < removal[j] (the last position of the
@@ -651,11 +646,11 @@ class _TransitionStacks:
         self.first = self.local == 0
         self.in_vocabulary = (ids >= 0) & (ids < grammar.vocab_size)
         safe = np.where(self.in_vocabulary, ids, 0)
-        kinds = np.where(self.in_vocabulary, grammar._kinds[safe], ActionKind.PAD)
+        kinds = np.where(self.in_vocabulary, grammar.action_kinds[safe], ActionKind.PAD)
         self.ids, self.kinds = ids, kinds
         self.is_start = (kinds == ActionKind.ROOT) | (kinds == ActionKind.BOS)
         self.is_piece = kinds == ActionKind.TERMINAL
-        self.is_continuation = self.is_piece & grammar._continues[safe]
+        self.is_continuation = self.is_piece & grammar.continues_word[safe]
         self.is_word = self.is_piece & ~self.is_continuation
         self.is_left, self.is_right = kinds == ActionKind.LEFT_ARC, kinds == ActionKind.RIGHT_ARC
         self.is_arc = self.is_left | self.is_right
@@ -1089,9 +1084,6 @@ class TransitionTXLGrammar(ArcStandardGrammar):
         self._checked_stacks([ids], validate, require_complete)
         return np.ones(len(ids), dtype=bool), np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
 
-    def validate_batch(self, sequences, require_complete=True):
-        self._checked_stacks(sequences, True, require_complete)
-
     def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None,
               with_relative_positions=True):
         """Model inputs for a batch (the fields of grammars.Grammar.batch): a causal mask, coordinates 0, 1, ...
@@ -1132,8 +1124,8 @@ class TransitionTXLGrammar(ArcStandardGrammar):
                      ActionKind.RIGHT_ARC: PositionKind.RIGHT_ARC_STACK, ActionKind.EOS: PositionKind.EOS,
                      ActionKind.PAD: PositionKind.PAD,
                      ActionKind.POP: PositionKind.POP_ROOT if variant == "reference" else PositionKind.POP}
-        self._kind_of_id = np.array([by_action[ActionKind(int(k))] for k in self._kinds], dtype=np.int8)
-        self._kind_of_id[self._continues & (self._kinds == ActionKind.TERMINAL)] = PositionKind.SUBWORD
+        self._kind_of_id = np.array([by_action[ActionKind(int(k))] for k in self.action_kinds], dtype=np.int8)
+        self._kind_of_id[self.continues_word & (self.action_kinds == ActionKind.TERMINAL)] = PositionKind.SUBWORD
 
     def _position_kinds(self, ids):
         """The PositionKind of each action's one position."""

@@ -158,10 +158,10 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         super().__init__(config)
         self.layout = ActionLayout.from_config(config)
         self.grammar = grammar_for_config(config)
-        self.decoder = SyntacticTransformerDecoder(config)
-        self.composer = ExternalComposer(config) if getattr(self.grammar, "external_composition", False) else None
+        self.decoder = SyntacticTransformerDecoder(config, compose_kinds=self.grammar.compose_kinds)
+        self.composer = ExternalComposer(config) if self.grammar.external_composition else None
         # Nb-Up (paper 003, section 2.2): Θ of the start pointer, over the final layer's first two heads.
-        self.start_pointer = StartPointer(config.head_dim) if getattr(self.grammar, "takes_start", False) else None
+        self.start_pointer = StartPointer(config.head_dim) if self.grammar.takes_start else None
         self.final_heads = FinalLayerHeads(self.decoder) if self.start_pointer is not None else None
         self.post_init()
 
@@ -196,9 +196,6 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         scale_offset = tables[kinds.device][kinds.long()]
         return scale_offset[..., 0], scale_offset[..., 1]
 
-    def _needs_explicit_relative_positions(self):
-        return self.grammar.explicit_relative_positions and self.grammar.relative_affine_by_kind is None
-
     def positions_of_actions(self, input_ids, attention_mask=None, past_length=0, precomputed=None, starts=None):
         """(position ids [B, T'], PositionStructure, prediction_index [B, T]) for action ids [B, T]; `starts` [B, T]
         are the constituent starts of a Nb-Up grammar's `)` (the tokenizer's constituent_starts; -1 elsewhere).
@@ -215,7 +212,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             if past_length:
                 raise ValueError("the collator's precomputed structure covers whole sequences; it cannot follow a cache")
             kinds = precomputed["position_kinds"]
-            explicit = self._needs_explicit_relative_positions()
+            explicit = self.grammar.needs_explicit_relative_positions
             if explicit and precomputed.get("position_relative_positions") is None:
                 raise ValueError(f"a {self.config.grammar} model needs position_relative_positions with the precomputed "
                                  "structure (SyntacticDataCollator gives them for a dependency grammar)")
@@ -266,7 +263,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                 raise ValueError(f"input_ids row {index} is all padding")
         # A grammar whose relative positions are neither c_i - c_j nor affine in it (DTG-eager, -swift) gives them
         # explicitly.
-        explicit = self._needs_explicit_relative_positions()
+        explicit = self.grammar.needs_explicit_relative_positions
         grammar_batch = self.grammar.batch([ids[b, where] for b, where in enumerate(real)], require_complete=False,
                                            with_relative_positions=explicit, **self._grammar_starts(starts, real))
         prediction_index = np.zeros((batch, length), dtype=np.int64)

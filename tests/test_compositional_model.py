@@ -14,7 +14,7 @@ from nltk import Tree
 import hf_slm
 from conftest import ISOLATION_PREAMBLE
 from hf_slm.collator import SyntacticDataCollator
-from hf_slm.families import config_for_grammar, preset_config, presets
+from hf_slm.families import config_for_grammar, grammar_class, preset_config, presets
 from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS, CompositionalSLMConfig
 from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES
 from hf_slm.families import get_grammar
@@ -35,7 +35,7 @@ TINY_COMPOSER = dict(composer_hidden_size=8, composer_num_layers=2, composer_num
 
 
 def linearization_of(grammar):
-    return hf_slm.modeling.grammars.grammar_class(grammar).linearization
+    return grammar_class(grammar).linearization
 
 
 def tiny(grammar, vocab_size=40, sentencepiece_options=None, **fields):
@@ -315,7 +315,8 @@ def _unlabel(tree):
 
 
 def test_the_config_takes_every_variant_and_refuses_unknown_ones():
-    with pytest.raises(ValueError, match=r"unknown compositional grammar 'bi-down-in-m'; expected one of \['bi-dn-in-m'"):
+    with pytest.raises(ValueError, match=r"CompositionalSLMConfig does not take grammar 'bi-down-in-m'; expected one of "
+                                         r"\['nb-dn-in-m', 'bi-dn-in-m'"):
         CompositionalSLMConfig(grammar="bi-down-in-m")
     assert set(COMPOSITIONAL_GRAMMAR_NAMES) <= set(MODELS)
     for name in COMPOSITIONAL_GRAMMAR_NAMES:
