@@ -130,7 +130,9 @@ class HeadStructure:
 
 @dataclass
 class PositionStructure:
-    """What the grammar says about the positions of one forward call (shared by all layers).
+    """What the grammar says about the positions of one forward call (shared by all layers). A family's own inputs
+    (DTG's head tokens, paper 003's compositions and starts) are not here: the model's family hooks turn them into
+    the embeddings the decoder takes (modeling_slm.py).
 
     S = cached slots + T new positions; cached rows may hold padding (slots with position -1).
         mask: [B, T, S] bool, new position t attends slot s (restricted heads);
@@ -154,18 +156,6 @@ class PositionStructure:
     min_position: int
     implementation: str = "auto"
     relative_positions: torch.Tensor | None = None
-    head_slots: torch.Tensor | None = None  # [B, T]: a slot whose token embedding a position adds (DTG), -1 none
-    # Ex grammars (paper 003): [B, T, T] bool, row t of a `)` marks its direct children, and [B, T] long, the tree
-    # level of each position (0 token, 1 + highest child for a `)`, -1 neither): the composer's inputs.
-    composition_children: torch.Tensor | None = None
-    composition_level: torch.Tensor | None = None
-    # Ex grammars, optional: composer.composition_schedule of the same (indices [S] long on the device, levels: host
-    # ints per tree level), computed on the host, which spares the composer reading its sizes back from the device.
-    composition_schedule: tuple | None = None
-    # Nb-Up grammars (paper 003): [B, T, T] bool, per predicting row the positions of the feasible starts C_k of a
-    # `)` it would predict (the start pointer's candidates; modeling/start_pointer.py). Unused by the backbone.
-    start_candidates: torch.Tensor | None = None
-    position_actions: torch.Tensor | None = None  # [B, T] long: the action (column of input_ids) of each position
     relative_affine: tuple | None = None
     # A model with segment recurrence reading through its memory (segment_recurrence.py, search_decoders.py): its
     # positions may run past max_sequence_length (only relative positions are read, clipped to their range).

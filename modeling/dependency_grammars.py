@@ -201,6 +201,8 @@ class DependencyGrammar(GrammarProtocol):
     relative_position_meaning = "stack-depth differences d(i) - d(j) (paper 002, section 3.2)"
     explicit_relative_positions = True  # COMPOSE rows' 0 / -1 are no coordinate differences (module docstring)
     adds_head_tokens = True  # arc positions add their head word's last piece (NewPosition.extra_inputs)
+    references_positions = True  # ... which steps name by its position
+    family_inputs = ("head_token_index",)  # batch()'s head positions (dependency_model.py adds their embeddings)
     compose_kinds = frozenset({PositionKind.LEFT_ARC_COMPOSE, PositionKind.RIGHT_ARC_COMPOSE})
     reducing_kinds = frozenset({ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC, ActionKind.POP})
     has_stack = True  # items leave the stack when an arc or POP removes them (stack_lifetimes)
@@ -473,8 +475,8 @@ class DependencyGrammar(GrammarProtocol):
 
     def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None,
               with_relative_positions=True):
-        """Model inputs for a batch, the fields of grammars.Grammar.batch plus `head_token_index` [B, T'] (the
-        position whose token embedding is added to an arc's, -1 for none).
+        """Model inputs for a batch, the fields of grammars.Grammar.batch plus the family input `head_token_index`
+        [B, T'] (the position whose token embedding is added to an arc's, -1 for none).
 
         Vectorized over the whole batch (`_TransitionStacks`); equal, field by field, to `_batch_from_steps`,
         which replays `step` (the definition) and which tests compare it with. A sequence that breaks the rules
@@ -1211,6 +1213,8 @@ class TransitionTXLGrammar(ArcStandardGrammar):
     explicit_relative_positions = False
     relative_affine_by_kind = None
     adds_head_tokens = False
+    references_positions = False
+    family_inputs = ()
     compose_kinds = frozenset()
     relative_position_range = (0, None)
     relative_position_meaning = "sequence distances i - j"

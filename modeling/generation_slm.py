@@ -302,8 +302,8 @@ class WordSynchronousBeamSearch:
                 steps.append([position for action, start in zip(sequence, starts)
                               for position in grammar.step(state, action, start=start)])
             states.append(state)
-        steps = NewPositions.from_lists(steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens,
-                                        composes=grammar.external_composition)
+        steps = NewPositions.from_lists(steps, relative=grammar.explicit_relative_positions,
+                                        references=grammar.references_positions)
         decoder_state, log_probs = self.decoder.start(sequences, steps)
         width = max(len(s) for s in sequences)
         actions = torch.full((len(sequences), width), -1, dtype=torch.long)

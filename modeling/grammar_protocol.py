@@ -16,6 +16,7 @@ This file is hub code: it is copied into checkpoints and must import nothing fro
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import IntEnum
+from types import MappingProxyType
 
 import numpy as np
 
@@ -158,6 +159,21 @@ class GrammarProtocol(ABC):
     adds_head_tokens = False  # a position adds another position's token embedding (DTG's arcs: the head's piece)
     external_composition = False  # a position's input is composed by an external module (paper 003's Ex)
     takes_start = False  # an action comes with a pointer to a start position (paper 003's Nb-Up `)`)
+    # NewPosition.extra_inputs name earlier positions whose input a position reads (DTG: an arc's head word's last
+    # piece; paper 003's Ex: a `)`'s children): the search decoder maps them to the slots of its cache.
+    references_positions = False
+
+    # ---- a family's extra inputs: one mapping, from batch() through the collator to the model's hooks --------
+    # The per-action fields the grammar reads beside the action ids: {field: the keyword under which batch() takes
+    # them, one array per sequence}. A field is the tokenizer's (a dataset column), one value per action, -1 where
+    # there is none (paper 003's Nb-Up: {"constituent_starts": "starts"}). The collator and the model pass them on.
+    action_inputs = MappingProxyType({})
+    # The arrays batch() gives beside the generic fields, for the family's model hooks (modeling_slm.py): the
+    # collator passes them on by these names (DTG: head_token_index; Ex: composition_children, composition_level;
+    # Nb-Up: start_candidates).
+    family_inputs = ()
+    # What host_inputs(batch) counts on the host (paper 003's Ex: the composer's schedule).
+    host_input_names = ()
 
     # ---- the action sequence ----------------------------------------------------------------------------------
     uses_eos = False  # a sequence ends with `</s>` (else when its root closes)
@@ -197,6 +213,12 @@ class GrammarProtocol(ABC):
     def for_config(cls, config):
         """The grammar over a model config's id layout (and its options), at the config's document level."""
         return cls(cls.layout_class.from_config(config), document_level=config.document_level)
+
+    def host_inputs(self, batch):
+        """{name: value} for host_input_names, counted on the host from batch()'s arrays: sizes the model would
+        otherwise read back from the device (a sync per training step off the CPU). The collator adds them (numpy
+        arrays as tensors, other values as they are); a model without them reads the same numbers itself."""
+        return {}
 
     # ---- derived capabilities -------------------------------------------------------------------------------
     @property

@@ -32,11 +32,10 @@ class NewPositions:
 
     attended[h, p] lists the positions (indices in the hypothesis's sequence) that position p attends under the
     grammar's mask, increasing, itself last, -1 after; `relative` gives explicit relative positions for
-    grammars whose R is not c_i - c_j (DTG's COMPOSE rows; None otherwise); `head_position` is an earlier
-    position whose token embedding is added to this one's (DTG's arcs; -1: none; None: the grammar adds none);
-    `composed_from[h, p]` lists the earlier positions whose input embeddings the external composer reads to make
-    this position's (paper 003's Ex `)`: its direct children, in order, -1 after; all -1: its own token's;
-    None: the grammar composes nothing).
+    grammars whose R is not c_i - c_j (DTG's COMPOSE rows; None otherwise); `references[h, p]` lists the earlier
+    positions whose input position p reads besides its token (NewPosition.extra_inputs, -1 after: DTG's arcs, the
+    head word's last piece; paper 003's Ex `)`, its direct children, in order), None for a grammar whose positions
+    read none (grammar.references_positions). The model's family hooks say what they mean.
     """
 
     count: np.ndarray  # [H] int64
@@ -46,8 +45,7 @@ class NewPositions:
     coordinate: np.ndarray  # [H, P] int64
     attended: np.ndarray  # [H, P, W] int64
     relative: np.ndarray | None = None  # [H, P, W] int64
-    head_position: np.ndarray | None = None  # [H, P] int64
-    composed_from: np.ndarray | None = None  # [H, P, C] int64
+    references: np.ndarray | None = None  # [H, P, C] int64
 
     def __len__(self):
         return len(self.count)
@@ -71,25 +69,24 @@ class NewPositions:
             if any(part is None for part in parts):
                 joined[f.name] = None
                 continue
-            fill = -1 if f.name in ("attended", "head_position", "composed_from") else 0
+            fill = -1 if f.name in ("attended", "references") else 0
             width = max(part.shape[2] for part in parts) if parts[0].ndim == 3 else 0  # each field its own
             joined[f.name] = np.concatenate([_pad_to(part, slots, width, fill) for part in parts])
         return NewPositions(**joined)
 
     @staticmethod
-    def from_lists(steps, relative=False, heads=False, composes=False):
-        """From lists of NewPosition (grammar.step's form): steps[h] are the positions of action h. `extra_inputs`
-        are a head position (`heads`, DTG) or the children a composition reads (`composes`, Ex)."""
+    def from_lists(steps, relative=False, references=False):
+        """From lists of NewPosition (grammar.step's form): steps[h] are the positions of action h; with `relative`
+        their explicit relative positions, with `references` their extra_inputs (grammar.references_positions)."""
         count = np.array([len(positions) for positions in steps], dtype=np.int64)
         rows, slots = len(steps), max(int(count.max(initial=0)), 1)
         width = max([len(p.attended) for positions in steps for p in positions] + [1])
-        most_children = max([len(p.extra_inputs) for positions in steps for p in positions] + [1])
+        most_references = max([len(p.extra_inputs) for positions in steps for p in positions] + [1])
         made = NewPositions(count, np.zeros((rows, slots), np.int64), np.zeros((rows, slots), np.int64),
                             np.zeros((rows, slots), bool), np.zeros((rows, slots), np.int64),
                             np.full((rows, slots, width), -1, np.int64),
                             np.zeros((rows, slots, width), np.int64) if relative else None,
-                            np.full((rows, slots), -1, np.int64) if heads else None,
-                            np.full((rows, slots, most_children), -1, np.int64) if composes else None)
+                            np.full((rows, slots, most_references), -1, np.int64) if references else None)
         for h, positions in enumerate(steps):
             for p, position in enumerate(positions):
                 made.input_id[h, p], made.kind[h, p] = position.input_id, int(position.kind)
@@ -97,10 +94,8 @@ class NewPositions:
                 made.attended[h, p, : len(position.attended)] = position.attended
                 if relative:
                     made.relative[h, p, : len(position.attended)] = position.relative_positions
-                if heads and position.extra_inputs:
-                    made.head_position[h, p] = position.extra_inputs[0]
-                if composes and position.extra_inputs:
-                    made.composed_from[h, p, : len(position.extra_inputs)] = position.extra_inputs
+                if references and position.extra_inputs:
+                    made.references[h, p, : len(position.extra_inputs)] = position.extra_inputs
         return made
 
 
@@ -157,8 +152,7 @@ class StateListRows(HypothesisRows):
             states.append(state)
         grammar = self.grammar
         return StateListRows(grammar, states), NewPositions.from_lists(
-            steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens,
-            composes=grammar.external_composition)
+            steps, relative=grammar.explicit_relative_positions, references=grammar.references_positions)
 
     def legal_actions(self, columns=None):
         """[H, V] bool (or [H, C]: only the ids `columns`, a long tensor)."""

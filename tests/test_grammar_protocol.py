@@ -36,7 +36,8 @@ def test_the_protocol_declares_the_capabilities_the_generic_code_reads():
                        "structure_between_pieces", "uses_eos", "linearization", "relative_position_range",
                        "relative_position_meaning", "has_stack", "stack_lifetimes", "default_memory_update",
                        "supports_segments", "start_action_id", "continues_word", "action_kinds", "open_total",
-                       "legal_table", "kinds_mask", "rows_class", "layout_class"):
+                       "legal_table", "kinds_mask", "rows_class", "layout_class", "action_inputs", "family_inputs",
+                       "host_input_names", "host_inputs", "references_positions"):
         assert capability in CAPABILITIES, capability
     assert "for_config" in vars(GrammarProtocol)
 

@@ -110,7 +110,7 @@ def test_the_memory_carries_no_gradient_and_a_small_memory_forgets():
 
 @pytest.mark.parametrize("name, overrides, message", [
     ("nb-dn-in-m", {}, "absolute positions has no segment recurrence"),  # paper 003's GPT-2 positions
-    ("nb-dn-ex-m", {"position_encoding": "relative"}, "composes `\\)` externally"),
+    ("nb-dn-ex-m", {"position_encoding": "relative"}, "read earlier positions' inputs"),
 ])
 def test_models_without_segment_recurrence_are_named(name, overrides, message):
     rng = np.random.default_rng(1)
