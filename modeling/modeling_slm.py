@@ -400,12 +400,11 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         positions = positions.masked_fill(~padding, -1)
         structure = self._structure(None, positions.clamp(min=0), positions, None, coordinate_bound=max(1, total))
         structure.mask = structure.causal_mask(length)
-        if getattr(self.config, "segment_length", None):
+        if self.config.segment_length:
             # A segment model reads as it was trained, through a memory: for a causal grammar that is a window,
             # the same in one pass, through a cache, and segment by segment (segment_recurrence.py); any length.
             segment_length, memory_length, _ = check_segment_options(
-                self.grammar, self.config.segment_length, getattr(self.config, "memory_length", None),
-                getattr(self.config, "memory_update", None))
+                self.grammar, self.config.segment_length, self.config.memory_length, self.config.memory_update)
             structure.mask = structure.mask & causal_segment_window(
                 positions[:, -length:], positions, segment_length, memory_length)
             structure.segmented = True

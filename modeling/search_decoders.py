@@ -207,7 +207,7 @@ class TransformerSearchDecoder(SearchDecoder):
         # Unrestricted heads see every earlier position of their sequence, whatever the grammar's mask.
         self.attends_everything = bool(config.num_unrestricted_heads or config.num_unrestricted_layers)
         # A model trained with segment recurrence reads document prefixes through its memory (_start_from_memory).
-        self.reads_memory = bool(getattr(config, "segment_length", None))
+        self.reads_memory = bool(config.segment_length)
         self.pool = _KeyValuePool(self.device)
 
     def _start(self, sequences, steps):
@@ -231,8 +231,8 @@ class TransformerSearchDecoder(SearchDecoder):
 
         def read():
             found["memory"], found["positions"], logits = read_prefixes(
-                model, model.model.grammar, sequences, config.segment_length, getattr(config, "memory_length", None),
-                getattr(config, "memory_update", None))
+                model, model.model.grammar, sequences, config.segment_length, config.memory_length,
+                config.memory_update)
             return logits
 
         log_probs = self._log_probs(read)
