@@ -103,7 +103,7 @@ class NewPosition:
     predicts: bool  # whether this position's output predicts the next action
     coordinate: int = 0  # c with relative position c_i - c_j (TG: depth; causal grammars: the position)
     # Earlier positions this position's input reads besides its own token, for grammars whose positions carry
-    # more (`GrammarProtocol.position_references`: DTG, the head word's last piece; paper 003's Ex, the children a
+    # more (`GrammarProtocol.references_positions`: DTG, the head word's last piece; paper 003's Ex, the children a
     # composition reads). TG and the causal grammars read none.
     extra_inputs: tuple = ()
 
