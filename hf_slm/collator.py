@@ -1,13 +1,14 @@
 """The data collator: padded model inputs for a batch of action sequences, computed on the fly.
 
 Datasets store only the (unexpanded) action ids of each tree; the grammar expands them and derives the
-[T', T'] attention mask and relative positions per batch, so nothing quadratic is ever stored.
+[T', T'] attention mask and relative positions per batch, so nothing quadratic is ever stored. What a family's
+grammar needs beyond that (its family inputs: the modeling.grammar_protocol capabilities `action_inputs`,
+`family_inputs`, `host_input_names`) passes through by name: this module knows no family.
 """
 
 import numpy as np
 import torch
 
-from .modeling.composer import composition_schedule
 from .families import grammar_class
 from .modeling.modeling_slm import coordinate_count
 
@@ -34,43 +35,34 @@ class SyntacticDataCollator:
                              factorized attention's one-hot key block, counted here on the host so that the model
                              does not read it back from the device (a sync) in every training step.
                              transformers.Trainer and DistributedDataParallel hand a non-tensor to forward untouched.
-    and, for a dependency grammar (DTG), whose arcs add their head word's embedding and whose COMPOSE rows have
-    relative positions that are no coordinate differences:
-        head_token_index     [B, T'] long, the position whose token embedding an arc position adds, -1 none
-        position_relative_positions [B, T', T'] long, R wherever attended; left out where the model derives R
-                             from coordinates and kinds (arc-standard DTG: grammar.relative_affine_by_kind)
-    and, for a grammar with external composition (paper 003's Ex variants), whose `)` positions input the
-    composer's output over their children:
-        composition_children [B, T', T'] bool, row t of a `)` position marks its direct children's positions
-        composition_level    [B, T'] long, 0 for a token, 1 + its highest child's for a `)`, -1 otherwise
-        composition_schedule [S] long and composition_schedule_levels (a list of [4] Python ints per tree level;
-                             with host_counts):
-                             the composer's order, pairs and sizes per level (modeling/composer.py,
-                             composition_schedule), counted here on the host so that the model does not read
-                             them back from the device
-    and, for a grammar whose `)` points at its start (paper 003's Nb-Up variants; each feature then carries the
-    tokenizer's "constituent_starts", one per action):
-        constituent_starts   [B, T] long, the start (action index, `<s>` = 0) of each `)`, -1 elsewhere: the
-                             start pointer's targets
-        start_candidates     [B, T', T'] bool, per predicting position the positions of the feasible starts C_k
+        position_relative_positions [B, T', T'] long, R wherever attended, for a grammar whose R the model cannot
+                             derive from coordinates and kinds (grammar.needs_explicit_relative_positions: DTG-eager,
+                             -swift, the reference variant)
+    and the grammar's family inputs, by name:
+        each of grammar.action_inputs [B, T] long: the feature's field of that name, one value per action (-1 on
+                             padding): what the grammar reads beside input_ids (paper 003's Nb-Up:
+                             constituent_starts, the start of each `)`), and what the model's loss may read
+        each of grammar.family_inputs: the array of that name from grammar.batch, as a tensor (DTG:
+                             head_token_index [B, T']; paper 003's Ex: composition_children [B, T', T'] and
+                             composition_level [B, T']; Nb-Up: start_candidates [B, T', T'])
+        each of grammar.host_input_names (with host_counts): grammar.host_inputs(batch), numpy arrays as tensors and
+                             other values (host ints) as they are: sizes the model would otherwise read back from
+                             the device (paper 003's Ex: the composer's schedule)
 
     Works as `data_collator` of transformers.Trainer. Features may be dicts with "input_ids" (other keys,
-    such as a tokenizer's attention_mask, are ignored) or plain lists of ids.
+    such as a tokenizer's attention_mask, are ignored, but for the grammar's action inputs) or plain lists of ids.
 
     Args:
-        grammar: a grammar name ("tg", "choe_charniak", "terminals", "dtg", "dtg_eager", "dtg_swift") or a
-            grammar object.
-        layout: an ActionLayout (a DependencyLayout for the dependency grammars) or a dict of its fields
-            (`tokenizer.action_layout`).
+        grammar: a grammar name ("tg", "dtg", "nb-up-in-m", ... any registered family's) or a grammar object.
+        layout: the grammar's layout (its `layout_class`) or a dict of its fields (`tokenizer.action_layout`).
         max_length: raise ValueError when an expanded sequence is longer (nothing is truncated).
         pad_to_multiple_of: round the padded expanded length up.
         validate: check every sequence against the grammar (a clear error instead of a silent bad mask).
         document_level: each sequence is a document, several trees after one `<s>`
             (`tokenizer.encode_document`); the model's config must say document_level=True too.
-        host_counts: add num_coordinate_values and (Ex grammars) the composition schedule, the sizes that the
-            model would otherwise read back from the device (a sync per training step off the CPU). False leaves
-            them out, for a model whose code predates them (a checkpoint's hub code saved before they existed
-            rejects unknown inputs).
+        host_counts: add num_coordinate_values and the grammar's host inputs, the sizes that the model would
+            otherwise read back from the device (a sync per training step off the CPU). False leaves them out, for a
+            model whose code predates them (a checkpoint's hub code saved before they existed rejects unknown inputs).
         grammar_options: further options of the grammar (a dependency grammar's `variant`).
     """
 
@@ -92,23 +84,24 @@ class SyntacticDataCollator:
         return cls(grammar, tokenizer.action_layout, **kwargs)
 
     def __call__(self, features):
+        grammar = self.grammar
         sequences = [f["input_ids"] if isinstance(f, dict) else f for f in features]
         # Tokenizers may hand back right-padded rows; trailing padding is not part of a sequence (padding
         # anywhere else is left for the grammar to reject).
-        pad = self.grammar.layout.pad_token_id
+        pad = grammar.layout.pad_token_id
         sequences = [_strip_trailing(np.asarray(s, dtype=np.int64), pad) for s in sequences]
         given_labels = _given_labels(features, sequences)
-        starts = _given_starts(features, sequences) if getattr(self.grammar, "takes_start", False) else None
+        action_inputs = {name: _given_per_action(features, sequences, name, grammar.name) for name in grammar.action_inputs}
         # Explicit R only where the model cannot derive it from coordinates and kinds (DTG-eager, -swift, the
         # reference variant): it is the largest array of the batch.
-        explicit = self.grammar.explicit_relative_positions and self.grammar.relative_affine_by_kind is None
-        batch = self.grammar.batch(
+        explicit = grammar.needs_explicit_relative_positions
+        batch = grammar.batch(
             sequences,
             validate=self.validate,
             pad_to_multiple_of=self.pad_to_multiple_of,
             max_length=self.max_length,
             with_relative_positions=explicit,
-            **({} if starts is None else {"starts": starts}),
+            **{grammar.action_inputs[name]: values for name, values in action_inputs.items()},
         )
         lengths = batch["action_lengths"]
         width = int(lengths.max())
@@ -129,38 +122,34 @@ class SyntacticDataCollator:
             collated["num_coordinate_values"] = coordinate_count(batch["position_coordinates"])
         if explicit:
             collated["position_relative_positions"] = torch.from_numpy(batch["relative_positions"])
-        if "head_token_index" in batch:
-            collated["head_token_index"] = torch.from_numpy(batch["head_token_index"])
-        if "composition_children" in batch:  # Ex: what the composer reads, bottom-up by level
-            collated["composition_children"] = torch.from_numpy(batch["composition_children"])
-            collated["composition_level"] = torch.from_numpy(batch["composition_level"])
-            if self.host_counts:
-                indices, levels = composition_schedule(batch["composition_children"], batch["composition_level"])
-                collated["composition_schedule"] = torch.from_numpy(indices)
-                collated["composition_schedule_levels"] = levels
-        if starts is not None:  # Nb-Up: the pointer's targets and candidates
-            padded_starts = np.full((len(sequences), width), -1, dtype=np.int64)
-            padded_starts[real] = np.concatenate(starts)
-            collated["constituent_starts"] = torch.from_numpy(padded_starts)
-            collated["start_candidates"] = torch.from_numpy(batch["start_candidates"])
+        for name, values in action_inputs.items():
+            padded = np.full((len(sequences), width), -1, dtype=np.int64)
+            padded[real] = np.concatenate(values)
+            collated[name] = torch.from_numpy(padded)
+        for name in grammar.family_inputs:
+            collated[name] = torch.from_numpy(batch[name])
+        if self.host_counts:
+            for name, value in grammar.host_inputs(batch).items():
+                collated[name] = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
         return collated
 
 
-def _given_starts(features, sequences):
-    """Per sequence, the features' "constituent_starts" (a Nb-Up tokenizer's output), cut to the sequence; a
-    feature without them is a ValueError (a Nb-Up `)` cannot be expanded without its start)."""
-    starts = []
+def _given_per_action(features, sequences, name, grammar_name):
+    """Per sequence, the features' field `name` (one value per action, a grammar's action input: paper 003's Nb-Up
+    constituent_starts), cut to the sequence; a feature without it is a ValueError (the grammar cannot expand the
+    sequence without it)."""
+    values = []
     for row, (feature, sequence) in enumerate(zip(features, sequences)):
-        given = feature.get("constituent_starts") if isinstance(feature, dict) else None
+        given = feature.get(name) if isinstance(feature, dict) else None
         if given is None:
-            raise ValueError(f"feature {row} has no constituent_starts: a Nb-Up grammar's `)` needs its start (paper "
-                             "003, section 2.2); keep the tokenizer's constituent_starts beside input_ids")
+            raise ValueError(f"feature {row} has no {name}: the {grammar_name} grammar reads it beside input_ids "
+                             f"(grammar.action_inputs); keep the tokenizer's {name} beside input_ids")
         given = np.asarray(given, dtype=np.int64)
         if len(given) < len(sequence):
-            raise ValueError(f"feature {row}: {len(given)} constituent_starts for {len(sequence)} actions; expected "
-                             "one per action (-1 where there is none)")
-        starts.append(given[: len(sequence)])
-    return starts
+            raise ValueError(f"feature {row}: {len(given)} {name} for {len(sequence)} actions; expected one per action "
+                             "(-1 where there is none)")
+        values.append(given[: len(sequence)])
+    return values
 
 
 def _given_labels(features, sequences):

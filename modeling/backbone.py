@@ -46,10 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chunked_attention import ChunkedAttention, chunk_plan
-from .grammars import PositionKind
 
-# Positions that compose (TG's closing NT copy, DTG's arc copies): distinct COMPOSE attention serves them.
-COMPOSE_KINDS = torch.tensor([PositionKind.CLOSE_COMPOSE, PositionKind.LEFT_ARC_COMPOSE, PositionKind.RIGHT_ARC_COMPOSE])
 # Above this many distinct coordinate values, the gathered bias is cheaper than the one-hot key block.
 MAX_FACTORIZED_COORDINATES = 128
 
@@ -62,16 +59,6 @@ def on_host(tensor):
     depth count, PositionStructure.num_coordinate_values, is read; tests/test_training_step.py sets this to False to
     run the device paths on the CPU and checks for reads)."""
     return tensor.device.type == "cpu"
-
-
-_COMPOSE_KINDS_ON = {}
-
-
-def compose_kinds_on(device):
-    """COMPOSE_KINDS on `device`, copied there once (a copy from the host every call would wait for the device)."""
-    if device not in _COMPOSE_KINDS_ON:
-        _COMPOSE_KINDS_ON[device] = COMPOSE_KINDS.to(device)
-    return _COMPOSE_KINDS_ON[device]
 
 
 class SequenceTooLong(ValueError):
@@ -143,7 +130,9 @@ class HeadStructure:
 
 @dataclass
 class PositionStructure:
-    """What the grammar says about the positions of one forward call (shared by all layers).
+    """What the grammar says about the positions of one forward call (shared by all layers). A family's own inputs
+    (DTG's head tokens, paper 003's compositions and starts) are not here: the model's family hooks turn them into
+    the embeddings the decoder takes (modeling_slm.py).
 
     S = cached slots + T new positions; cached rows may hold padding (slots with position -1).
         mask: [B, T, S] bool, new position t attends slot s (restricted heads);
@@ -167,18 +156,6 @@ class PositionStructure:
     min_position: int
     implementation: str = "auto"
     relative_positions: torch.Tensor | None = None
-    head_slots: torch.Tensor | None = None  # [B, T]: a slot whose token embedding a position adds (DTG), -1 none
-    # Ex grammars (paper 003): [B, T, T] bool, row t of a `)` marks its direct children, and [B, T] long, the tree
-    # level of each position (0 token, 1 + highest child for a `)`, -1 neither): the composer's inputs.
-    composition_children: torch.Tensor | None = None
-    composition_level: torch.Tensor | None = None
-    # Ex grammars, optional: composer.composition_schedule of the same (indices [S] long on the device, levels: host
-    # ints per tree level), computed on the host, which spares the composer reading its sizes back from the device.
-    composition_schedule: tuple | None = None
-    # Nb-Up grammars (paper 003): [B, T, T] bool, per predicting row the positions of the feasible starts C_k of a
-    # `)` it would predict (the start pointer's candidates; modeling/start_pointer.py). Unused by the backbone.
-    start_candidates: torch.Tensor | None = None
-    position_actions: torch.Tensor | None = None  # [B, T] long: the action (column of input_ids) of each position
     relative_affine: tuple | None = None
     # A model with segment recurrence reading through its memory (segment_recurrence.py, search_decoders.py): its
     # positions may run past max_sequence_length (only relative positions are read, clipped to their range).
@@ -426,7 +403,9 @@ class SyntacticTransformerLayer(nn.Module):
             modules.append(self.unrestricted_attention)
         return modules
 
-    def forward(self, hidden, structure, encodings, cache_kv):
+    def forward(self, hidden, structure, encodings, cache_kv, is_compose=None):
+        """hidden [B, T, d]; `is_compose(kinds)` [B, T] bool: which positions compose (needed with distinct COMPOSE
+        attention: the decoder's)."""
         x = self.ln_attention(hidden) if self.pre_layer_norm else hidden
         batch, length, _ = x.shape
         outputs = []
@@ -446,8 +425,7 @@ class SyntacticTransformerLayer(nn.Module):
             projected.append(o_proj(torch.cat(parts, dim=2).reshape(batch, length, -1)))
         attended = projected[0]
         if len(projected) == 2 and structure.kinds is not None:  # distinct STACK / COMPOSE parameters: COMPOSE rows take the second
-            is_compose = torch.isin(structure.kinds, compose_kinds_on(structure.kinds.device))
-            attended = torch.where(is_compose[:, :, None], projected[1], projected[0])
+            attended = torch.where(is_compose(structure.kinds)[:, :, None], projected[1], projected[0])
         attended = F.dropout(attended, self.dropout, self.training)
         if self.pre_layer_norm:
             hidden = hidden + attended
@@ -464,11 +442,16 @@ class SyntacticTransformerDecoder(nn.Module):
     forward(position_ids [B, T] ids of the positions, structure PositionStructure, past_key_values=None,
             extra_embeddings=None [B, T, d], inputs_embeds=None [B, T, d], output_hidden_states=False)
         -> (hidden [B, T, d], all hidden states or None)
+
+    `compose_kinds`: the PositionKinds whose positions compose (the grammar's `compose_kinds`: TG's closing NT copy,
+    DTG's arc copies); distinct COMPOSE attention serves them.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, compose_kinds=()):
         super().__init__()
         self.config = config
+        self.compose_kinds = tuple(sorted(int(kind) for kind in compose_kinds))
+        self._compose_kinds_on = {}
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.embed_positions = (
             nn.Embedding(config.max_sequence_length, config.hidden_size) if config.position_encoding == "absolute" else None
@@ -481,6 +464,13 @@ class SyntacticTransformerDecoder(nn.Module):
         # Fixed sinusoids, computed on first use: not parameters, and not buffers either (a loader that builds
         # the model on the meta device would leave non-persistent buffers uninitialized).
         self._encodings = {}
+
+    def is_compose(self, kinds):
+        """[B, T] bool: which positions of `kinds` [B, T] (PositionKind) compose. The kinds are copied to the device
+        once (a copy from the host every call would wait for the device)."""
+        if kinds.device not in self._compose_kinds_on:
+            self._compose_kinds_on[kinds.device] = torch.tensor(self.compose_kinds, dtype=torch.long, device=kinds.device)
+        return torch.isin(kinds, self._compose_kinds_on[kinds.device])
 
     def relative_encodings(self, device, dtype):
         """r(R) for the restricted range [min, max] and for the causal range [0, max_sequence_length)."""
@@ -542,7 +532,7 @@ class SyntacticTransformerDecoder(nn.Module):
                     keys, values = past_key_values.update(keys, values, layer_index * slots_per_layer + slot)
                 return keys, values
 
-            hidden = layer(hidden, structure, encodings, cache_kv)
+            hidden = layer(hidden, structure, encodings, cache_kv, self.is_compose)
             if output_hidden_states:
                 all_hidden.append(hidden)
         if self.final_layer_norm is not None:

@@ -13,7 +13,7 @@ output is up-projected back to the main model's width. Compositions live in the 
 so an earlier composition is read exactly like a token embedding (and the beam-search decoder only keeps each
 position's input embedding).
 
-Three entry points, one computation (`compose_packed`), and a host function:
+Three entry points, one computation (`compose_packed`), and a host function elsewhere:
 - `compose(children, child_mask)`: a batch of constituents [N, K, d] (K the most children, `child_mask` [N, K]
   which are real) -> [N, d]. The beam-search decoder calls it once per round for every `)` chosen.
 - `compose_by_level(embeddings, children, level)`: training. Every constituent of a batch's trees, bottom-up,
@@ -21,9 +21,10 @@ Three entry points, one computation (`compose_packed`), and a host function:
   one constituent at a time; returns the input embeddings with each `)` position's replaced by its composition.
 - `compose_packed(children, which, rank, count)`: the constituents' children as one list of rows [M, d], each
   with its constituent and its rank among that constituent's children.
-- `composition_schedule(children, level)` (numpy): what compose_by_level reads from its inputs before composing
-  (the order, the pairs, how many per level), computed where the grammar ran; given to compose_by_level, it
-  spares reading those sizes back from the device in a training step (the collator computes it).
+- `composition_schedule(children, level)` (numpy, compositional_grammars.py: the Ex grammars' `host_inputs`): what
+  compose_by_level reads from its inputs before composing (the order, the pairs, how many per level), computed
+  where the grammar ran; given to compose_by_level, it spares reading those sizes back from the device in a
+  training step (the collator adds it).
 
 Packed, not padded: constituents of one level have from 1 to tens of children (a training batch of GUM trees:
 277 constituents of up to 23 children at level 1), so padding every one to the widest would run the layers'
@@ -37,10 +38,9 @@ padded computation's, to float rounding.
 The choice of a summary vector (rather than, say, pooling the children's outputs) and the sizes of the heads
 and feed-forward layer are this library's: the paper gives the width and the depth only.
 
-Hub code: imports only numpy and torch.
+Hub code: imports only torch.
 """
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -171,7 +171,7 @@ class ExternalComposer(nn.Module):
         Returns [B, T', d]: `embeddings` with every `)` position's row replaced by f(its children's rows), its
         children's rows being earlier compositions where they are constituents (hence the order by level).
 
-        `schedule` = (indices, levels), composition_schedule's, computed on the host from the same children and
+        `schedule` = (indices, levels), compositional_grammars.composition_schedule's, computed on the host from the same children and
         levels (the collator does), spares every read back from the device (how many constituents and children
         each level has are data); without it they are read here from the device tensors (syncs off the CPU),
         with the same numbers.
@@ -264,60 +264,3 @@ class ExternalComposer(nn.Module):
                              child_index[composed]])
         return indices, [[per_level[current], pair_counts[current], token_counts[current], None]
                          for current in range(1, levels)]
-
-
-def composition_schedule(children, level):
-    """compose_by_level's schedule, computed on the host (numpy) from grammar.batch's composition_children
-    [B, T', T'] bool and composition_level [B, T'] long, so that the model reads nothing back from the device:
-    (indices [N + 2 P + P] int64, levels [[constituents, pairs, token pairs, widest], ...] Python ints, one
-    entry per tree level from 1). Indices are, in order: the N `)` positions (flat, b * T' + t), by level then
-    position; then P (parent, child) pairs ordered by level and, within a level, token children first: each
-    pair's parent (its index among its level's constituents), its rank among the parent's children; then the
-    token children's flat positions, and the composed children's indices among the N. The same numbers as the
-    device's reading (ExternalComposer._device_schedule). A ValueError names a bad input."""
-    children, level = np.asarray(children, dtype=bool), np.asarray(level, dtype=np.int64)
-    count, length = level.shape
-    flat_level = level.reshape(-1)
-    constituents = np.flatnonzero(flat_level > 0)
-    if not len(constituents):
-        return np.zeros(0, dtype=np.int64), []
-    constituents = constituents[np.argsort(flat_level[constituents], kind="stable")]
-    per_level = np.bincount(flat_level[constituents])
-    table_index = np.full(count * length, -1, dtype=np.int64)
-    table_index[constituents] = np.arange(len(constituents))
-    # The children of the `)`s only (the rows that are read), ordered by parent position, then child position: the
-    # order of the device's nonzero over the whole [B, T', T'] tensor, at a fraction of the cost.
-    parent_rows = np.flatnonzero(flat_level > 0)
-    which, kids = np.nonzero(children.reshape(count * length, length)[parent_rows])
-    parent_flat = parent_rows[which]
-    child_flat = parent_flat - parent_flat % length + kids
-    parent_index = table_index[parent_flat]
-    counts = np.bincount(parent_index, minlength=len(constituents))
-    if (counts == 0).any():
-        bad = int(constituents[np.flatnonzero(counts == 0)[0]])
-        raise ValueError(f"composition_children: the `)` at row {bad // length}, position {bad % length} "
-                         f"(composition_level {int(flat_level[bad])}) has no children; expected its direct "
-                         "children's positions (grammar.batch gives them)")
-    order = np.arange(len(parent_flat))
-    starts = np.ones(len(parent_flat), dtype=bool)
-    starts[1:] = parent_flat[1:] != parent_flat[:-1]
-    rank = order - np.maximum.accumulate(np.where(starts, order, 0))
-    child_index = table_index[child_flat]
-    parent_level = flat_level[parent_flat]
-    if (flat_level[child_flat] >= parent_level).any():
-        raise ValueError("composition_level: a `)` has a child `)` of the same or a higher level; expected 1 + "
-                         "the highest child's level (grammar.batch gives them)")
-    composed = child_index >= 0
-    by_level = np.argsort(parent_level * 2 + composed, kind="stable")
-    parent_level, parent_index, child_flat, child_index, rank, composed = (
-        parent_level[by_level], parent_index[by_level], child_flat[by_level], child_index[by_level], rank[by_level],
-        composed[by_level])
-    first = np.cumsum(per_level) - per_level
-    indices = np.concatenate([constituents, parent_index - first[parent_level], rank, child_flat[~composed],
-                              child_index[composed]]).astype(np.int64)
-    levels = []
-    for current in range(1, len(per_level)):
-        in_level = parent_level == current
-        levels.append([int(per_level[current]), int(in_level.sum()), int((in_level & ~composed).sum()),
-                       int(rank[in_level].max()) + 1 if in_level.any() else 0])
-    return indices, levels

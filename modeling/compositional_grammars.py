@@ -59,6 +59,7 @@ This file is hub code: it is copied into checkpoints and must import nothing fro
 """
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -130,15 +131,13 @@ class CompositionalRules(Grammar):
     top_down = True  # Dn (else Up)
     internal = True  # In (else Ex)
     masked = True  # M (else Nm)
-    explicit_relative_positions = False  # i - j: coordinates are positions
-    relative_position_range = (0, None)
+    # Relative positions are i - j (coordinates are positions); paper 003 reads none (absolute positions).
     relative_position_meaning = "sequence distances i - j (paper 003 uses GPT-2's absolute positions)"
     duplicated_actions = "closing brackets"
-    external_composition = False  # Ex: a `)` position's input is the composer's output over its extra_inputs
-    takes_start = False  # Nb-Up: every `)` comes with a start position from legal_starts
-    # Bi: the tree is binary over tokens, so a word of several pieces is a constituent of its own (the tokenizer
-    # left-binarizes it) and brackets come between its pieces; the search lets them (search_constraints.py).
-    structure_between_pieces = False
+    # Set per variant by _grammar_class: external_composition (Ex: a `)` position's input is the composer's output
+    # over its extra_inputs), takes_start (Nb-Up: every `)` comes with a start position from legal_starts),
+    # structure_between_pieces (Bi: the tree is binary over tokens, so a word of several pieces is a constituent of
+    # its own and brackets come between its pieces; search_constraints.py lets them).
 
     def __init__(self, layout, document_level=False):
         super().__init__(layout, document_level=document_level)
@@ -386,7 +385,7 @@ class CompositionalRules(Grammar):
     def _step_for_need(self, state, action):
         # Nb-Up: the `)` that closes the most (from the bottom of the stack) leaves the least to do.
         start = None
-        if not self.top_down and self._kinds[action] == ActionKind.CLOSE_NT and not self.binary:
+        if not self.top_down and self.action_kinds[action] == ActionKind.CLOSE_NT and not self.binary:
             start = int(self.legal_starts(state)[0])
         return self.step(state, action, check=False, start=start)
 
@@ -539,6 +538,13 @@ class CompositionalRules(Grammar):
                                           & (line[None, None, :] > floor[:, :, None])
                                           & (pop_time[:, None, :] > line[None, :, None]) & predicts[:, :, None])
         return result
+
+    def host_inputs(self, batch):
+        """Ex: the composer's schedule of the batch's compositions (composition_schedule), counted on the host."""
+        if not self.external_composition:
+            return {}
+        indices, levels = composition_schedule(batch["composition_children"], batch["composition_level"])
+        return {"composition_schedule": indices, "composition_schedule_levels": levels}
 
     def _attention(self, kinds, pushed, pop_time):
         """[B, T', T'] mask: a COMPOSE row attends what it pops (its `(` and children); any other row the pushed
@@ -829,6 +835,63 @@ class _Analysis:
         return expanded
 
 
+def composition_schedule(children, level):
+    """composer.ExternalComposer.compose_by_level's schedule, computed on the host (numpy) from grammar.batch's composition_children
+    [B, T', T'] bool and composition_level [B, T'] long, so that the model reads nothing back from the device:
+    (indices [N + 2 P + P] int64, levels [[constituents, pairs, token pairs, widest], ...] Python ints, one
+    entry per tree level from 1). Indices are, in order: the N `)` positions (flat, b * T' + t), by level then
+    position; then P (parent, child) pairs ordered by level and, within a level, token children first: each
+    pair's parent (its index among its level's constituents), its rank among the parent's children; then the
+    token children's flat positions, and the composed children's indices among the N. The same numbers as the
+    device's reading (ExternalComposer._device_schedule). A ValueError names a bad input."""
+    children, level = np.asarray(children, dtype=bool), np.asarray(level, dtype=np.int64)
+    count, length = level.shape
+    flat_level = level.reshape(-1)
+    constituents = np.flatnonzero(flat_level > 0)
+    if not len(constituents):
+        return np.zeros(0, dtype=np.int64), []
+    constituents = constituents[np.argsort(flat_level[constituents], kind="stable")]
+    per_level = np.bincount(flat_level[constituents])
+    table_index = np.full(count * length, -1, dtype=np.int64)
+    table_index[constituents] = np.arange(len(constituents))
+    # The children of the `)`s only (the rows that are read), ordered by parent position, then child position: the
+    # order of the device's nonzero over the whole [B, T', T'] tensor, at a fraction of the cost.
+    parent_rows = np.flatnonzero(flat_level > 0)
+    which, kids = np.nonzero(children.reshape(count * length, length)[parent_rows])
+    parent_flat = parent_rows[which]
+    child_flat = parent_flat - parent_flat % length + kids
+    parent_index = table_index[parent_flat]
+    counts = np.bincount(parent_index, minlength=len(constituents))
+    if (counts == 0).any():
+        bad = int(constituents[np.flatnonzero(counts == 0)[0]])
+        raise ValueError(f"composition_children: the `)` at row {bad // length}, position {bad % length} "
+                         f"(composition_level {int(flat_level[bad])}) has no children; expected its direct "
+                         "children's positions (grammar.batch gives them)")
+    order = np.arange(len(parent_flat))
+    starts = np.ones(len(parent_flat), dtype=bool)
+    starts[1:] = parent_flat[1:] != parent_flat[:-1]
+    rank = order - np.maximum.accumulate(np.where(starts, order, 0))
+    child_index = table_index[child_flat]
+    parent_level = flat_level[parent_flat]
+    if (flat_level[child_flat] >= parent_level).any():
+        raise ValueError("composition_level: a `)` has a child `)` of the same or a higher level; expected 1 + "
+                         "the highest child's level (grammar.batch gives them)")
+    composed = child_index >= 0
+    by_level = np.argsort(parent_level * 2 + composed, kind="stable")
+    parent_level, parent_index, child_flat, child_index, rank, composed = (
+        parent_level[by_level], parent_index[by_level], child_flat[by_level], child_index[by_level], rank[by_level],
+        composed[by_level])
+    first = np.cumsum(per_level) - per_level
+    indices = np.concatenate([constituents, parent_index - first[parent_level], rank, child_flat[~composed],
+                              child_index[composed]]).astype(np.int64)
+    levels = []
+    for current in range(1, len(per_level)):
+        in_level = parent_level == current
+        levels.append([int(per_level[current]), int(in_level.sum()), int((in_level & ~composed).sum()),
+                       int(rank[in_level].max()) + 1 if in_level.any() else 0])
+    return indices, levels
+
+
 def _range_minimum(values, low, high):
     """min(values[low ..high]) per query, inclusive (the largest int64 for an empty range): a sparse table."""
     count = len(values)
@@ -859,7 +922,16 @@ def _grammar_class(name):
                    "sub-constituents (module docstring).",
         "binary": binary, "top_down": top_down, "internal": internal, "masked": masked,
         "duplicates_closing": internal,
+        "compose_kinds": frozenset({PositionKind.CLOSE_COMPOSE}) if internal else frozenset(),
         "external_composition": not internal,
+        "references_positions": not internal,  # a `)`'s NewPosition.extra_inputs: its children's positions
+        # the family inputs (module docstring): Ex's compositions (and their schedule, on the host); Nb-Up's starts
+        "action_inputs": MappingProxyType({"constituent_starts": "starts"} if not (binary or top_down) else {}),
+        "family_inputs": (() if internal else ("composition_children", "composition_level"))
+                         + (() if binary or top_down else ("start_candidates",)),
+        "host_input_names": () if internal else ("composition_schedule", "composition_schedule_levels"),
+        # an external composition reads children that an earlier segment may hold: no segment recurrence
+        "supports_segments": internal,
         "takes_start": not (binary or top_down),
         "causal": not internal and not masked,  # Ex + Nm: nothing is ever masked (paper 003, section 3.4)
         "structure_between_pieces": binary,

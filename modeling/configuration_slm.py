@@ -19,6 +19,7 @@ from transformers import PreTrainedConfig
 from .compositional_grammars import BASELINE_GRAMMARS, COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_SLM_GRAMMARS
 from .dependency_grammars import DTG_GRAMMARS, TXL_TRANS_GRAMMARS
 from .grammars import TRANSFORMER_GRAMMAR_GRAMMARS, TRANSFORMER_XL_GRAMMARS
+from .segments import MEMORY_UPDATES
 
 RELATIVE_ATTENTION_CHOICES = ("auto", "reference")
 POSITION_ENCODINGS = ("relative", "absolute")
@@ -51,8 +52,19 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         document_level: one sequence is a whole document, its sentences' trees after a single `<s>`
             (paper 000, section 3.1; build them with `tokenizer.encode_document`). Under TG each new
             sentence sees the earlier ones through their composed roots. Sentence-level models (False)
-            read one tree per sequence. Documents must fit in max_sequence_length: there is no
-            Transformer-XL segment memory.
+            read one tree per sequence. A document must fit in max_sequence_length, unless the model reads
+            it in segments through a memory (segment_length).
+        segment_length: None (the default): the model reads each sequence whole. An int L >= 1: the model was
+            trained with Transformer-XL segment recurrence (paper 000, section 2.2 and Appendix A; modeling/
+            segments.py and segment_recurrence.py): it reads a sequence in segments of L positions, each
+            attending a memory that the segments before it filled, so a sequence may be longer than
+            max_sequence_length; scoring and the beam search read it the same way. Needs relative positions and
+            a grammar that supports segments (grammar.supports_segments: not paper 003's Ex variants).
+        memory_length: the memory's slots M >= 0 with segment_length (None: M = L, as the reference).
+        memory_update: how the memory is filled after a segment, with segment_length: "structure" (the most
+            recent positions still on the grammar's stack; a grammar with a stack or a causal one) or "shift" (the
+            M positions right before the next segment, Transformer-XL's); None: the grammar's
+            default_memory_update ("structure" for TG and DTG, "shift" for the others).
         embedding_dropout: dropout on the input embeddings.
         core_dropout: dropout inside every layer: attention weights, the relative position encodings,
             the attention output, the feed-forward hidden layer and its output.
@@ -117,13 +129,17 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         init_scale=None,
         tie_word_embeddings=True,
         vocabulary_fingerprint=None,
+        segment_length=None,
+        memory_length=None,
+        memory_update=None,
         **kwargs,
     ):
         grammar = self.default_grammar_name() if grammar is None else grammar
         if grammar not in self.grammar_classes:
+            takers = [config.__name__ for config in _family_configs() if grammar in config.grammar_classes]
+            hint = f"use {' or '.join(takers)}" if takers else "another family's grammar needs that family's config"
             raise ValueError(f"{type(self).__name__} does not take grammar {grammar!r}; expected one of "
-                             f"{list(self.grammar_classes)} (another family's grammar needs that family's config: "
-                             "hf_slm.config_for_grammar picks it)")
+                             f"{list(self.grammar_classes)} ({hint}: hf_slm.config_for_grammar picks it)")
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
         if relative_attention not in RELATIVE_ATTENTION_CHOICES:
@@ -136,6 +152,8 @@ class SyntacticTransformerConfig(PreTrainedConfig):
             raise ValueError(f"num_unrestricted_heads must be in [0, {num_attention_heads}], got {num_unrestricted_heads}")
         if not 0 <= num_unrestricted_layers <= num_hidden_layers:
             raise ValueError(f"num_unrestricted_layers must be in [0, {num_hidden_layers}], got {num_unrestricted_layers}")
+        _check_segment_fields(self.grammar_classes[grammar], segment_length, memory_length, memory_update,
+                              position_encoding)
         self.vocab_size = vocab_size
         self.vocabulary_fingerprint = vocabulary_fingerprint
         self.hidden_size = hidden_size
@@ -172,6 +190,7 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
         self.init_scale = init_scale
+        self.segment_length, self.memory_length, self.memory_update = segment_length, memory_length, memory_update
         # Every Auto class a checkpoint serves, for trust_remote_code loading without hf_slm installed
         # (transformers records only the saved class by itself).
         kwargs.setdefault("auto_map", dict(self.auto_classes))
@@ -197,11 +216,48 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         check_config_fields(fields, cls)
 
 
+def _check_segment_fields(rules, segment_length, memory_length, memory_update, position_encoding):
+    """ValueError naming the field unless the segment options are ones a model of the grammar class `rules` reads
+    (SyntacticTransformerConfig's docstring)."""
+    if segment_length is None:
+        for name, value in (("memory_length", memory_length), ("memory_update", memory_update)):
+            if value is not None:
+                raise ValueError(f"{name}={value!r} needs segment_length (the memory of segment recurrence)")
+        return
+    if isinstance(segment_length, bool) or not isinstance(segment_length, int) or segment_length < 1:
+        raise ValueError(f"segment_length must be None or a whole number of positions >= 1, got {segment_length!r}")
+    if memory_length is not None and (isinstance(memory_length, bool) or not isinstance(memory_length, int)
+                                      or memory_length < 0):
+        raise ValueError(f"memory_length must be None or a whole number of slots >= 0, got {memory_length!r}")
+    if memory_update not in (None, *MEMORY_UPDATES):
+        raise ValueError(f"memory_update must be None or one of {MEMORY_UPDATES}, got {memory_update!r}")
+    if not rules.supports_segments:
+        raise ValueError(f"segment_length: the {rules.name} grammar has no segment recurrence (grammar.supports_segments)")
+    if position_encoding != "relative":
+        raise ValueError(f"segment_length needs position_encoding='relative' (absolute position embeddings index the "
+                         f"whole sequence), got {position_encoding!r}")
+    if memory_update == "structure" and not (rules.has_stack or rules.causal):
+        raise ValueError(f"memory_update='structure' needs the grammar's stack, and the {rules.name} grammar has none "
+                         "(has_stack); expected 'shift'")
+
+
+def _family_configs():
+    """Every config class defined over the backbone (this module's and any other family's that is imported), for
+    messages: the subclasses of SyntacticTransformerConfig, depth first."""
+    found, pending = [], list(SyntacticTransformerConfig.__subclasses__())
+    while pending:
+        config = pending.pop(0)
+        found.append(config)
+        pending[:0] = config.__subclasses__()
+    return found
+
+
 def position_limit(config):
     """(the most positions the model reads in one sequence, the config field that says so):
     config.max_sequence_length, or max_position_embeddings for a config that has only transformers' name; (None,
     None) for a model with segment recurrence (config.segment_length), which reads any length through its memory.
-    The search's constraints and the evaluations' length checks both read it."""
+    The search's constraints and the evaluations' length checks both read it, for any model's config: one of another
+    kind (SyntacticOrderedMemoryConfig's, transformers') may lack these fields, hence getattr."""
     if getattr(config, "segment_length", None):
         return None, None
     for name in ("max_sequence_length", "max_position_embeddings"):

@@ -38,6 +38,15 @@ that attends `<s>` (0), the item left on the stack (-1) and itself (0) and predi
 row and arc STACK copy also attends itself, at 0; (c) STACK relative positions count up from the top
 (c = +h, so they are >= 0); (d) COMPOSE attends every piece of both words.
 
+Classes. `DependencyGrammar` holds what every transition system shares (the stack of items, words and their
+pieces, STACK positions, the vectorized whole-sequence form); each system is its own subclass, whose methods say
+which transitions are legal, where an arc leaves its items and when the tree is complete: `ArcStandardGrammar`,
+and, for the systems whose newest word waits in a buffer (`BufferedDependencyGrammar`), `ArcEagerGrammar` and
+`ArcSwiftGrammar`. The reference variant is the mixin `ReferenceVariant` over arc-standard
+(`ArcStandardReferenceGrammar`, and TXL (trans)'s twin). A system's class is also its factory:
+`DTG_GRAMMARS["dtg"](layout, variant="reference")` builds the reference class (`variant_classes`), as a config's
+`dependency_variant` asks.
+
 `legal_actions(state)` is the one source of legality (section 3.5: arcs need two items, the root takes one
 dependent, k within the stack, POP only for a stack top that has its head; a word's later pieces only right
 after its earlier ones), plus the oracle's canonical order, so that each tree has one sequence and p(x) sums
@@ -48,10 +57,11 @@ This file is hub code: it is copied into checkpoints and must import nothing fro
 """
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
-from .grammars import IGNORE_INDEX, ActionKind, GrammarSequence, LegalityChecks, NewPosition, PositionKind
+from .grammar_protocol import IGNORE_INDEX, ActionKind, GrammarProtocol, NewPosition, PositionKind
 
 SYSTEMS = ("arc_standard", "arc_eager", "arc_swift")
 VARIANTS = ("paper", "reference")
@@ -172,77 +182,93 @@ class _DependencyState:
         return copy
 
 
-class DependencyGrammar(LegalityChecks):
-    """The grammar of DTG over one transition system (module docstring); `variant` "paper" or "reference"."""
+class DependencyGrammar(GrammarProtocol):
+    """What every DTG transition system shares (module docstring): the stack of items, words and their pieces, the
+    STACK positions and the whole-sequence form. A subclass per transition system (and per variant) says which
+    transitions are legal, where an arc leaves its items and when a tree is complete.
 
-    name = "dtg"
-    system = "arc_standard"
+    `cls(layout, variant=None, document_level=False)` builds the class of `variant` among the system's
+    `variant_classes` ("paper" or "reference"; None: this class's own), as a config's dependency_variant asks.
+    """
+
+    name = None
+    system = None  # the transition system (tokenization/transitions.py), a DependencyTokenizer's transition_system
+    variant = "paper"  # the variant this class implements: "paper", or "reference" (paper 002's released code)
+    variant_classes = None  # {variant: class} of this system (filled below); a variant it lacks is a ValueError
     duplicates_closing = True  # arcs are duplicated into COMPOSE and STACK copies
     duplicated_actions = "arcs"
     uses_eos = True
-    causal = False
-    words_only = False
     relative_position_meaning = "stack-depth differences d(i) - d(j) (paper 002, section 3.2)"
     explicit_relative_positions = True  # COMPOSE rows' 0 / -1 are no coordinate differences (module docstring)
     adds_head_tokens = True  # arc positions add their head word's last piece (NewPosition.extra_inputs)
+    references_positions = True  # ... which steps name by its position
+    family_inputs = ("head_token_index",)  # batch()'s head positions (dependency_model.py adds their embeddings)
+    compose_kinds = frozenset({PositionKind.LEFT_ARC_COMPOSE, PositionKind.RIGHT_ARC_COMPOSE})
+    reducing_kinds = frozenset({ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC, ActionKind.POP})
+    has_stack = True  # items leave the stack when an arc or POP removes them (stack_lifetimes)
+    # Default clipping range: stack distances up to 63 items either way, which covers both variants (the paper's
+    # R <= 0, the reference's R >= -1); the sinusoids are fixed, so the range costs no parameters.
+    relative_position_range = (-63, 62)
 
     layout_class = DependencyLayout
-    external_composition = False
-    takes_start = False
+
+    # What distinguishes the systems and variants, read by the shared machinery (each subclass sets its own):
+    buffers_words = False  # the newest word waits in the buffer, attended as the top item (arc-eager, arc-swift)
+    takes_k = False  # LA[k] / RA[k] reach the k-th item below the buffer word (arc-swift); the others have K = 1
+    reads_documents = False  # one sequence may hold a document's sentences (module docstring, "Documents")
+    start_action_kind = ActionKind.ROOT  # `<root>` starts a sequence (the reference variant: `<s>`)
+    coordinate_sign = -1  # c = sign * height: STACK relative positions <= 0 (the reference variant's >= 0)
+    ends_with_pop_root = False  # POP is pop_root: `<s>` takes the last item as its dependent (the reference variant)
+    arcs_attend_themselves = False  # an arc's COMPOSE and STACK rows also attend themselves (the reference variant)
+    arcs_read_every_piece = False  # a COMPOSE row attends every piece of both words, not their last (reference)
+
+    def __new__(cls, layout=None, variant=None, document_level=False):
+        # The class of `variant` (copy and pickle call __new__ with no arguments: this class).
+        return super().__new__(cls.class_of_variant(variant))
+
+    @classmethod
+    def class_of_variant(cls, variant):
+        """This system's class of `variant` (None: this class); ValueError naming a variant it lacks."""
+        if variant is None or variant == cls.variant:
+            return cls
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+        chosen = (cls.variant_classes or {}).get(variant)
+        if chosen is None:
+            raise ValueError(f"the reference variant exists for arc-standard only, not {cls.system}")
+        if issubclass(chosen, cls):
+            return chosen
+        raise ValueError(f"{cls.__name__} is the {cls.variant} variant of {cls.system}, not the {variant} one; build "
+                         f"it from {chosen.__name__}")
 
     @classmethod
     def for_config(cls, config):
         """The grammar over a model config's id layout and dependency_variant, at the config's document level."""
         return cls(DependencyLayout.from_config(config), variant=config.dependency_variant,
-                   document_level=bool(getattr(config, "document_level", False)))
+                   document_level=config.document_level)
 
-    def __init__(self, layout, variant="paper", document_level=False):
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
-        if variant == "reference" and self.system != "arc_standard":
-            raise ValueError(f"the reference variant exists for arc-standard only, not {self.system}")
+    def __init__(self, layout, variant=None, document_level=False):
         if document_level:
-            self.check_document_level(variant)
-        self.document_level = bool(document_level)
-        if self.system == "arc_eager" and layout.pop_token_id is None:
-            raise ValueError("arc-eager needs a POP id in the layout (pop_token_id)")
-        if variant == "reference" and layout.pop_token_id is None:
-            raise ValueError("the reference variant ends with pop_root: the layout needs a POP id (pop_token_id)")
-        if self.system != "arc_swift" and layout.max_k != 1:
-            raise ValueError(f"{self.system} has one LA and one RA; the layout has K = {layout.max_k}")
-        self.layout, self.variant = layout, variant
-        self.vocab_size = layout.size
-        self._kinds = layout.kinds(np.arange(self.vocab_size))
-        self._continues = layout.continues_word(np.arange(self.vocab_size))
-        self._sign = 1 if variant == "reference" else -1  # coordinate c = sign * height
+            self.check_document_level(self.variant)
+        self._check_layout(layout)
+        super().__init__(layout, document_level=document_level)
+        self.continues_word = layout.continues_word(np.arange(self.vocab_size))
         self._masks = {}
 
+    def _check_layout(self, layout):
+        """ValueError unless the layout has the ids this system and variant read."""
+        if not self.takes_k and layout.max_k != 1:
+            raise ValueError(f"{self.system} has one LA and one RA; the layout has K = {layout.max_k}")
 
     @classmethod
     def check_document_level(cls, variant):
         """Raise ValueError unless this system and `variant` read documents: the paper variant of arc-standard,
         whose root takes each sentence's head by the sentence's last arc (module docstring, "Documents"); the
         others end a sentence otherwise (arc-eager pops the root; the reference variant's pop_root)."""
-        if cls.system != "arc_standard" or variant != "paper":
+        chosen = cls if variant is None or variant == cls.variant else (cls.variant_classes or {}).get(variant)
+        if chosen is None or not chosen.reads_documents:
             raise ValueError(f"a document (document_level) is read by the paper variant of arc-standard (dtg, "
                              f"txl_trans) only; {cls.system} ({variant}) reads one sentence per sequence")
-
-    @property
-    def relative_affine_by_kind(self):
-        """Arc-standard, paper variant: items never move, so a position's coordinate (-height) stays its item's
-        and STACK rows get R = c_i - c_j; a COMPOSE row sits at the lower item's height h and attends the two
-        top items' last pieces (heights h and h + 1), so R = (c_i - c_j) - 1 on an LA's (head above: 0,
-        dependent: -1) and -(c_i - c_j) on an RA's (head: 0, dependent above: -1). The model then keeps its
-        fast attention paths (backbone.PositionStructure.relative_affine); tests hold this equal to the explicit
-        values. Other systems move items (a POP, an arc-swift RA[k]) and the reference variant attends more:
-        None, explicit values."""
-        if self.system != "arc_standard" or self.variant != "paper" or not self.explicit_relative_positions:
-            return None
-        return {PositionKind.LEFT_ARC_COMPOSE: (1, -1), PositionKind.RIGHT_ARC_COMPOSE: (-1, 0)}
-
-    # Default clipping range: stack distances up to 63 items either way, which covers both variants (the paper's
-    # R <= 0, the reference's R >= -1); the sinusoids are fixed, so the range costs no parameters.
-    relative_position_range = (-63, 62)
 
     # ---- legality: the one source ----------------------------------------------------------------------
     def _mask(self, key, build):
@@ -252,19 +278,16 @@ class DependencyGrammar(LegalityChecks):
             self._masks[key] = mask
         return self._masks[key]
 
-    def _kind_mask(self, *kinds):
-        return self._mask(kinds, lambda: np.isin(self._kinds, np.array(kinds, dtype=np.int8)))
-
     def legal_actions(self, state):
         """Bool mask [vocab_size] of the actions that may follow the prefix in `state` (read-only)."""
         if state.finished:
-            return self._kind_mask()
+            return self.kinds_mask()
         if state.num_actions == 0:
-            return self._kind_mask(ActionKind.BOS if self.variant == "reference" else ActionKind.ROOT)
+            return self.kinds_mask(self.start_action_kind)
         if state.closed:
             if self.document_level:  # the document ends, or its next sentence begins with a word
                 return self._mask("next sentence", lambda: self._words_and(False, (self.layout.eos_token_id,)))
-            return self._kind_mask(ActionKind.EOS)
+            return self.kinds_mask(ActionKind.EOS)
         # A handful of masks exist (words or not, and which structural ids): cached, never copied per call.
         words = "none" if state.last_was_pop else state.in_word  # canonical order: no word right after a POP
         structure = tuple(self._legal_structure(state))
@@ -275,55 +298,19 @@ class DependencyGrammar(LegalityChecks):
         if words == "none":
             legal = np.zeros(self.vocab_size, bool)
         else:
-            legal = (self._kinds == ActionKind.TERMINAL) & (np.ones(self.vocab_size, bool) if words else ~self._continues)
+            legal = (self.action_kinds == ActionKind.TERMINAL) & (np.ones(self.vocab_size, bool) if words else ~self.continues_word)
         legal[list(structure)] = True
         return legal
 
     def _legal_structure(self, state):
-        """The ids of the legal arcs, POP and `</s>` (words are legal apart from these)."""
-        layout, items = self.layout, state.items
-        if self.system == "arc_standard":
-            legal = []
-            if len(items) >= 3:
-                # canonical order: a head takes its left dependents before its right ones (transitions.py)
-                legal += [layout.right_arc_start] if items[-1].has_right_dependent else [layout.left_arc_start,
-                                                                                        layout.right_arc_start]
-            elif len(items) == 2:  # root and one item: the last arc, onto the root
-                legal.append(layout.pop_token_id if self.variant == "reference" else layout.right_arc_start)
-            return legal
-        if self.system == "arc_eager":
-            legal = []
-            if state.buffered and len(items) >= 2:
-                top = items[-2]
-                if not top.is_root and not top.has_head:
-                    legal.append(layout.left_arc_start)
-                if not (top.is_root and state.root_taken):
-                    legal.append(layout.right_arc_start)
-            stack_top = items[-2] if state.buffered else (items[-1] if items else None)
-            if stack_top is not None and (stack_top.has_head or (stack_top.is_root and state.root_taken
-                                                                  and len(items) == 1)):
-                legal.append(layout.pop_token_id)
-            return legal
-        legal = []  # arc_swift
-        if state.buffered:
-            stack = items[:-1]
-            for k in range(1, min(layout.max_k, len(stack)) + 1):
-                if not all(item.has_head for item in stack[len(stack) - k + 1 :]):
-                    break  # the items between must have their heads, for this k and every larger one
-                item = stack[-k]
-                if not item.is_root and not item.has_head:
-                    legal.append(layout.left_arc_start + k - 1)
-                if not (item.is_root and state.root_taken):
-                    legal.append(layout.right_arc_start + k - 1)
-        elif state.num_words and all(item.has_head or item.is_root for item in items):
-            legal.append(layout.eos_token_id)
-        return legal
+        """The ids of the legal arcs, POP and `</s>` (words are legal apart from these): each system's."""
+        raise NotImplementedError
 
     def _check_action(self, state, action_id, kind):
         where = f"{self.name} grammar ({self.system}): action {state.num_actions} (id {action_id}, {kind.name})"
         if self._refused(state, action_id, where) is None:
             return
-        if kind == ActionKind.TERMINAL and self._continues[action_id] and not state.in_word:
+        if kind == ActionKind.TERMINAL and self.continues_word[action_id] and not state.in_word:
             raise ValueError(f"{where} continues a word, but no word is being generated; expected a word's first "
                              "piece")
         allowed = ", ".join(sorted(k.name for k in self.allowed_next_kinds(state))) or "nothing"
@@ -335,55 +322,41 @@ class DependencyGrammar(LegalityChecks):
 
     @property
     def start_action_id(self):
-        """The first action of every sequence: `<root>`, or `<s>` in the reference variant."""
-        return self.layout.bos_token_id if self.variant == "reference" else self.layout.root_token_id
+        """The first action of every sequence: `<root>` (the reference variant: `<s>`)."""
+        return self.layout.root_token_id
 
     def is_complete(self, state):
         """A sentence after its `</s>`; a document after `</s>` or any sentence's last arc (which closes it)."""
         return state.finished or (self.document_level and state.closed)
 
     def structure_completes_tree(self, state):
-        """Whether a structural action now would complete the tree (then only `</s>` may follow): arc-standard's
-        arc onto the root (the root and one item left), arc-eager's POP of the root."""
-        if self.system == "arc_standard":
-            return len(state.items) == 2
-        if self.system == "arc_eager":
-            return len(state.items) == 1 and state.root_taken
-        return False  # arc-swift ends with `</s>` itself
+        """Whether a structural action now would complete the tree (then only `</s>` may follow): each system's."""
+        raise NotImplementedError
 
     def completion_need(self, state):
-        """(positions, terminals) still needed (grammars.LegalityChecks). Arc-standard, exactly: an arc (two
-        positions) for every item but the root, the last one onto the root (the reference variant's POP: one),
-        then `</s>`; a first word if there is none. Arc-eager and arc-swift: a lower bound (an arc for every
-        item without a head, `</s>`), so that the search never refuses a tree that could still finish."""
+        """(positions, terminals) still needed (GrammarProtocol): none once complete, the whole minimum before the
+        start, `</s>` once the tree is; otherwise what the system's stack still needs (`_stack_need`)."""
         if state.finished or self.is_complete(state):
             return 0, 0
         if state.num_actions == 0:
             return self.minimum_positions(1, 1), 1
         if state.closed:
             return 1, 0
-        last_arc = 1 if self.variant == "reference" else 2
-        if self.system == "arc_standard":
-            dependents = len(state.items) - 1
-            if dependents == 0:
-                return 1 + last_arc + 1, 1
-            return 2 * (dependents - 1) + last_arc + 1, 0
-        headless = sum(1 for item in state.items if not item.is_root and not item.has_head)
-        if not state.num_words:
-            return 1 + 2 + 1, 1
-        return 2 * headless + 1, 0
+        return self._stack_need(state)
+
+    def _stack_need(self, state):
+        """completion_need of a started tree that is not complete yet: each system's."""
+        raise NotImplementedError
 
     def minimum_positions(self, pieces, words):
         """The fewest positions a sentence of `words` words in `pieces` pieces expands to, the start and `</s>`
-        included: each word takes one arc as a dependent (two positions); arc-eager also pops at least the root's
-        dependent and the root (when every other word is a left dependent)."""
-        positions = 1 + pieces + 2 * words + 1
-        return positions + 2 if self.system == "arc_eager" else positions
+        included: each word takes one arc as a dependent (two positions)."""
+        return 1 + pieces + 2 * words + 1
 
     def step(self, state, action_id, check=True):
         """Feed one action; return the NewPositions it expands to (validated first unless check=False)."""
         action_id = int(action_id)
-        kind = ActionKind(int(self._kinds[action_id])) if 0 <= action_id < self.vocab_size else ActionKind.TERMINAL
+        kind = ActionKind(int(self.action_kinds[action_id])) if 0 <= action_id < self.vocab_size else ActionKind.TERMINAL
         if check:
             self._check_action(state, action_id, kind)
         state.num_actions += 1
@@ -398,12 +371,12 @@ class DependencyGrammar(LegalityChecks):
         if kind in (ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC):
             return self._arc(state, action_id, kind == ActionKind.LEFT_ARC, self.layout.arc_k(action_id))
         if kind == ActionKind.POP:
-            return [self._pop_root(state, action_id) if self.variant == "reference" else self._pop(state, action_id)]
+            return [self._pop(state, action_id)]
         state.finished = True  # </s>
         return [self._stack_position(state, action_id, PositionKind.EOS, on_stack=False, predicts=False)]
 
     def _coordinate(self, height):
-        return self._sign * height
+        return self.coordinate_sign * height
 
     def _stack_position(self, state, action_id, kind, on_stack, predicts=True, extra=(), itself=True):
         """The next position, with STACK attention: every position of every item, and itself (`on_stack`: the
@@ -422,13 +395,13 @@ class DependencyGrammar(LegalityChecks):
         coordinate = self._coordinate(top)
         order = np.argsort(attended, kind="stable")
         attended = np.array(attended, dtype=np.int64)[order]
-        relative = coordinate - self._sign * np.array(heights, dtype=np.int64)[order]
+        relative = coordinate - self.coordinate_sign * np.array(heights, dtype=np.int64)[order]
         return NewPosition(action_id, kind, attended, relative, predicts, coordinate, extra)
 
     def _piece(self, state, action_id):
         position = state.length
         state.num_terminals += 1
-        if self._continues[action_id]:
+        if self.continues_word[action_id]:
             state.items[-1].positions.append(position)
             state.items[-1].head_token = position  # arcs use the word's last piece
             kind = PositionKind.SUBWORD
@@ -436,7 +409,7 @@ class DependencyGrammar(LegalityChecks):
             state.num_words += 1
             state.closed = False  # a document's next sentence
             state.items.append(_Item([position], position))
-            state.buffered = self.system != "arc_standard"
+            state.buffered = self.buffers_words
             kind = PositionKind.TERMINAL
         state.in_word = True
         return self._stack_position(state, action_id, kind, on_stack=True)
@@ -451,14 +424,14 @@ class DependencyGrammar(LegalityChecks):
         compose_position = state.length
         compose_kind = PositionKind.LEFT_ARC_COMPOSE if left else PositionKind.RIGHT_ARC_COMPOSE
         stack_kind = PositionKind.LEFT_ARC_STACK if left else PositionKind.RIGHT_ARC_STACK
-        reference = self.variant == "reference"
+        every_piece = self.arcs_read_every_piece
 
         def attended_of(item):
-            return item.positions if reference else item.positions[-1:]
+            return item.positions if every_piece else item.positions[-1:]
 
         cells = [(p, 0) for p in attended_of(head)] + [(p, -1) for other in [dependent] + between
                                                        for p in attended_of(other)]
-        if reference:
+        if self.arcs_attend_themselves:
             cells.append((compose_position, 0))
         cells.sort()
         composed = _Item([compose_position], head.head_token, head.has_head, head.is_root,
@@ -466,41 +439,28 @@ class DependencyGrammar(LegalityChecks):
         if head.is_root and not left:
             state.root_taken = True
         dependent.has_head = True
-        if self.system == "arc_standard" or left:  # both leave; the composed head takes their place
-            items[slot:] = [composed]
-        else:  # RA of arc-eager / arc-swift: the head is replaced, the items between go, the word stays on top
-            items[slot:-1] = [composed]
-        state.buffered = self.system != "arc_standard" and left
+        self._place_composed(items, slot, composed, left)
+        state.buffered = self.buffers_words and left
         state.length += 1
         compose = NewPosition(action_id, compose_kind, np.array([p for p, _ in cells], dtype=np.int64),
                               np.array([r for _, r in cells], dtype=np.int64), False,
                               self._coordinate(slot), (head.head_token,))
-        if self.system == "arc_standard" and head.is_root:
-            state.closed = True  # the root has its dependent: the tree is complete
-            state.trees_complete += 1
+        self._after_arc(state, head)
         stack = self._stack_position(state, action_id, stack_kind, on_stack=False, extra=(head.head_token,),
-                                     itself=reference)
+                                     itself=self.arcs_attend_themselves)
         return [compose, stack]
 
-    def _pop(self, state, action_id):
-        """Arc-eager's POP: remove the stack top (below the buffer word, if there is one)."""
-        index = -2 if state.buffered else -1
-        popped = state.items.pop(index)
-        if popped.is_root:  # the last item: the tree is complete, and this POP attends itself only
-            state.closed = True
-        return self._stack_position(state, action_id, PositionKind.POP, on_stack=False)
+    def _place_composed(self, items, slot, composed, left):
+        """Put an arc's composed head in place of the items it joined (items[slot:], the top ones)."""
+        items[slot:] = [composed]
 
-    def _pop_root(self, state, action_id):
-        """The reference variant's end: `<s>` takes the one item left as its dependent."""
-        root, item = state.items
-        position = state.length
-        state.length += 1
-        cells = sorted([(p, 0) for p in root.positions] + [(p, -1) for p in item.positions] + [(position, 0)])
-        state.items = [root]
-        state.root_taken = state.closed = True
-        return NewPosition(action_id, PositionKind.POP_ROOT, np.array([p for p, _ in cells], dtype=np.int64),
-                           np.array([r for _, r in cells], dtype=np.int64), True, self._coordinate(0),
-                           (root.head_token,))
+    def _after_arc(self, state, head):
+        """What an arc onto `head` does besides (arc-standard: onto the root, it completes the tree)."""
+
+    def _pop(self, state, action_id):
+        """A POP (arc-eager's removes the stack top; the reference variant's pop_root ends the sentence)."""
+        raise ValueError(f"{self.name} grammar ({self.system}): action {state.num_actions - 1} (id {action_id}) is a "
+                         "POP, which this transition system does not have")
 
     # ---- whole sequences ------------------------------------------------------------------------------
     def positions(self, ids, validate=True, require_complete=True):
@@ -515,8 +475,8 @@ class DependencyGrammar(LegalityChecks):
 
     def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None,
               with_relative_positions=True):
-        """Model inputs for a batch, the fields of grammars.Grammar.batch plus `head_token_index` [B, T'] (the
-        position whose token embedding is added to an arc's, -1 for none).
+        """Model inputs for a batch, the fields of grammars.Grammar.batch plus the family input `head_token_index`
+        [B, T'] (the position whose token embedding is added to an arc's, -1 for none).
 
         Vectorized over the whole batch (`_TransitionStacks`); equal, field by field, to `_batch_from_steps`,
         which replays `step` (the definition) and which tests compare it with. A sequence that breaks the rules
@@ -561,6 +521,10 @@ class DependencyGrammar(LegalityChecks):
         """Check one sequence against the rules; raise ValueError naming the first illegal action."""
         self._checked_stacks([ids], True, require_complete)
 
+    def validate_batch(self, sequences, require_complete=True):
+        """Check many sequences at once (vectorized); raise ValueError naming the first bad one and its action."""
+        self._checked_stacks(sequences, True, require_complete)
+
     def _first_illegal_actions(self, sequences):
         """Per sequence, the index of its first action that `legal_actions` refuses (-1: none), vectorized
         (tests hold it equal to replaying `legal_actions`)."""
@@ -602,17 +566,13 @@ class DependencyGrammar(LegalityChecks):
             for column in range(len(positions), width):  # padding rows attend themselves only
                 mask[row, column, column] = True
         result = {"input_ids": input_ids, "position_kinds": kinds, "attention_mask": mask, "labels": labels,
-                  "depth": self._sign * coordinates, "position_coordinates": coordinates, "head_token_index": head_token,
+                  "depth": self.coordinate_sign * coordinates, "position_coordinates": coordinates,
+                  "head_token_index": head_token,
                   "expansion_index": expansion, "prediction_index": prediction, "lengths": lengths,
                   "action_lengths": np.array([len(ids) for ids in sequences], dtype=np.int64)}
         if with_relative_positions:
             result["relative_positions"] = relative
         return result
-
-    def sequence(self, ids, validate=True, require_complete=True):
-        batch = self.batch([ids], validate=validate, require_complete=require_complete)
-        fields = GrammarSequence.__dataclass_fields__
-        return GrammarSequence(**{name: value[0] for name, value in batch.items() if name in fields})
 
     def stack_lifetimes(self, ids, validate=True, require_complete=True):
         """(pushed [T'] bool, removal [T'] int64) of one sequence: once position t is read, position j is on the
@@ -639,8 +599,7 @@ class _TransitionStacks:
     def __init__(self, grammar, sequences):
         self.grammar = grammar
         layout, count = grammar.layout, len(sequences)
-        self.standard = grammar.system == "arc_standard"
-        self.reference = grammar.variant == "reference"
+        self.buffers = grammar.buffers_words  # arc-eager, arc-swift: the newest word waits in the buffer
         self.lengths = np.array([len(ids) for ids in sequences], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)
         ids = np.concatenate(sequences).astype(np.int64)
@@ -651,25 +610,25 @@ class _TransitionStacks:
         self.first = self.local == 0
         self.in_vocabulary = (ids >= 0) & (ids < grammar.vocab_size)
         safe = np.where(self.in_vocabulary, ids, 0)
-        kinds = np.where(self.in_vocabulary, grammar._kinds[safe], ActionKind.PAD)
+        kinds = np.where(self.in_vocabulary, grammar.action_kinds[safe], ActionKind.PAD)
         self.ids, self.kinds = ids, kinds
         self.is_start = (kinds == ActionKind.ROOT) | (kinds == ActionKind.BOS)
         self.is_piece = kinds == ActionKind.TERMINAL
-        self.is_continuation = self.is_piece & grammar._continues[safe]
+        self.is_continuation = self.is_piece & grammar.continues_word[safe]
         self.is_word = self.is_piece & ~self.is_continuation
         self.is_left, self.is_right = kinds == ActionKind.LEFT_ARC, kinds == ActionKind.RIGHT_ARC
         self.is_arc = self.is_left | self.is_right
         self.is_pop, self.is_eos = kinds == ActionKind.POP, kinds == ActionKind.EOS
-        self.is_pop_root = self.is_pop & self.reference
+        self.is_pop_root = self.is_pop & grammar.ends_with_pop_root
         k = self.k = np.where(self.is_left, ids - layout.left_arc_start + 1,
                               np.where(self.is_right, ids - layout.right_arc_start + 1, 0))
         # Items each action adds: the start and a word one; an arc replaces the k + 1 items it joins by one
         # (the RA of arc-eager / arc-swift keeps its dependent besides); a POP removes one.
         delta = (self.is_start.astype(np.int64) + self.is_word - self.is_pop - np.where(self.is_left, k, 0)
-                 - np.where(self.is_right, 1 if self.standard else k - 1, 0))
+                 - np.where(self.is_right, k - 1 if self.buffers else 1, 0))
         self.size_after = self.cumsum(delta)
         self.size_before = size = self.size_after - delta
-        if self.standard:
+        if not self.buffers:
             self.buffered = np.zeros(total, dtype=bool)
         else:  # a word fills the buffer, an LA leaves its composed head there, an RA empties it
             change = self.last_index(self.is_word | self.is_arc)
@@ -687,7 +646,7 @@ class _TransitionStacks:
         self.position_starts = np.concatenate([[0], np.cumsum(self.position_counts)[:-1]]).astype(np.int64)
         self.last_local = self.position_last - self.position_starts[self.sequence]
         # An item is named by its first position (flat over the batch): the start, a word's first piece, a COMPOSE.
-        if not self.standard:
+        if self.buffers:
             pushed = self.previous(self.last_index(self.is_word | self.is_left), -1)
             self.buffered_item = np.where(pushed >= 0, self.position_first[np.maximum(pushed, 0)], -1)
         self._index_pushes()
@@ -719,7 +678,7 @@ class _TransitionStacks:
         # (which actions, height, item, plain: not an RA's composed item, has_head, RA's composed item,
         # fixes: a buffered item's height fixed from here on)
         events = [(self.is_start, 0, first, True, False, False, False)]
-        if self.standard:  # a composed item holds the legal arc's head: no head, a right dependent after RA
+        if not self.buffers:  # a composed item holds the legal arc's head: no head, a right dependent after RA
             events += [(self.is_word, self.size_after - 1, first, True, False, False, False),
                        (self.is_arc, slot, first, True, False, self.is_right, False)]
         else:
@@ -773,46 +732,17 @@ class _TransitionStacks:
     def legal(self):
         """Per action: whether `legal_actions` of the state before it allows it (meaningful up to a sequence's
         first illegal action). Tests hold it equal to `legal_actions` on valid and invalid sequences."""
-        kinds, size, slot, k = self.kinds, self.size_before, self.slot, self.k
+        kinds, slot = self.kinds, self.slot
         before = self.previous(kinds, -1)
         root_arc = self.is_right & (slot == 0)  # an RA whose head is the root (the item at height 0)
         taken = self.previous(self.cumsum(root_arc | self.is_pop_root), 0) > 0
-        if self.standard:
-            closes = root_arc | self.is_pop_root
-        elif self.grammar.system == "arc_eager":
-            closes = self.is_pop & (self.fixed == 1)  # the root popped
-        else:
-            closes = np.zeros(self.total, dtype=bool)
-        closed = self.previous(self.closed_after(closes), False)
+        closed = self.previous(self.closed_after(self.grammar._closing_actions(self, root_arc)), False)
         finished = self.previous(self.cumsum(self.is_eos), 0) > 0
         legal = self.is_piece & (before != ActionKind.POP) & (~self.is_continuation | (before == ActionKind.TERMINAL))
-        if self.standard:
-            lefts = np.flatnonzero(self.is_left)
-            top_right = self.push_right[self.lookup(lefts, size[lefts] - 1)]  # canonical: left dependents first
-            legal[lefts] |= (size[lefts] >= 3) & ~top_right
-            legal |= self.is_right & (size >= (3 if self.reference else 2))
-            legal |= self.is_pop_root & (size == 2)
-        else:
-            arcs = np.flatnonzero(self.is_arc)
-            reach = self.buffered[arcs] & (k[arcs] <= size[arcs] - 1)
-            reach &= self.all_have_heads(arcs, slot[arcs] + 1, size[arcs] - 1)  # the items between
-            headed = self.all_have_heads(arcs, slot[arcs], slot[arcs] + 1)
-            legal[arcs] |= self.is_left[arcs] & reach & (slot[arcs] != 0) & ~headed
-            legal[arcs] |= self.is_right[arcs] & reach & ~((slot[arcs] == 0) & taken[arcs])
-            if self.grammar.system == "arc_eager":
-                pops = np.flatnonzero(self.is_pop)
-                top = self.fixed[pops] - 1
-                legal[pops] |= (top >= 0) & (self.all_have_heads(pops, top, top + 1)
-                                             | ((top == 0) & taken[pops] & (size[pops] == 1)))
-            else:
-                ends = np.flatnonzero(self.is_eos)
-                words = self.previous(self.cumsum(self.is_word), 0)[ends]
-                legal[ends] |= ~self.buffered[ends] & (words > 0) & self.all_have_heads(ends, np.ones_like(ends),
-                                                                                         size[ends])
+        self.grammar._legal_structure_batch(self, legal, taken)
         # Closed: `</s>`; in a document also the next sentence's first word.
         legal = np.where(closed, self.is_eos | (self.is_word & self.grammar.document_level), legal) & ~finished
-        start = ActionKind.BOS if self.reference else ActionKind.ROOT
-        return np.where(self.first, kinds == start, legal) & self.in_vocabulary
+        return np.where(self.first, kinds == self.grammar.start_action_kind, legal) & self.in_vocabulary
 
     def closed_after(self, closes):
         """Per action: whether the tree is complete after it: a `closes` action came before (a document: and no word
@@ -826,7 +756,7 @@ class _TransitionStacks:
         """Per sequence: whether it is complete: `</s>` was read (a document: or its last sentence is closed)."""
         complete = self.has_eos()
         if self.grammar.document_level and self.total:
-            closes = (self.is_right & (self.slot == 0)) | self.is_pop_root
+            closes = self.grammar._closing_actions(self, self.is_right & (self.slot == 0))
             last = np.concatenate([[0], np.cumsum(self.lengths)])[1:] - 1
             complete |= (self.lengths > 0) & self.closed_after(closes)[np.maximum(last, 0)]
         return complete
@@ -860,7 +790,7 @@ class _TransitionStacks:
         table[[ActionKind.ROOT, ActionKind.BOS, ActionKind.TERMINAL, ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC]] = [
             PositionKind.ROOT, PositionKind.BOS, PositionKind.TERMINAL, PositionKind.LEFT_ARC_COMPOSE,
             PositionKind.RIGHT_ARC_COMPOSE]
-        table[ActionKind.POP] = PositionKind.POP_ROOT if self.reference else PositionKind.POP
+        table[ActionKind.POP] = PositionKind.POP_ROOT if self.grammar.ends_with_pop_root else PositionKind.POP
         first_kind = table[self.kinds]
         first_kind[self.is_continuation] = PositionKind.SUBWORD
         kinds = np.repeat(first_kind, repeats)
@@ -876,7 +806,7 @@ class _TransitionStacks:
         removed_by[found[found >= 0]] = owner[found >= 0]
         fixed_at = np.full(count, -1, dtype=np.int64)  # -1: from its push; `total`: never (buffered till the end)
         item_height = np.zeros(count, dtype=np.int64)
-        if not self.standard:
+        if self.buffers:
             left = np.flatnonzero(self.is_left & self.buffered & (self.buffered_item >= 0))
             removed_by[self.buffered_item[left]] = left  # LA's head, the buffer item
             fixed_at[first[self.is_word | self.is_left]] = total
@@ -907,13 +837,13 @@ class _TransitionStacks:
         top = np.repeat(self.size_after - 1, repeats)
         before = self.is_arc | self.is_pop_root
         top[first[before]] = size[before] - 1
-        sign = self.grammar._sign
+        sign = self.grammar.coordinate_sign
         coordinates = sign * top
         coordinates[first[self.is_arc]] = sign * slot[self.is_arc]
         coordinates[first[self.is_pop_root]] = 0
         itself = (pushed & ~compose) | (kinds == PositionKind.POP) | (kinds == PositionKind.POP_ROOT)
         itself |= kinds == PositionKind.EOS
-        if self.reference:
+        if self.grammar.arcs_attend_themselves:
             itself |= np.repeat(self.is_arc, repeats)
 
         # COMPOSE and pop_root rows attend the items from the lowest they join (pop_root: the root) to the top,
@@ -924,12 +854,12 @@ class _TransitionStacks:
         owner, height = self.spans(np.where(self.is_arc[explicit], slot[explicit], 0), size[explicit])
         action = explicit[owner]
         joined = self.push_sorted_item[self.lookup(action, height)]
-        if not self.standard:
+        if self.buffers:
             joined = np.where(self.buffered[action] & (height == size[action] - 1), self.buffered_item[action], joined)
         head = np.where(self.is_left[action], size[action] - 1, np.where(self.is_right[action], slot[action], 0))
         value = np.where(height == head, 0, -1)[joined >= 0]
         action, joined = action[joined >= 0], joined[joined >= 0]
-        if self.reference:
+        if self.grammar.arcs_read_every_piece:
             owner, joined = self.spans(joined, item_last[joined] + 1)  # a word's pieces are consecutive
             action, value = action[owner], value[owner]
         else:
@@ -940,7 +870,7 @@ class _TransitionStacks:
         # Head tokens: a composed item's is its head item's, back to a word's last piece or the root.
         arcs = np.flatnonzero(self.is_arc)
         head_item = self.push_sorted_item[self.lookup(arcs, np.where(self.is_left[arcs], size[arcs] - 1, slot[arcs]))]
-        if not self.standard:
+        if self.buffers:
             head_item = np.where(self.is_left[arcs], self.buffered_item[arcs], head_item)
         parent = np.arange(count)
         parent[first[arcs]] = np.where(head_item >= 0, head_item, first[arcs])  # always an earlier item: no cycle
@@ -1002,11 +932,11 @@ def _dense_batch(grammar, expanded, width, with_relative_positions):
     if with_relative_positions:
         height = padded(expanded["height"], 0, heights_type)
         top = padded(expanded["top"], 0, heights_type)
-        if grammar._sign > 0:
+        if grammar.coordinate_sign > 0:
             relative = top[:, :, None] - height[:, None, :]
         else:
             relative = height[:, None, :] - top[:, :, None]
-        if grammar.system == "arc_standard":  # nothing is ever buffered
+        if not grammar.buffers_words:  # nothing is ever buffered
             cells = mask
         else:
             cells = mask & (line[None, :, None] >= padded(expanded["fix"], 0, small)[:, None, :])
@@ -1019,7 +949,7 @@ def _dense_batch(grammar, expanded, width, with_relative_positions):
     diagonal = np.arange(width)
     mask[:, diagonal, diagonal] = padded(expanded["itself"], True)  # padding rows attend only themselves
     result = {"input_ids": input_ids, "position_kinds": padded(expanded["kinds"], PositionKind.PAD, np.int8),
-              "attention_mask": mask, "labels": labels, "depth": grammar._sign * coordinates,
+              "attention_mask": mask, "labels": labels, "depth": grammar.coordinate_sign * coordinates,
               "position_coordinates": coordinates, "head_token_index": padded(expanded["head_token"], -1, np.int64),
               "expansion_index": padded(expanded["expansion"], 0, np.int64), "prediction_index": prediction,
               "lengths": lengths, "action_lengths": expanded["action_lengths"]}
@@ -1032,30 +962,242 @@ def _dense_batch(grammar, expanded, width, with_relative_positions):
 
 
 class ArcStandardGrammar(DependencyGrammar):
-    """DTG (paper 002, Algorithm 1)."""
+    """DTG (paper 002, Algorithm 1): arc-standard. Arcs join the two top items; the arc onto the root, the tree's
+    last, completes it; items never move, so relative positions are affine in the coordinates."""
 
     name = "dtg"
     system = "arc_standard"
     linearization = "arc_standard"  # what the tokenizer must produce (DependencyTokenizer's transition_system)
+    reads_documents = True
+    # Items never move, so a position's coordinate (-height) stays its item's and STACK rows get R = c_i - c_j; a
+    # COMPOSE row sits at the lower item's height h and attends the two top items' last pieces (heights h and
+    # h + 1), so R = (c_i - c_j) - 1 on an LA's (head above: 0, dependent: -1) and -(c_i - c_j) on an RA's (head: 0,
+    # dependent above: -1). The model then keeps its fast attention paths (backbone.PositionStructure.
+    # relative_affine); tests hold this equal to the explicit values. (Other systems move items, a POP or an
+    # arc-swift RA[k], and the reference variant attends more: explicit values.)
+    relative_affine_by_kind = MappingProxyType({PositionKind.LEFT_ARC_COMPOSE: (1, -1),
+                                                PositionKind.RIGHT_ARC_COMPOSE: (-1, 0)})
+
+    def _legal_structure(self, state):
+        layout, items = self.layout, state.items
+        legal = []
+        if len(items) >= 3:
+            # canonical order: a head takes its left dependents before its right ones (transitions.py)
+            legal += [layout.right_arc_start] if items[-1].has_right_dependent else [layout.left_arc_start,
+                                                                                    layout.right_arc_start]
+        elif len(items) == 2:  # root and one item: the last arc, onto the root
+            legal.append(self._root_arc_id())
+        return legal
+
+    def _root_arc_id(self):
+        """The action that gives the root its dependent: RA (the reference variant: pop_root)."""
+        return self.layout.right_arc_start
+
+    def structure_completes_tree(self, state):
+        """The arc onto the root (the root and one item left)."""
+        return len(state.items) == 2
+
+    def _stack_need(self, state):
+        """Exactly: an arc (two positions) for every item but the root, the last one onto the root (pop_root: one),
+        then `</s>`; a first word if there is none."""
+        last_arc = 1 if self.ends_with_pop_root else 2
+        dependents = len(state.items) - 1
+        if dependents == 0:
+            return 1 + last_arc + 1, 1
+        return 2 * (dependents - 1) + last_arc + 1, 0
+
+    def _after_arc(self, state, head):
+        if head.is_root:
+            state.closed = True  # the root has its dependent: the tree is complete
+            state.trees_complete += 1
+
+    # ---- the vectorized rules (_TransitionStacks.legal) ----
+    def _closing_actions(self, stacks, root_arc):
+        """Per action: whether it completes the tree (the arc onto the root, or pop_root)."""
+        return root_arc | stacks.is_pop_root
+
+    def _legal_structure_batch(self, stacks, legal, taken):
+        """`_legal_structure` for every action of `stacks` at once: marks the legal arcs and POP in `legal`."""
+        size = stacks.size_before
+        lefts = np.flatnonzero(stacks.is_left)
+        top_right = stacks.push_right[stacks.lookup(lefts, size[lefts] - 1)]  # canonical: left dependents first
+        legal[lefts] |= (size[lefts] >= 3) & ~top_right
+        legal |= stacks.is_right & (size >= (3 if self.ends_with_pop_root else 2))
+        legal |= stacks.is_pop_root & (size == 2)
 
 
-class ArcEagerGrammar(DependencyGrammar):
-    """DTG-eager (paper 002, section 3.4 and Figure 4)."""
+class BufferedDependencyGrammar(DependencyGrammar):
+    """What arc-eager and arc-swift share: the newest word waits in the buffer, attended as the top item; an arc
+    joins it with an item below; its RA keeps the dependent (the word) on the stack."""
+
+    buffers_words = True
+
+    def _place_composed(self, items, slot, composed, left):
+        if left:  # the head (the buffer word) takes the place of the items it joined
+            items[slot:] = [composed]
+        else:  # RA: the head is replaced, the items between go, the word stays on top
+            items[slot:-1] = [composed]
+
+    def _stack_need(self, state):
+        """A lower bound (an arc for every item without a head, `</s>`), so that the search never refuses a tree
+        that could still finish; a first word if there is none."""
+        headless = sum(1 for item in state.items if not item.is_root and not item.has_head)
+        if not state.num_words:
+            return 1 + 2 + 1, 1
+        return 2 * headless + 1, 0
+
+    def _legal_structure_batch(self, stacks, legal, taken):
+        """The vectorized arcs: the buffer word and the k-th item below it (k = 1 outside arc-swift), the items
+        between with their heads; no LA onto the root or a headed item, no second RA onto the root."""
+        size, slot, k = stacks.size_before, stacks.slot, stacks.k
+        arcs = np.flatnonzero(stacks.is_arc)
+        reach = stacks.buffered[arcs] & (k[arcs] <= size[arcs] - 1)
+        reach &= stacks.all_have_heads(arcs, slot[arcs] + 1, size[arcs] - 1)  # the items between
+        headed = stacks.all_have_heads(arcs, slot[arcs], slot[arcs] + 1)
+        legal[arcs] |= stacks.is_left[arcs] & reach & (slot[arcs] != 0) & ~headed
+        legal[arcs] |= stacks.is_right[arcs] & reach & ~((slot[arcs] == 0) & taken[arcs])
+
+
+class ArcEagerGrammar(BufferedDependencyGrammar):
+    """DTG-eager (paper 002, section 3.4 and Figure 4): POP removes the stack top once it has its head; popping the
+    root completes the tree."""
 
     name = "dtg_eager"
     system = "arc_eager"
     linearization = "arc_eager"  # what the tokenizer must produce (DependencyTokenizer's transition_system)
 
+    def _check_layout(self, layout):
+        super()._check_layout(layout)
+        if layout.pop_token_id is None:
+            raise ValueError("arc-eager needs a POP id in the layout (pop_token_id)")
 
-class ArcSwiftGrammar(DependencyGrammar):
-    """DTG-swift (paper 002, section 3.4 and Figure 5)."""
+    def _legal_structure(self, state):
+        layout, items = self.layout, state.items
+        legal = []
+        if state.buffered and len(items) >= 2:
+            top = items[-2]
+            if not top.is_root and not top.has_head:
+                legal.append(layout.left_arc_start)
+            if not (top.is_root and state.root_taken):
+                legal.append(layout.right_arc_start)
+        stack_top = items[-2] if state.buffered else (items[-1] if items else None)
+        if stack_top is not None and (stack_top.has_head or (stack_top.is_root and state.root_taken
+                                                              and len(items) == 1)):
+            legal.append(layout.pop_token_id)
+        return legal
+
+    def structure_completes_tree(self, state):
+        """The POP of the root (its dependent taken, nothing else left)."""
+        return len(state.items) == 1 and state.root_taken
+
+    def minimum_positions(self, pieces, words):
+        """DependencyGrammar's, and at least the POPs of the root's dependent and of the root (when every other
+        word is a left dependent)."""
+        return super().minimum_positions(pieces, words) + 2
+
+    def _pop(self, state, action_id):
+        """Arc-eager's POP: remove the stack top (below the buffer word, if there is one)."""
+        index = -2 if state.buffered else -1
+        popped = state.items.pop(index)
+        if popped.is_root:  # the last item: the tree is complete, and this POP attends itself only
+            state.closed = True
+        return self._stack_position(state, action_id, PositionKind.POP, on_stack=False)
+
+    def _closing_actions(self, stacks, root_arc):
+        return stacks.is_pop & (stacks.fixed == 1)  # the root popped
+
+    def _legal_structure_batch(self, stacks, legal, taken):
+        super()._legal_structure_batch(stacks, legal, taken)
+        size = stacks.size_before
+        pops = np.flatnonzero(stacks.is_pop)
+        top = stacks.fixed[pops] - 1
+        legal[pops] |= (top >= 0) & (stacks.all_have_heads(pops, top, top + 1)
+                                     | ((top == 0) & taken[pops] & (size[pops] == 1)))
+
+
+class ArcSwiftGrammar(BufferedDependencyGrammar):
+    """DTG-swift (paper 002, section 3.4 and Figure 5): LA[k] / RA[k] join the buffer word with the k-th item below
+    it (the k - 1 between must have their heads, and go); `</s>` ends the tree once every word has its head."""
 
     name = "dtg_swift"
     system = "arc_swift"
     linearization = "arc_swift"  # what the tokenizer must produce (DependencyTokenizer's transition_system)
+    takes_k = True
+
+    def _legal_structure(self, state):
+        layout, items = self.layout, state.items
+        legal = []
+        if state.buffered:
+            stack = items[:-1]
+            for k in range(1, min(layout.max_k, len(stack)) + 1):
+                if not all(item.has_head for item in stack[len(stack) - k + 1 :]):
+                    break  # the items between must have their heads, for this k and every larger one
+                item = stack[-k]
+                if not item.is_root and not item.has_head:
+                    legal.append(layout.left_arc_start + k - 1)
+                if not (item.is_root and state.root_taken):
+                    legal.append(layout.right_arc_start + k - 1)
+        elif state.num_words and all(item.has_head or item.is_root for item in items):
+            legal.append(layout.eos_token_id)
+        return legal
+
+    def structure_completes_tree(self, state):
+        return False  # `</s>` ends the tree itself
+
+    def _closing_actions(self, stacks, root_arc):
+        return np.zeros(stacks.total, dtype=bool)
+
+    def _legal_structure_batch(self, stacks, legal, taken):
+        super()._legal_structure_batch(stacks, legal, taken)
+        ends = np.flatnonzero(stacks.is_eos)
+        words = stacks.previous(stacks.cumsum(stacks.is_word), 0)[ends]
+        legal[ends] |= ~stacks.buffered[ends] & (words > 0) & stacks.all_have_heads(ends, np.ones_like(ends),
+                                                                                     stacks.size_before[ends])
 
 
-DEPENDENCY_GRAMMARS = {grammar.name: grammar for grammar in (ArcStandardGrammar, ArcEagerGrammar, ArcSwiftGrammar)}
+class ReferenceVariant:
+    """The reference variant of arc-standard: paper 002's released code (module docstring, (a) to (d)): `<s>` plays
+    the root and the sentence ends with pop_root; arcs attend themselves and every piece of both words; STACK
+    relative positions count up from the top. Mixed into ArcStandardGrammar and TXL (trans)."""
+
+    variant = "reference"
+    start_action_kind = ActionKind.BOS
+    coordinate_sign = 1
+    ends_with_pop_root = True
+    arcs_attend_themselves = True
+    arcs_read_every_piece = True
+    reads_documents = False  # pop_root ends the sequence's one sentence
+    relative_affine_by_kind = None  # COMPOSE rows attend more than two pieces: explicit values
+
+    @property
+    def start_action_id(self):
+        """`<s>` plays the root."""
+        return self.layout.bos_token_id
+
+    def _check_layout(self, layout):
+        super()._check_layout(layout)
+        if layout.pop_token_id is None:
+            raise ValueError("the reference variant ends with pop_root: the layout needs a POP id (pop_token_id)")
+
+    def _root_arc_id(self):
+        return self.layout.pop_token_id
+
+    def _pop(self, state, action_id):
+        """The reference variant's end: `<s>` takes the one item left as its dependent."""
+        root, item = state.items
+        position = state.length
+        state.length += 1
+        cells = sorted([(p, 0) for p in root.positions] + [(p, -1) for p in item.positions] + [(position, 0)])
+        state.items = [root]
+        state.root_taken = state.closed = True
+        return NewPosition(action_id, PositionKind.POP_ROOT, np.array([p for p, _ in cells], dtype=np.int64),
+                           np.array([r for _, r in cells], dtype=np.int64), True, self._coordinate(0),
+                           (root.head_token,))
+
+
+
+class ArcStandardReferenceGrammar(ReferenceVariant, ArcStandardGrammar):
+    """DTG, arc-standard as paper 002's released code implements it (ReferenceVariant)."""
 
 
 class TransitionTXLGrammar(ArcStandardGrammar):
@@ -1069,7 +1211,11 @@ class TransitionTXLGrammar(ArcStandardGrammar):
     duplicates_closing = False
     duplicated_actions = "nothing"
     explicit_relative_positions = False
+    relative_affine_by_kind = None
     adds_head_tokens = False
+    references_positions = False
+    family_inputs = ()
+    compose_kinds = frozenset()
     relative_position_range = (0, None)
     relative_position_meaning = "sequence distances i - j"
 
@@ -1088,9 +1234,6 @@ class TransitionTXLGrammar(ArcStandardGrammar):
         """Causal: every position stays attendable (not DTG's stack, which this grammar's positions do not have)."""
         self._checked_stacks([ids], validate, require_complete)
         return np.ones(len(ids), dtype=bool), np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
-
-    def validate_batch(self, sequences, require_complete=True):
-        self._checked_stacks(sequences, True, require_complete)
 
     def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None,
               with_relative_positions=True):
@@ -1124,16 +1267,16 @@ class TransitionTXLGrammar(ArcStandardGrammar):
             result["relative_positions"] = np.where(mask, columns[:, None] - columns[None, :], 0)
         return result
 
-    def __init__(self, layout, variant="paper", document_level=False):
+    def __init__(self, layout, variant=None, document_level=False):
         super().__init__(layout, variant, document_level)
         # The PositionKind of each id's one position: an arc's is its STACK copy's (the copy that predicts).
         by_action = {ActionKind.ROOT: PositionKind.ROOT, ActionKind.BOS: PositionKind.BOS,
                      ActionKind.TERMINAL: PositionKind.TERMINAL, ActionKind.LEFT_ARC: PositionKind.LEFT_ARC_STACK,
                      ActionKind.RIGHT_ARC: PositionKind.RIGHT_ARC_STACK, ActionKind.EOS: PositionKind.EOS,
                      ActionKind.PAD: PositionKind.PAD,
-                     ActionKind.POP: PositionKind.POP_ROOT if variant == "reference" else PositionKind.POP}
-        self._kind_of_id = np.array([by_action[ActionKind(int(k))] for k in self._kinds], dtype=np.int8)
-        self._kind_of_id[self._continues & (self._kinds == ActionKind.TERMINAL)] = PositionKind.SUBWORD
+                     ActionKind.POP: PositionKind.POP_ROOT if self.ends_with_pop_root else PositionKind.POP}
+        self._kind_of_id = np.array([by_action[ActionKind(int(k))] for k in self.action_kinds], dtype=np.int8)
+        self._kind_of_id[self.continues_word & (self.action_kinds == ActionKind.TERMINAL)] = PositionKind.SUBWORD
 
     def _position_kinds(self, ids):
         """The PositionKind of each action's one position."""
@@ -1142,7 +1285,17 @@ class TransitionTXLGrammar(ArcStandardGrammar):
                         PositionKind.TERMINAL).astype(np.int8)
 
 
-DEPENDENCY_GRAMMARS["txl_trans"] = TransitionTXLGrammar
+class TransitionTXLReferenceGrammar(ReferenceVariant, TransitionTXLGrammar):
+    """TXL (trans) over the reference variant's sequences (ReferenceVariant)."""
+
+
+# Each system's classes by variant (the factory of DependencyGrammar.__new__).
+for _paper, _reference in ((ArcStandardGrammar, ArcStandardReferenceGrammar), (ArcEagerGrammar, None),
+                           (ArcSwiftGrammar, None), (TransitionTXLGrammar, TransitionTXLReferenceGrammar)):
+    _paper.variant_classes = {"paper": _paper, **({"reference": _reference} if _reference else {})}
+
+DEPENDENCY_GRAMMARS = {grammar.name: grammar for grammar in (ArcStandardGrammar, ArcEagerGrammar, ArcSwiftGrammar,
+                                                             TransitionTXLGrammar)}
 
 
 # Each family's grammars by name, the default first (configuration_slm.py and hf_slm/families read these).

@@ -213,7 +213,7 @@ class WordSynchronousBeamSearch:
         )
         self.decoder = decoder or search_decoder_for(model, use_cache=self.options.use_cache)
         # Nb-Up (paper 003, section 2.2): a `)` is chosen with its start, scored log p(")") + log p(start | ")")
-        self.takes_start = bool(getattr(self.grammar, "takes_start", False))
+        self.takes_start = self.grammar.takes_start
 
     @property
     def forward_calls(self):
@@ -302,8 +302,8 @@ class WordSynchronousBeamSearch:
                 steps.append([position for action, start in zip(sequence, starts)
                               for position in grammar.step(state, action, start=start)])
             states.append(state)
-        steps = NewPositions.from_lists(steps, relative=grammar.explicit_relative_positions, heads=grammar.adds_head_tokens,
-                                        composes=getattr(grammar, "external_composition", False))
+        steps = NewPositions.from_lists(steps, relative=grammar.explicit_relative_positions,
+                                        references=grammar.references_positions)
         decoder_state, log_probs = self.decoder.start(sequences, steps)
         width = max(len(s) for s in sequences)
         actions = torch.full((len(sequences), width), -1, dtype=torch.long)

@@ -28,67 +28,11 @@ This file is hub code: it is copied into checkpoints and must import nothing fro
 """
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 
-IGNORE_INDEX = -100
-
-
-class ActionKind(IntEnum):
-    """Kind of an action id, read from the id ranges of an `ActionLayout`."""
-
-    PAD = 0
-    BOS = 1
-    OPEN_NT = 2
-    TERMINAL = 3
-    CLOSE_NT = 4
-    EOS = 5
-    # Dependency transition systems (dependency_grammars.py): the artificial root and the transitions.
-    ROOT = 6
-    LEFT_ARC = 7
-    RIGHT_ARC = 8
-    POP = 9
-
-
-class PositionKind(IntEnum):
-    """Kind of an input position after expansion (closing NTs become COMPOSE + STACK copies in TG)."""
-
-    PAD = 0
-    BOS = 1
-    OPEN_NT = 2
-    TERMINAL = 3
-    CLOSE_COMPOSE = 4
-    CLOSE_STACK = 5
-    EOS = 6
-    # Dependency grammars (dependency_grammars.py); their words are TERMINAL, a word's later pieces SUBWORD.
-    ROOT = 7
-    SUBWORD = 8
-    LEFT_ARC_COMPOSE = 9
-    LEFT_ARC_STACK = 10
-    RIGHT_ARC_COMPOSE = 11
-    RIGHT_ARC_STACK = 12
-    POP = 13
-    POP_ROOT = 14
-
-
-POSITION_KIND_NAMES = {
-    PositionKind.PAD: "pad",
-    PositionKind.BOS: "bos",
-    PositionKind.OPEN_NT: "open_nt",
-    PositionKind.TERMINAL: "terminal",
-    PositionKind.CLOSE_COMPOSE: "close_compose",
-    PositionKind.CLOSE_STACK: "close_stack",
-    PositionKind.EOS: "eos",
-    PositionKind.ROOT: "root",
-    PositionKind.SUBWORD: "subword",
-    PositionKind.LEFT_ARC_COMPOSE: "left_arc_compose",
-    PositionKind.LEFT_ARC_STACK: "left_arc_stack",
-    PositionKind.RIGHT_ARC_COMPOSE: "right_arc_compose",
-    PositionKind.RIGHT_ARC_STACK: "right_arc_stack",
-    PositionKind.POP: "pop",
-    PositionKind.POP_ROOT: "pop_root",
-}
+from .grammar_protocol import (IGNORE_INDEX, NEED_KINDS, POSITION_KIND_NAMES, UNREACHABLE, ActionKind,  # noqa: F401
+                               GrammarProtocol, GrammarSequence, NewPosition, PositionKind)
 
 
 @dataclass(frozen=True)
@@ -166,34 +110,6 @@ class ActionLayout:
         return cls(**fields)
 
 
-@dataclass
-class GrammarSequence:
-    """Model inputs for one action sequence (T' positions after expansion)."""
-
-    input_ids: np.ndarray  # [T'] int64
-    position_kinds: np.ndarray  # [T'] int8, PositionKind
-    attention_mask: np.ndarray  # [T', T'] bool, row i = positions i may attend
-    relative_positions: np.ndarray  # [T', T'] int64, 0 where not attended
-    labels: np.ndarray  # [T'] int64, IGNORE_INDEX where nothing is predicted
-    depth: np.ndarray  # [T'] int64 (0 for grammars without depth)
-    position_coordinates: np.ndarray  # [T'] int64, relative_positions[i, j] = c[i] - c[j] where attended
-
-
-@dataclass
-class NewPosition:
-    """What one input position, added incrementally, needs from the grammar."""
-
-    input_id: int
-    kind: PositionKind
-    attended: np.ndarray  # positions attended, increasing
-    relative_positions: np.ndarray  # relative position to each attended position
-    predicts: bool  # whether this position's output predicts the next action
-    coordinate: int = 0  # c with relative position c_i - c_j (TG: depth; causal grammars: the position)
-    # References to inputs added to this position's token embedding, for grammars that need them (DTG: the
-    # embedding of the head's last piece, at a position index). TG and the causal grammars add none.
-    extra_inputs: tuple = ()
-
-
 class _GrammarState:
     """Incremental state: everything the rules need to know about the prefix read so far."""
 
@@ -224,65 +140,7 @@ class _GrammarState:
         return copy
 
 
-# The action kinds whose cost to completion `completion_needs_after` reports, one row each, in this order.
-NEED_KINDS = (ActionKind.OPEN_NT, ActionKind.TERMINAL, ActionKind.CLOSE_NT, ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC,
-              ActionKind.POP, ActionKind.EOS)
-# What an action that is not legal (or cannot lead to a complete sequence) "needs": more than any budget.
-UNREACHABLE = 1 << 40
-
-
-class LegalityChecks:
-    """What every grammar derives from its one legality source, `legal_actions(state)`: the kinds it allows, and
-    the first checks of an action (the messages for what it refuses are each family's)."""
-
-    def completion_need(self, state):
-        """(positions, terminals): the fewest positions and the fewest terminal pieces still to come before the
-        sequence in `state` is complete (a document: its current tree closed). Each family defines it."""
-        raise NotImplementedError
-
-    def completion_needs_after(self, state):
-        """[len(NEED_KINDS), 2] int64: per action kind, the fewest positions and terminal pieces from now to a
-        complete sequence when the next action is of that kind (the action's own positions and piece included);
-        UNREACHABLE for a kind that is not legal. Search constraints compare it with the positions and pieces left
-        (search_constraints.py); a fast path (hypothesis_rows.py) vectorizes it."""
-        needs = np.full((len(NEED_KINDS), 2), UNREACHABLE, np.int64)
-        legal = self.legal_actions(state)
-        for row, kind in enumerate(NEED_KINDS):
-            ids = np.flatnonzero(legal & (self._kinds == kind))
-            # Every `(` (any label) leaves the same structure, and so does every piece that starts a word (or every
-            # one that continues it); arcs may differ (arc-swift's k).
-            if kind == ActionKind.OPEN_NT:
-                ids = ids[:1]
-            elif kind == ActionKind.TERMINAL:
-                continues = getattr(self, "_continues", None)
-                ids = ids[:1] if continues is None else [g[0] for g in (ids[~continues[ids]], ids[continues[ids]]) if len(g)]
-            for action in ids:
-                after = state.clone()
-                added = len(self._step_for_need(after, int(action)))
-                positions, terminals = self.completion_need(after)
-                needs[row, 0] = min(needs[row, 0], added + positions)
-                needs[row, 1] = min(needs[row, 1], int(kind == ActionKind.TERMINAL) + terminals)
-        return needs
-
-    def _step_for_need(self, state, action):
-        return self.step(state, action, check=False)
-
-    def allowed_next_kinds(self, state):
-        """The set of ActionKind that `legal_actions(state)` allows (for messages and inspection)."""
-        return frozenset(ActionKind(int(k)) for k in np.unique(self._kinds[self.legal_actions(state)]))
-
-    def _refused(self, state, action_id, where):
-        """None when `legal_actions(state)` allows `action_id`, else the legal mask; an id outside the
-        vocabulary is a ValueError naming `where`."""
-        legal = self.legal_actions(state)
-        if 0 <= action_id < len(legal) and legal[action_id]:
-            return None
-        if not 0 <= action_id < len(legal):
-            raise ValueError(f"{where} is outside the vocabulary of {len(legal)} ids")
-        return legal
-
-
-class Grammar(LegalityChecks):
+class Grammar(GrammarProtocol):
     """Shared validation and legality rules; subclasses define attention and positions.
 
     A sentence-level grammar reads one tree: `<s>` then one root constituent, and nothing after the root
@@ -292,44 +150,19 @@ class Grammar(LegalityChecks):
     a document is not predicted: a sequence is complete after any closed root.
     """
 
-    name = None
-    duplicates_closing = False
     duplicated_actions = "closing nonterminals"  # what duplicates_closing duplicates, in words (model cards)
-    explicit_relative_positions = False  # relative positions are c_i - c_j of per-position coordinates
-    # Where R is not always c_i - c_j but scale (c_i - c_j) + offset per query kind: {PositionKind: (scale,
-    # offset)}, the other kinds (1, 0); None: no such form (see DependencyGrammar.relative_affine_by_kind).
-    relative_affine_by_kind = None
-    adds_head_tokens = False  # no position adds another position's token embedding
-    external_composition = False  # no position's input is composed by an external module (paper 003's Ex)
-    takes_start = False  # no action comes with a pointer to a start position (paper 003's Nb-Up `)`)
-    # Whether structural actions may come between the pieces of one word (paper 003's Bi trees, binary over
-    # tokens); otherwise a word's pieces follow each other (search_constraints.py reads it).
-    structure_between_pieces = False
-    uses_eos = False
-    # Default clipping range of relative positions (None for the maximum: max_sequence_length - 1).
-    relative_position_range = (0, None)
-    causal = False  # see CausalRules
-    words_only = False  # no structure actions: p(x) is the model's own, exact (TXL (terminals))
-    relative_position_meaning = "sequence distances i - j"  # what R_ij is, in words (model cards)
+    compose_kinds = frozenset({PositionKind.CLOSE_COMPOSE})  # TG's COMPOSE copy of a closing NT
+    reducing_kinds = frozenset({ActionKind.CLOSE_NT})
     # What a tokenizer for this grammar must produce ("top_down" bracketed trees, or "terminals" only).
     linearization = "top_down"
-
-    layout_class = ActionLayout  # the id layout the grammar reads (a config's or tokenizer's `action_layout`)
+    layout_class = ActionLayout
 
     def __init__(self, layout, document_level=False):
-        self.layout = layout
-        self.document_level = bool(document_level)
-        self.vocab_size = layout.size
-        self._kinds = layout.kinds(np.arange(self.vocab_size))
-        self._kind_members = [ActionKind(int(k)) for k in self._kinds]  # enum lookups are slow in `step`
+        super().__init__(layout, document_level=document_level)
+        self._kind_members = [ActionKind(int(k)) for k in self.action_kinds]  # enum lookups are slow in `step`
         self._mask_cache = {}
 
     # ---- legality: the one source ------------------------------------------------------------------
-    @classmethod
-    def for_config(cls, config):
-        """The grammar over a model config's id layout (and its options), at the config's document level."""
-        return cls(cls.layout_class.from_config(config), document_level=bool(getattr(config, "document_level", False)))
-
     def legal_actions(self, state):
         """Bool mask [vocab_size] of the actions that may follow the prefix in `state`.
 
@@ -357,7 +190,7 @@ class Grammar(LegalityChecks):
         """The read-only mask of every id of the given kinds, plus `extra_id` (cached: a handful exist)."""
         key = (kinds, extra_id)
         if key not in self._mask_cache:
-            mask = np.isin(self._kinds, np.array(kinds, dtype=np.int8)) if kinds else np.zeros(self.vocab_size, bool)
+            mask = np.isin(self.action_kinds, np.array(kinds, dtype=np.int8)) if kinds else np.zeros(self.vocab_size, bool)
             if extra_id is not None:
                 mask[extra_id] = True
             mask.setflags(write=False)
@@ -372,7 +205,7 @@ class Grammar(LegalityChecks):
             return
         allowed = self.allowed_next_kinds(state)
         if kind in allowed:  # the kind may come here, but not this id: a closing NT of the wrong label
-            expected = np.flatnonzero(legal & (self._kinds == kind)).tolist()
+            expected = np.flatnonzero(legal & (self.action_kinds == kind)).tolist()
             raise ValueError(
                 f"{self.name} grammar: {where} closes the wrong label; expected id {expected[0] if len(expected) == 1 else expected} "
                 f"to close the constituent opened by id {state.open_ids[-1]}"
@@ -421,10 +254,8 @@ class Grammar(LegalityChecks):
         elif kind == ActionKind.EOS:
             state.finished = True
 
-    @property
-    def start_action_id(self):
-        """The first action of every sequence: `<s>`."""
-        return self.layout.bos_token_id
+    def open_total(self, state):
+        return state.num_open_total
 
     def minimum_positions(self, pieces, words):
         """The fewest positions a sentence of `words` words in `pieces` pieces expands to, `<s>` included: one
@@ -433,7 +264,7 @@ class Grammar(LegalityChecks):
         is one more position."""
         if "_one_piece_positions" not in self.__dict__:
             layout = self.layout
-            piece = int(np.flatnonzero(self._kinds == ActionKind.TERMINAL)[0])
+            piece = int(np.flatnonzero(self.action_kinds == ActionKind.TERMINAL)[0])
             if self.words_only:
                 actions = [layout.bos_token_id, piece, layout.eos_token_id]
             else:
@@ -577,12 +408,6 @@ class Grammar(LegalityChecks):
                 return False
             self._advance(state, action_id, kind)
         return True
-
-    def sequence(self, ids, validate=True, require_complete=True):
-        """Expanded ids, attention mask, relative positions, labels and depths for one sequence."""
-        batch = self.batch([ids], validate=validate, require_complete=require_complete)
-        fields = GrammarSequence.__dataclass_fields__
-        return GrammarSequence(**{name: value[0] for name, value in batch.items() if name in fields})
 
     def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None,
               with_relative_positions=True):
@@ -756,8 +581,17 @@ class TransformerGrammarRules(Grammar):
 
     name = "tg"
     duplicates_closing = True
+    has_stack = True
     relative_position_range = (-1, 62)  # the reference's 64 values: depth differences beyond are clipped
     relative_position_meaning = "tree-depth differences depth(i) - depth(j)"
+
+    @property
+    def rows_class(self):
+        """TG's states as arrays over hypotheses (transformer_grammar_rows.py, which imports torch: imported here,
+        when the search asks). A subclass that changes these rules sets rows_class = None."""
+        from .transformer_grammar_rows import TransformerGrammarRows
+
+        return TransformerGrammarRows
 
     def _positions_for(self, state, action_id, kind):
         # The innermost open NT's depth is the number of open NTs: roots are children of <s> (depth 0).

@@ -14,15 +14,23 @@ paper 003's compositional SLMs with its GPT-2 baselines (`CompositionalSLM*`). A
   attention mask, are ignored), and log p(x, y) is the sum of the shifted log-probs, as for GPT-2.
 - The data collator's precomputed structure (`expansion_index`, `position_mask`, `position_coordinates`,
   `position_kinds`, `prediction_index`) is the fast training path: the same numbers without computing
-  the grammar inside forward; with the sizes it counted on the host (`num_coordinate_values`; an Ex grammar's
-  `composition_schedule`), a training step reads nothing back from the device.
+  the grammar inside forward; with the sizes it counted on the host (`num_coordinate_values`; the grammar's
+  `host_inputs`), a training step reads nothing back from the device.
+- A family's extra inputs travel as one mapping, the family inputs: what its grammar reads beside the action ids
+  (`grammar.action_inputs`, e.g. paper 003's Nb-Up `constituent_starts`), what its `batch` gives beside the
+  generic structure (`grammar.family_inputs`: DTG's head tokens, Ex's compositions, Nb-Up's start candidates)
+  and what it counts on the host (`grammar.host_input_names`). `forward` takes them by name, `positions_of_actions`
+  gathers them once whichever path built the structure, and the family's own model class turns them into
+  embeddings and outputs through its hooks (`family_embeddings`, `family_outputs`, `family_losses`, and for the
+  beam search `search_embeddings`, `after_search_forward`, `search_start_log_probs`): dependency_model.py for
+  DTG, compositional_model.py for paper 003's. The backbone sees positions and their structure only.
 - `forward_positions` runs given positions and structure (with a KV cache of the attended positions): the
   beam-search decoder of search_decoders.py uses it.
 
 Hub code: imports only torch, transformers and its sibling files.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -32,17 +40,17 @@ from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
-from .composer import ExternalComposer
+from .compositional_model import CompositionalInputs, StartPointerLoss
 from .configuration_slm import (
     CompositionalSLMConfig, DependencyTransformerGrammarConfig, DependencyTransformerXLConfig, SyntacticTransformerConfig,
     TransformerGrammarConfig, TransformerXLConfig,
 )
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
-from .grammars import ActionLayout, PositionKind, grammar_for_config
+from .dependency_model import HeadTokenEmbeddings
+from .grammars import PositionKind, grammar_for_config
 from .hub_code import SavesHubCode
 from .safe_loading import SafetensorsOnlyLoading
 from .segments import causal_segment_window, check_segment_options
-from .start_pointer import FinalLayerHeads, StartPointer
 
 IGNORE_INDEX = -100
 # What transformers' generate passes to forward and this model does not need: positions come from the
@@ -51,33 +59,20 @@ IGNORED_GENERATION_INPUTS = ("position_ids", "cache_position", "output_attention
 # transformers 5.24 renamed the key/value cache from `past_key_values` to `cache` (input and output field);
 # forward takes either name, and outputs fill the field the installed transformers defines.
 CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+# The collator's precomputed structure (all of them, or none).
 STRUCTURE_INPUTS = ("expansion_index", "position_mask", "position_coordinates", "position_kinds", "prediction_index")
-# What the collator adds for grammars with explicit relative positions and head tokens (DTG).
-DEPENDENCY_STRUCTURE_INPUTS = ("position_relative_positions", "head_token_index")
-# What the collator adds for grammars with external composition (paper 003's Ex variants).
-COMPOSITION_STRUCTURE_INPUTS = ("composition_children", "composition_level")
-# And, optionally, what spares the composer reading its sizes back from the device (composer.composition_schedule).
-COMPOSITION_SCHEDULE_INPUTS = ("composition_schedule", "composition_schedule_levels")
 
 
-@dataclass
-class SyntacticModelOutput(BaseModelOutputWithPast):
-    """BaseModelOutputWithPast plus, for a model with the start pointer (paper 003's Nb-Up), start_log_probs
-    [B, T, T] float32: [b, t, j] = log p(the constituent of a `)` at action t + 1 starts with action j | `)`), -inf
-    where action j is not a feasible start (modeling/start_pointer.py)."""
+class ExpandedActions(NamedTuple):
+    """What `positions_of_actions` makes of action ids [B, T]: the positions, their structure, and the family's
+    inputs, the same whichever path built them (the collator's precomputed structure, the grammar on the host, or a
+    causal grammar's own layout)."""
 
-    start_log_probs: torch.FloatTensor | None = None
-
-
-@dataclass
-class SyntacticCausalLMOutput(CausalLMOutputWithPast):
-    """CausalLMOutputWithPast plus, for a model with the start pointer (paper 003's Nb-Up): start_log_probs (as in
-    SyntacticModelOutput), and with labels lm_loss (the mean NLL of the actions), start_loss (the mean NLL of the
-    gold starts of the `)` among their feasible starts); loss is their sum."""
-
-    lm_loss: torch.FloatTensor | None = None
-    start_loss: torch.FloatTensor | None = None
-    start_log_probs: torch.FloatTensor | None = None
+    position_ids: torch.Tensor  # [B, T'] the token id of each position
+    structure: PositionStructure  # what each position attends and where it sits (the backbone's input)
+    prediction_index: torch.Tensor  # [B, T] the position whose output predicts action t + 1
+    position_actions: torch.Tensor  # [B, T'] the action (column of input_ids) each position comes from
+    family_inputs: dict  # {name: value}: the grammar's action inputs, family inputs and host inputs present
 
 
 def coordinate_count(coordinates):
@@ -96,10 +91,35 @@ def _one_cache(cache, past_key_values):
     return cache if cache is not None else past_key_values
 
 
-def _reject_unknown_inputs(model, unused):
-    unknown = sorted(name for name, value in unused.items() if name not in IGNORED_GENERATION_INPUTS and value is not None)
+def family_input_names(grammar):
+    """Every family input a model of `grammar` takes: its action inputs, its batch's family inputs, its host inputs."""
+    return (*grammar.action_inputs, *grammar.family_inputs, *grammar.host_input_names)
+
+
+def _family_inputs(model, inputs):
+    """The family inputs among forward's other keyword inputs; anything else that is set is a TypeError (what
+    transformers' generate passes and this model does not need aside)."""
+    known = family_input_names(model.grammar)
+    unknown = sorted(name for name, value in inputs.items()
+                     if name not in known and name not in IGNORED_GENERATION_INPUTS and value is not None)
     if unknown:
         raise TypeError(f"{type(model).__name__}.forward() got unexpected inputs {unknown}")
+    return {name: value for name, value in inputs.items() if name in known and value is not None}
+
+
+def _in_slots(array, keep):
+    """A grammar.batch array [B, W] or [B, W, W] (each row's positions numbered from 0) laid out in the batch's own
+    slots `keep` [B, S] bool (left or right padding): [B, S] or [B, S, S], False or -1 elsewhere."""
+    count, width = keep.shape
+    placed = np.full((count, width) + (width,) * (array.ndim - 2), False if array.dtype == bool else -1, array.dtype)
+    for b, where in enumerate(keep):
+        slots = np.flatnonzero(where)
+        length = len(slots)
+        if array.ndim == 3:
+            placed[b][np.ix_(slots, slots)] = array[b, :length, :length]
+        else:
+            placed[b, slots] = array[b, :length]
+    return placed
 
 
 def _slot_positions(kinds):
@@ -121,12 +141,8 @@ class SyntacticTransformerPreTrainedModel(SafetensorsOnlyLoading, SavesHubCode, 
 
     def _init_weights(self, module):
         init_backbone_weights(module, self.config)
-        if isinstance(module, ExternalComposer):
-            nn.init.normal_(module.summary, std=self.config.initializer_range)
         if isinstance(module, SyntacticTransformerForCausalLM):
             nn.init.zeros_(module.output_bias)
-        if isinstance(module, StartPointer):
-            module.reset_parameters()
 
 
 class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
@@ -145,30 +161,66 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
               bound gives the same numbers): the width of the factorized attention's one-hot key block, which the
               collator counts on the host; without it the model reads the count back from the device once per call
               (a sync off the CPU). Used by grammars whose coordinates are tree depths (TG, DTG arc-standard);
-            and, for grammars with external composition (paper 003's Ex), composition_children [B, T', T'] and
-            composition_level [B, T'] (grammar.batch's fields), and optionally their composition_schedule [S] long
-            and composition_schedule_levels (a list of [4] Python ints per tree level; composer.composition_schedule,
-            which the collator computes on the host: without them the composer reads its sizes back from the
-            device, a sync off the CPU); for Nb-Up, constituent_starts [B, T] (each `)`'s
-            start, an action index with `<s>` = 0, -1 elsewhere: the tokenizer's field), or with the precomputed
-            structure start_candidates [B, T', T'] (the collator's).)
-    Nb-Up grammars: the output is a SyntacticModelOutput whose start_log_probs are the start pointer's
-    (modeling/start_pointer.py); `self.start_pointer` holds its Θ (None for the other grammars).
-    Ex grammars: before the layers, every `)` position's input embedding becomes the external composer's
-    output over its children (modeling/composer.py), all of a batch's compositions bottom-up, one composer
-    call per tree level; `self.composer` is that module (None for the other grammars).
+            and the family inputs of the grammar (`family_input_names(grammar)`, by name): what it reads beside
+            the action ids (`grammar.action_inputs`: paper 003's Nb-Up constituent_starts [B, T], each `)`'s start, an
+            action index with `<s>` = 0, -1 elsewhere: the tokenizer's field), and with the precomputed structure
+            what the collator gives from its `batch` (`grammar.family_inputs`: DTG's head_token_index [B, T'];
+            paper 003's Ex composition_children [B, T', T'] and composition_level [B, T']; Nb-Up's start_candidates
+            [B, T', T']) and, optionally, counts on the host (`grammar.host_input_names`: Ex's composition_schedule
+            [S] long and composition_schedule_levels, without which the composer reads its sizes back from the
+            device, a sync off the CPU).)
+    A family's own model class turns its inputs into embeddings and outputs through the hooks below
+    (`build_family_modules`, `check_family_inputs`, `family_embeddings`, `family_outputs` and the search hooks);
+    this class has none. With family outputs (Nb-Up's start_log_probs) the output is the family's
+    `family_output_class`.
     """
+
+    family_output_class = None  # the output class of a family whose hooks add outputs (a BaseModelOutputWithPast)
 
     def __init__(self, config):
         super().__init__(config)
-        self.layout = ActionLayout.from_config(config)
         self.grammar = grammar_for_config(config)
-        self.decoder = SyntacticTransformerDecoder(config)
-        self.composer = ExternalComposer(config) if getattr(self.grammar, "external_composition", False) else None
-        # Nb-Up (paper 003, section 2.2): Θ of the start pointer, over the final layer's first two heads.
-        self.start_pointer = StartPointer(config.head_dim) if getattr(self.grammar, "takes_start", False) else None
-        self.final_heads = FinalLayerHeads(self.decoder) if self.start_pointer is not None else None
+        self.layout = self.grammar.layout
+        self.decoder = SyntacticTransformerDecoder(config, compose_kinds=self.grammar.compose_kinds)
+        self.build_family_modules(config)
         self.post_init()
+
+    # ---- the family hooks: a family's model class overrides them (this class has no family inputs) ---------
+    def build_family_modules(self, config):
+        """Build the family's own modules (after the decoder, before the weights are initialized)."""
+
+    def check_family_inputs(self, input_ids, family_inputs, precomputed):
+        """Raise ValueError naming what is missing when the family's inputs cannot expand these action ids."""
+
+    def family_embeddings(self, expanded):
+        """(added, replacing) for the positions of `expanded` (an ExpandedActions): [B, T', d] embeddings added to the
+        positions' token embeddings, and [B, T', d] input embeddings that replace them, or None each."""
+        return None, None
+
+    def added_token_embeddings(self, position_ids, token_ids):
+        """[B, T', d] what a position adds for another token it names (token_ids [B, T'], -1 for none), or None.
+        Segment recurrence and the search decoder come here too."""
+
+    def family_outputs(self, expanded):
+        """{field: tensor} the family adds to the output, after the decoder ran (its hooks may read what it
+        computed); the fields of `family_output_class`."""
+        return {}
+
+    def search_embeddings(self, pool, input_ids, new_slots, references, order):
+        """(added, replacing) [N, 1, d] or None each, for the beam-search decoder's N new positions (one per row):
+        input_ids [N, 1]; new_slots [N] their slots in the decoder's pool (search_decoders._KeyValuePool: token ids,
+        and any per-slot values the family keeps); references [N, C] the pool slots of the earlier positions each
+        reads (NewPosition.extra_inputs; -1 after), None for a grammar without them; order [N] each position's index
+        among its hypothesis's new positions."""
+        return None, None
+
+    def after_search_forward(self, pool, structure, new_slots):
+        """What the family keeps in the decoder's pool after its forward call (Nb-Up: the pointer's states)."""
+
+    def search_start_log_probs(self, pool, query_slots, candidate_slots, candidates):
+        """[H, C] log p(start) of the candidates at `candidate_slots` of a `)` predicted at `query_slots` (a grammar
+        that `takes_start`)."""
+        raise ValueError(f"a {self.config.grammar} model has no start pointer")
 
     def get_input_embeddings(self):
         return self.decoder.embed_tokens
@@ -201,16 +253,14 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         scale_offset = tables[kinds.device][kinds.long()]
         return scale_offset[..., 0], scale_offset[..., 1]
 
-    def _needs_explicit_relative_positions(self):
-        return self.grammar.explicit_relative_positions and self.grammar.relative_affine_by_kind is None
-
-    def positions_of_actions(self, input_ids, attention_mask=None, past_length=0, precomputed=None, starts=None):
-        """(position ids [B, T'], PositionStructure, prediction_index [B, T]) for action ids [B, T]; `starts` [B, T]
-        are the constituent starts of a Nb-Up grammar's `)` (the tokenizer's constituent_starts; -1 elsewhere).
-        For a model with the start pointer the structure also has start_candidates and position_actions."""
-        batch, length = input_ids.shape
-        self._check_starts(input_ids, starts, precomputed)
-        device = input_ids.device
+    def positions_of_actions(self, input_ids, attention_mask=None, past_length=0, precomputed=None, family_inputs=None):
+        """ExpandedActions of action ids [B, T]: position ids [B, T'], their PositionStructure, prediction_index
+        [B, T], each position's action, and the family inputs: those given (`family_inputs`: the grammar's action
+        inputs, and with `precomputed` the collator's family and host inputs) and those the grammar's `batch` gives
+        when it runs here."""
+        family_inputs = dict(family_inputs or {})
+        self._check_action_inputs(input_ids, family_inputs)
+        self.check_family_inputs(input_ids, family_inputs, precomputed)
         if attention_mask is not None and attention_mask.dim() != 2:
             raise ValueError(
                 f"attention_mask has shape {tuple(attention_mask.shape)}; expected the [B, T] padding mask a tokenizer "
@@ -219,8 +269,9 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         if precomputed is not None:
             if past_length:
                 raise ValueError("the collator's precomputed structure covers whole sequences; it cannot follow a cache")
+            self._check_precomputed_family_inputs(family_inputs)
             kinds = precomputed["position_kinds"]
-            explicit = self._needs_explicit_relative_positions()
+            explicit = self.grammar.needs_explicit_relative_positions
             if explicit and precomputed.get("position_relative_positions") is None:
                 raise ValueError(f"a {self.config.grammar} model needs position_relative_positions with the precomputed "
                                  "structure (SyntacticDataCollator gives them for a dependency grammar)")
@@ -236,27 +287,12 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                                         _slot_positions(kinds), kinds,
                                         precomputed.get("position_relative_positions") if explicit else None,
                                         coordinate_bound=bound)
-            structure.head_slots = precomputed.get("head_token_index")
-            if self.composer is not None:
-                missing = [name for name in COMPOSITION_STRUCTURE_INPUTS if precomputed.get(name) is None]
-                if missing:
-                    raise ValueError(f"a {self.config.grammar} model needs {missing} with the precomputed structure "
-                                     "(SyntacticDataCollator gives them for an Ex grammar)")
-                structure.composition_children = precomputed["composition_children"].bool()
-                structure.composition_level = precomputed["composition_level"]
-                schedule = [precomputed.get(name) for name in COMPOSITION_SCHEDULE_INPUTS]
-                if (schedule[0] is None) != (schedule[1] is None):
-                    raise ValueError(f"the composition schedule needs both {list(COMPOSITION_SCHEDULE_INPUTS)} "
-                                     "(SyntacticDataCollator gives them for an Ex grammar)")
-                if schedule[0] is not None:
-                    structure.composition_schedule = tuple(schedule)
-            if self.start_pointer is not None:
-                structure.start_candidates = precomputed["start_candidates"].bool()
-                structure.position_actions = precomputed["expansion_index"]
-            return input_ids.gather(1, precomputed["expansion_index"]), structure, precomputed["prediction_index"]
+            expansion = precomputed["expansion_index"]
+            return ExpandedActions(input_ids.gather(1, expansion), structure, precomputed["prediction_index"], expansion,
+                                   family_inputs)
         padding = attention_mask.bool() if attention_mask is not None else None
         if self.grammar.causal:
-            return self._causal_positions(input_ids, padding, past_length, starts)
+            return self._causal_positions(input_ids, padding, past_length, family_inputs)
         if past_length:
             raise ValueError(
                 f"a {self.config.grammar} model's positions depend on the whole tree, so it cannot extend a cache from "
@@ -264,6 +300,8 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             )
         if padding is None:
             padding = input_ids != self.layout.pad_token_id
+        device = input_ids.device
+        batch, length = input_ids.shape
         ids = input_ids.cpu().numpy()
         real = [np.flatnonzero(row) for row in padding.cpu().numpy()]
         for index, where in enumerate(real):
@@ -271,9 +309,10 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                 raise ValueError(f"input_ids row {index} is all padding")
         # A grammar whose relative positions are neither c_i - c_j nor affine in it (DTG-eager, -swift) gives them
         # explicitly.
-        explicit = self._needs_explicit_relative_positions()
+        explicit = self.grammar.needs_explicit_relative_positions
         grammar_batch = self.grammar.batch([ids[b, where] for b, where in enumerate(real)], require_complete=False,
-                                           with_relative_positions=explicit, **self._grammar_starts(starts, real))
+                                           with_relative_positions=explicit,
+                                           **self._action_arguments(family_inputs, real))
         prediction_index = np.zeros((batch, length), dtype=np.int64)
         for b, where in enumerate(real):
             prediction_index[b, where] = grammar_batch["prediction_index"][b, : len(where)]
@@ -286,15 +325,40 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             # counted on the host, where the grammar ran (the coordinates' shift for relative_affine keeps it a bound)
             coordinate_bound=coordinate_count(coordinates),
         )
-        if "head_token_index" in grammar_batch:  # DTG: arc positions add their head word's last piece
-            structure.head_slots = torch.from_numpy(grammar_batch["head_token_index"]).to(device)
-        if "composition_children" in grammar_batch:  # Ex: the `)` positions' children and levels
-            structure.composition_children = torch.from_numpy(grammar_batch["composition_children"]).to(device)
-            structure.composition_level = torch.from_numpy(grammar_batch["composition_level"]).to(device)
-        if self.start_pointer is not None:  # Nb-Up: C_k of every predicting row, and each position's action
-            structure.start_candidates = torch.from_numpy(grammar_batch["start_candidates"]).to(device)
-            structure.position_actions = torch.from_numpy(grammar_batch["expansion_index"]).to(device)
-        return torch.from_numpy(grammar_batch["input_ids"]).to(device), structure, torch.from_numpy(prediction_index).to(device)
+        family_inputs.update({name: torch.from_numpy(grammar_batch[name]).to(device) for name in self.grammar.family_inputs})
+        return ExpandedActions(torch.from_numpy(grammar_batch["input_ids"]).to(device), structure,
+                               torch.from_numpy(prediction_index).to(device),
+                               torch.from_numpy(grammar_batch["expansion_index"]).to(device), family_inputs)
+
+    def _check_action_inputs(self, input_ids, family_inputs):
+        """Each action input given is one value per action: the shape of input_ids."""
+        for name in self.grammar.action_inputs:
+            given = family_inputs.get(name)
+            if given is not None and tuple(given.shape) != tuple(input_ids.shape):
+                raise ValueError(f"{name} has shape {tuple(given.shape)}; expected that of input_ids "
+                                 f"{tuple(input_ids.shape)} (one value per action, -1 where there is none)")
+
+    def _check_precomputed_family_inputs(self, family_inputs):
+        """With the collator's structure, the grammar's family inputs come from the collator too (all of them), and
+        its host inputs all or none."""
+        missing = [name for name in self.grammar.family_inputs if family_inputs.get(name) is None]
+        if missing:
+            raise ValueError(f"a {self.config.grammar} model needs {missing} with the precomputed structure "
+                             "(SyntacticDataCollator gives them: the grammar's family_inputs)")
+        host = [name for name in self.grammar.host_input_names if family_inputs.get(name) is not None]
+        if host and len(host) != len(self.grammar.host_input_names):
+            raise ValueError(f"the host inputs {list(self.grammar.host_input_names)} come together (SyntacticDataCollator "
+                             f"gives them all with host_counts); got only {host}")
+
+    def _action_arguments(self, family_inputs, real):
+        """grammar.batch's keyword arguments for its action inputs, the real actions of each row (`real`: the indices
+        of each row's real actions); an action input not given is None."""
+        arguments = {}
+        for name, keyword in self.grammar.action_inputs.items():
+            given = family_inputs.get(name)
+            values = None if given is None else given.cpu().numpy()
+            arguments[keyword] = None if values is None else [values[b, where] for b, where in enumerate(real)]
+        return arguments
 
     @staticmethod
     def _check_coordinate_count(count):
@@ -305,74 +369,10 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                              "kept on the host: a tensor would be read back from the device)")
         return int(count)
 
-    def _check_starts(self, input_ids, starts, precomputed):
-        """A model with the start pointer needs each `)`'s start (a ValueError naming what to pass); another model
-        takes none."""
-        if self.start_pointer is None:
-            if starts is not None:
-                raise ValueError(f"constituent_starts are for the Nb-Up grammars (paper 003's start pointer); a "
-                                 f"{self.config.grammar} model takes none")
-            return
-        if precomputed is not None:
-            if precomputed.get("start_candidates") is None:
-                raise ValueError(f"a {self.config.grammar} model needs start_candidates with the precomputed structure "
-                                 "(SyntacticDataCollator gives them for a Nb-Up grammar)")
-            return
-        if starts is None and bool((input_ids == self.layout.close_nt_start).any()):
-            raise ValueError(f"a {self.config.grammar} model needs constituent_starts [B, T] with action ids that hold a "
-                             "`)`: where each constituent starts (paper 003, section 2.2); the tokenizer returns them "
-                             "(model(**tokenizer(trees)))")
-        if starts is not None and tuple(starts.shape) != tuple(input_ids.shape):
-            raise ValueError(f"constituent_starts has shape {tuple(starts.shape)}; expected that of input_ids "
-                             f"{tuple(input_ids.shape)} (one start per action, -1 where there is none)")
-
-    def _grammar_starts(self, starts, real):
-        """The `starts=` argument of grammar.batch for the real actions of each row (none without the pointer)."""
-        if self.start_pointer is None:
-            return {}
-        if starts is None:
-            return {"starts": None}
-        values = starts.cpu().numpy()
-        return {"starts": [values[b, where] for b, where in enumerate(real)]}
-
-    def input_additions(self, position_ids, head_ids, extra_embeddings=None):
-        """What is added to the positions' token embeddings: `extra_embeddings`, plus, where `head_ids` [B, T']
-        names a token (DTG's arcs: the head word's last piece; -1 for none), that token's embedding as
-        config.arc_representation says ("w+arc": added; "w": instead of the position's own; "arc": nothing).
-        The forward pass and the beam-search decoder both come here. [B, T', d] or None."""
-        representation = getattr(self.config, "arc_representation", "w+arc")
-        if head_ids is None or representation == "arc":
-            return extra_embeddings
-        embed = self.decoder.embed_tokens
-        has_head = (head_ids >= 0)[..., None]
-        added = embed(head_ids.clamp(min=0)) * has_head
-        if representation == "w":
-            added = added - embed(position_ids) * has_head
-        return added if extra_embeddings is None else extra_embeddings + added
-
-    def input_embeddings(self, position_ids, structure):
-        """[B, T', d] the positions' input embeddings when they are more than their tokens' (Ex grammars: each
-        `)` position's is the composition of its children, from `structure.composition_children` and
-        `composition_level`), else None (the decoder embeds the tokens itself)."""
-        if self.composer is None:
-            return None
-        if structure.composition_children is None:
-            raise ValueError(f"a {self.config.grammar} model composes every `)` from its children: the structure "
-                             "needs composition_children and composition_level (grammar.batch gives them)")
-        return self.composer.compose_by_level(self.decoder.embed_tokens(position_ids), structure.composition_children,
-                                              structure.composition_level, structure.composition_schedule)
-
-    @staticmethod
-    def head_ids(position_ids, structure):
-        """[B, T'] the token at each position's head slot (`structure.head_slots`), -1 where it has none."""
-        slots = structure.head_slots
-        if slots is None:
-            return None
-        return torch.where(slots >= 0, position_ids.gather(1, slots.clamp(min=0)), torch.full_like(slots, -1))
-
-    def _causal_positions(self, input_ids, padding, past_length, starts=None):
+    def _causal_positions(self, input_ids, padding, past_length, family_inputs):
         """Causal grammars have one position per action: the structure follows the batch's own layout (left or
-        right padding, a cache), with each slot's index among the real tokens of its row as coordinate."""
+        right padding, a cache), with each slot's index among the real tokens of its row as coordinate, and so do the
+        family inputs the grammar's batch gives (paper 003's Ex + Nm: compositions; Nb-Up: start candidates)."""
         batch, length = input_ids.shape
         total = past_length + length
         if padding is None:
@@ -381,69 +381,48 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                 padding = input_ids != self.layout.pad_token_id
         if padding.shape[1] != total:
             raise ValueError(f"attention_mask covers {padding.shape[1]} positions; expected {total} (cached + new)")
-        if past_length and self.composer is not None:
+        reads = self.grammar.family_inputs or self.grammar.action_inputs
+        if past_length and reads:
             raise ValueError(
-                f"a {self.config.grammar} model composes each `)` from earlier positions' input embeddings, which a "
-                "key/value cache does not keep, so it cannot extend a cache from action ids; cached decoding goes "
-                "through model.generate / word_synchronous_beam_search")
-        composition = None
+                f"a {self.config.grammar} model's positions read {list(family_input_names(self.grammar))} of earlier "
+                "positions, which a key/value cache does not keep, so it cannot extend a cache from action ids; cached "
+                "decoding goes through model.generate / word_synchronous_beam_search")
         if not past_length:
             ids = input_ids.cpu().numpy()
             keep = padding.cpu().numpy()
             rows = [row[where] for row, where in zip(ids, keep)]
             if any(len(row) == 0 for row in rows):
                 raise ValueError("an input_ids row is all padding")
-            if self.composer is None:
+            if not reads:
                 self.grammar.validate_batch(rows, require_complete=False)
-            else:  # Ex + Nm: causal, and the `)` positions compose (one position per action)
-                composition = self._causal_composition(rows, keep, input_ids.device,
-                                                       self._grammar_starts(starts, [np.flatnonzero(k) for k in keep]))
+            else:  # grammar.batch validates, and numbers each row's positions from 0: one per action, in order
+                grammar_batch = self.grammar.batch(rows, require_complete=False, with_relative_positions=False,
+                                                   **self._action_arguments(family_inputs,
+                                                                            [np.flatnonzero(k) for k in keep]))
+                family_inputs.update({name: torch.from_numpy(_in_slots(grammar_batch[name], keep)).to(input_ids.device)
+                                      for name in self.grammar.family_inputs})
         positions = padding.long().cumsum(-1) - 1
         positions = positions.masked_fill(~padding, -1)
         structure = self._structure(None, positions.clamp(min=0), positions, None, coordinate_bound=max(1, total))
         structure.mask = structure.causal_mask(length)
-        if getattr(self.config, "segment_length", None):
+        if self.config.segment_length:
             # A segment model reads as it was trained, through a memory: for a causal grammar that is a window,
             # the same in one pass, through a cache, and segment by segment (segment_recurrence.py); any length.
             segment_length, memory_length, _ = check_segment_options(
-                self.grammar, self.config.segment_length, getattr(self.config, "memory_length", None),
-                getattr(self.config, "memory_update", None))
+                self.grammar, self.config.segment_length, self.config.memory_length, self.config.memory_update)
             structure.mask = structure.mask & causal_segment_window(
                 positions[:, -length:], positions, segment_length, memory_length)
             structure.segmented = True
-        if composition is not None:
-            structure.composition_children, structure.composition_level, structure.start_candidates = composition
-            if structure.start_candidates is not None:  # one position per action: its index among the real ones
-                structure.position_actions = positions.clamp(min=0)
-        return input_ids, structure, torch.arange(length, device=input_ids.device).expand(batch, -1)
-
-    def _causal_composition(self, rows, keep, device, grammar_starts):
-        """composition_children [B, T, T], composition_level [B, T] and (Nb-Up, else None) start_candidates
-        [B, T, T] in the batch's own slots (left or right padding) for a causal grammar with external composition:
-        grammar.batch (which validates) numbers each row's positions from 0, and a causal grammar has one position
-        per action, in order."""
-        grammar_batch = self.grammar.batch(rows, require_complete=False, with_relative_positions=False, **grammar_starts)
-        count, width = keep.shape
-        children = np.zeros((count, width, width), dtype=bool)
-        level = np.full((count, width), -1, dtype=np.int64)
-        candidates = np.zeros((count, width, width), dtype=bool) if "start_candidates" in grammar_batch else None
-        for b, where in enumerate(keep):
-            slots = np.flatnonzero(where)
-            children[b][np.ix_(slots, slots)] = grammar_batch["composition_children"][b, : len(slots), : len(slots)]
-            level[b, slots] = grammar_batch["composition_level"][b, : len(slots)]
-            if candidates is not None:
-                candidates[b][np.ix_(slots, slots)] = grammar_batch["start_candidates"][b, : len(slots), : len(slots)]
-        return (torch.from_numpy(children).to(device), torch.from_numpy(level).to(device),
-                None if candidates is None else torch.from_numpy(candidates).to(device))
+        # one position per action: its index among the row's real ones
+        return ExpandedActions(input_ids, structure, torch.arange(length, device=input_ids.device).expand(batch, -1),
+                               positions[:, -length:].clamp(min=0), family_inputs)
 
     # ---- forward ----------------------------------------------------------------------------------------
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, inputs_embeds=None,
                 output_hidden_states=None, return_dict=True, extra_embeddings=None, expansion_index=None,
                 position_mask=None, position_coordinates=None, position_kinds=None, prediction_index=None, cache=None,
-                position_relative_positions=None, head_token_index=None, composition_children=None,
-                composition_level=None, constituent_starts=None, start_candidates=None, num_coordinate_values=None,
-                composition_schedule=None, composition_schedule_levels=None, **unused):
-        _reject_unknown_inputs(self, unused)
+                position_relative_positions=None, num_coordinate_values=None, **inputs):
+        family_inputs = _family_inputs(self, inputs)
         past_key_values = _one_cache(cache, past_key_values)
         if input_ids is None:
             raise ValueError("input_ids (action ids [B, T]) are required: the grammar expands actions, not embeddings")
@@ -459,41 +438,25 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         present = [name for name, value in given.items() if value is not None]
         if present and len(present) != len(given):
             raise ValueError(f"the precomputed structure needs all of {list(given)}; got only {present}")
-        if present:  # a dependency grammar's additions (DEPENDENCY_STRUCTURE_INPUTS), an Ex grammar's (COMPOSITION_...)
-            given.update(position_relative_positions=position_relative_positions, head_token_index=head_token_index,
-                         composition_children=composition_children, composition_level=composition_level,
-                         start_candidates=start_candidates, num_coordinate_values=num_coordinate_values,
-                         composition_schedule=composition_schedule,
-                         composition_schedule_levels=composition_schedule_levels)
-        position_ids, structure, prediction_index = self.positions_of_actions(
-            input_ids, attention_mask, past_length, given if present else None,
-            starts=None if present else constituent_starts)
-        extra_embeddings = self.input_additions(position_ids, self.head_ids(position_ids, structure), extra_embeddings)
-        hidden, all_hidden = self.decoder(position_ids, structure, past_key_values if use_cache or past_length else None,
-                                          extra_embeddings=extra_embeddings,
-                                          inputs_embeds=self.input_embeddings(position_ids, structure),
+        if present:
+            given.update(position_relative_positions=position_relative_positions,
+                         num_coordinate_values=num_coordinate_values)
+        expanded = self.positions_of_actions(input_ids, attention_mask, past_length, given if present else None,
+                                             family_inputs)
+        added, replacing = self.family_embeddings(expanded)
+        if added is not None:
+            extra_embeddings = added if extra_embeddings is None else extra_embeddings + added
+        hidden, all_hidden = self.decoder(expanded.position_ids, expanded.structure,
+                                          past_key_values if use_cache or past_length else None,
+                                          extra_embeddings=extra_embeddings, inputs_embeds=replacing,
                                           output_hidden_states=bool(output_hidden_states))
+        prediction_index = expanded.prediction_index
         per_action = hidden.gather(1, prediction_index[:, :, None].expand(-1, -1, hidden.shape[-1]))
         cache_output = {CACHE_FIELD: past_key_values if use_cache else None}
-        if self.start_pointer is None:
+        outputs = self.family_outputs(expanded)
+        if not outputs:
             return BaseModelOutputWithPast(last_hidden_state=per_action, hidden_states=all_hidden, **cache_output)
-        return SyntacticModelOutput(last_hidden_state=per_action, hidden_states=all_hidden, **cache_output,
-                                    start_log_probs=self.start_log_probs(structure, prediction_index, input_ids.shape[1]))
-
-    def start_log_probs(self, structure, prediction_index, num_actions):
-        """[B, T, A] float32 (A = num_actions): [b, t, j] = log p(start = action j of its sequence (`<s>` = 0) | the
-        action after column t is a `)`), from the final layer's heads of the last forward call (start_pointer.py);
-        -inf where action j is no feasible start."""
-        heads = self.final_heads.take(structure.kinds)  # [B, T', D]
-        rows = prediction_index[:, :, None].expand(-1, -1, heads.shape[-1])
-        query = heads.gather(1, rows)  # [B, T, D] h_{k-1}: the output that predicts the `)`
-        candidates = structure.start_candidates.gather(
-            1, prediction_index[:, :, None].expand(-1, -1, structure.start_candidates.shape[-1]))
-        by_position = self.start_pointer.log_probs(query, heads, candidates)  # [B, T, T']
-        # Each item is one position (a token; a `)`'s COMPOSE copy under In): move it to its action's column.
-        columns = structure.position_actions[:, None, :].expand_as(by_position)
-        by_action = by_position.new_full(by_position.shape[:2] + (num_actions,), float("-inf"))
-        return by_action.scatter_reduce(2, columns.clamp(max=num_actions - 1), by_position, "amax")
+        return self.family_output_class(last_hidden_state=per_action, hidden_states=all_hidden, **cache_output, **outputs)
 
 
 class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, GenerationMixin):
@@ -502,11 +465,14 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
     forward(...) takes the inputs of SyntacticTransformerModel and `labels` [B, T]: action ids, shifted inside
     (labels=input_ids is the usual choice); the loss is the mean NLL of the predicted actions. Labels equal to
     the pad id or under a 0 of the attention mask are ignored, as are -100s.
-    A model with the start pointer (paper 003's Nb-Up) also takes `constituent_starts` [B, T] (each `)`'s start,
-    the tokenizer's field) and returns a SyntacticCausalLMOutput: with labels, loss = lm_loss + start_loss.
+    A family whose base model adds outputs (paper 003's Nb-Up: start_log_probs) returns them in its
+    `family_output_class`, with lm_loss (the actions') and the losses of its `family_losses` hook; loss is their sum.
+    A family class names its action inputs in its forward's signature, so that transformers.Trainer keeps a
+    dataset's columns of them.
     """
 
     base_model_class = SyntacticTransformerModel
+    family_output_class = None  # the output class of a family with outputs of its own (a CausalLMOutputWithPast)
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
     accepts_loss_kwargs = False
 
@@ -538,49 +504,35 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         return self.lm_head(hidden) + self.output_bias
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, past_key_values=None, use_cache=None,
-                output_hidden_states=None, return_dict=True, cache=None, constituent_starts=None, **inputs):
-        # constituent_starts is named here so that Trainer keeps a dataset's column of them (Nb-Up).
-        if constituent_starts is not None:
-            inputs["constituent_starts"] = constituent_starts
+                output_hidden_states=None, return_dict=True, cache=None, **inputs):
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask,
                              past_key_values=_one_cache(cache, past_key_values), use_cache=use_cache,
                              output_hidden_states=output_hidden_states, **inputs)
         logits = self._logits(outputs.last_hidden_state)
-        loss = None
+        loss = targets = None
         if labels is not None:
             targets = labels.masked_fill(labels == self.config.pad_token_id, IGNORE_INDEX)
             if attention_mask is not None and attention_mask.shape == labels.shape:
                 targets = targets.masked_fill(attention_mask == 0, IGNORE_INDEX)
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
-        start_log_probs = getattr(outputs, "start_log_probs", None)
-        if start_log_probs is None:
+        family_outputs = {name: value for name, value in outputs.items() if name not in BaseModelOutputWithPast.__dataclass_fields__}
+        if not family_outputs:
             return CausalLMOutputWithPast(
                 loss=loss, logits=logits, hidden_states=outputs.hidden_states, **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)}
             )
-        start_loss = None
-        if labels is not None:
-            start_loss = self._start_loss(start_log_probs, inputs.get("constituent_starts"), targets)
-        return SyntacticCausalLMOutput(
-            loss=None if loss is None else loss + start_loss, logits=logits, hidden_states=outputs.hidden_states,
-            lm_loss=loss, start_loss=start_loss, start_log_probs=start_log_probs,
+        losses = self.family_losses(family_outputs, inputs, targets) if labels is not None else {}
+        total = loss
+        for term in losses.values():
+            total = total + term
+        return self.family_output_class(
+            loss=total, logits=logits, hidden_states=outputs.hidden_states, lm_loss=loss, **losses, **family_outputs,
             **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
 
-    @staticmethod
-    def _start_loss(start_log_probs, starts, targets):
-        """Paper 003, section 2.2: the mean NLL of the gold start of every `)` that is trained (its label not
-        ignored) among its feasible starts; 0 when there is none. starts [B, T] (constituent_starts, -1 where an
-        action has none), targets [B, T] the labels, IGNORE_INDEX where ignored."""
-        if starts is None:
-            raise ValueError("the start pointer's loss needs constituent_starts [B, T] with labels (the tokenizer "
-                             "and SyntacticDataCollator give them for a Nb-Up grammar)")
-        gold = starts[:, 1:].to(start_log_probs.device)
-        trained = (gold >= 0) & (targets[:, 1:] != IGNORE_INDEX)
-        picked = start_log_probs[:, :-1].gather(2, gold.clamp(min=0)[:, :, None])[:, :, 0]
-        # sum / count rather than picked[trained].mean(): nothing read back from the device (no sync); where
-        # rather than a product, since an untrained row may pick -inf
-        total = torch.where(trained, picked, torch.zeros_like(picked)).sum()
-        return -total / trained.sum().clamp(min=1)
+    def family_losses(self, family_outputs, inputs, targets):
+        """{name: loss} of the family's own outputs, added to the LM loss (targets [B, T]: the labels, IGNORE_INDEX
+        where ignored; inputs: forward's family inputs); the base family has none."""
+        return {}
 
     def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None, output_index=None,
                           inputs_embeds=None):
@@ -657,9 +609,10 @@ class TransformerGrammarForCausalLM(SyntacticTransformerForCausalLM):
     base_model_class = TransformerGrammarModel
 
 
-class DependencyTransformerGrammarModel(SyntacticTransformerModel):
+class DependencyTransformerGrammarModel(HeadTokenEmbeddings, SyntacticTransformerModel):
     """Dependency Transformer Grammar (paper 002) backbone: see SyntacticTransformerModel. Its grammar gives
-    COMPOSE rows explicit relative positions and each arc position its head word's last piece."""
+    COMPOSE rows explicit relative positions and each arc position its head word's last piece, whose embedding the
+    family hooks add (dependency_model.py)."""
 
     config_class = DependencyTransformerGrammarConfig
 
@@ -697,18 +650,21 @@ class TransformerXLForCausalLM(SyntacticTransformerForCausalLM):
     base_model_class = TransformerXLModel
 
 
-class CompositionalSLMModel(SyntacticTransformerModel):
+class CompositionalSLMModel(CompositionalInputs, SyntacticTransformerModel):
     """Paper 003's compositional SLMs (In variants: COMPOSE and STACK copies of every `)`; Ex variants: one `)`
     position whose input is the external composer's output over its children; M or Nm masking, Ex + Nm plain
     causal) and its GPT2-token / GPT2-tree baselines (plain causal), with absolute positions: see
-    SyntacticTransformerModel."""
+    SyntacticTransformerModel. Its family hooks (compositional_model.py) run the Ex composer (`self.composer`) and
+    the Nb-Up start pointer (`self.start_pointer`)."""
 
     config_class = CompositionalSLMConfig
 
 
-class CompositionalSLMForCausalLM(SyntacticTransformerForCausalLM):
+class CompositionalSLMForCausalLM(StartPointerLoss, SyntacticTransformerForCausalLM):
     """Paper 003's compositional SLM language model: see SyntacticTransformerForCausalLM. Bottom-up variants end
-    each tree with `</s>`, which the last `)` predicts."""
+    each tree with `</s>`, which the last `)` predicts. A Nb-Up model also takes `constituent_starts` [B, T] (each
+    `)`'s start, the tokenizer's field) and returns a StartPointerCausalLMOutput: with labels, loss = lm_loss +
+    start_loss."""
 
     config_class = CompositionalSLMConfig
     base_model_class = CompositionalSLMModel

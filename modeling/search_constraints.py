@@ -152,17 +152,17 @@ class SearchConstraints:
         # For every id, its column of the needs (_needs_by_column): its kind's row of grammar.completion_needs_after
         # (NEED_KINDS); for a bare word start, that of a terminal and the piece that must follow it; else a column
         # that always fits (`<s>`, padding).
-        kind_of_id = torch.from_numpy(grammar._kinds.astype(np.int64))
+        kind_of_id = torch.from_numpy(grammar.action_kinds.astype(np.int64))
         self._need_column = torch.full((grammar.vocab_size,), _ALWAYS_FITS, dtype=torch.long)
         for column, kind in enumerate(NEED_KINDS):
             self._need_column[kind_of_id == kind] = column
         layout = grammar.layout
-        kinds = torch.from_numpy(grammar._kinds.astype(np.int64))
+        kinds = torch.from_numpy(grammar.action_kinds.astype(np.int64))
         size = grammar.vocab_size
         self.open_mask = kinds == ActionKind.OPEN_NT
-        # Structure that reduces: closing NTs, and a dependency grammar's arcs and POP.
-        self.close_mask = torch.isin(kinds, torch.tensor([ActionKind.CLOSE_NT, ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC,
-                                                          ActionKind.POP]))
+        # Structure that reduces (grammar.reducing_kinds: closing NTs; a dependency grammar's arcs and POP).
+        self.close_mask = torch.isin(kinds, torch.tensor(sorted(int(kind) for kind in grammar.reducing_kinds),
+                                                         dtype=torch.long))
         self.eos_mask = kinds == ActionKind.EOS
         self.terminal_mask = kinds == ActionKind.TERMINAL
         starts = torch.ones(size, dtype=torch.bool)
@@ -188,7 +188,7 @@ class SearchConstraints:
         self.max_structural_per_word = max_structural_per_word
         self.max_nonterminals_per_word = max_nonterminals_per_word
         # Paper 003's Bi trees are binary over pieces: a word of three pieces has a bracket between two of them.
-        self.structure_between_pieces = bool(getattr(grammar, "structure_between_pieces", False))
+        self.structure_between_pieces = grammar.structure_between_pieces
 
     @staticmethod
     def _flag_table(masks):
@@ -386,7 +386,7 @@ class SearchConstraints:
             structural_ok = words_done | (status.structural < self.max_structural_per_word)
         # the root closes only after the last forced word (and a first new word, if any)
         may_close = structure_here & structural_ok & (words_done | ~closes_root)
-        takes_start = getattr(self.grammar, "takes_start", False)
+        takes_start = self.grammar.takes_start
         if takes_start:
             # Nb-Up (paper 003, section 2.6: n_c for Nb-#-#-#): bottom-up, each `)` makes a constituent and may close
             # a single item, so n_c bounds the `)`. The last one n_c allows must close the tree (its start the

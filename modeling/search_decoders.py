@@ -10,9 +10,9 @@ The search (generation_slm.py) keeps hypotheses as rows and knows no model famil
   retain(state) -> state: from now on only `state` (or rows of it) will be used: free everything else;
   start_log_probs(state, positions) -> [H, C] (models with paper 003's start pointer, Nb-Up): log p(start) of the
       candidate positions [H, C] (-1 padding) of a `)` that each row of `state` would take next.
-A state is opaque to the search: a Transformer decoder's says where each row's keys and values are (and, for a
-model with an external composer, each position's input embedding, which a later composition reads), a
-recurrent decoder's is its hidden state.
+A state is opaque to the search: a Transformer decoder's says where each row's keys and values are (and whatever
+per-position values the model's family keeps, such as paper 003's Ex input embeddings, which a later composition
+reads), a recurrent decoder's is its hidden state.
 `steps` (hypothesis_rows.NewPositions) says what the grammar made of each action: the positions it expands
 to, what each attends, its coordinate; a Transformer decoder builds its inputs from it, a recurrent decoder may
 ignore it.
@@ -87,9 +87,9 @@ def _copy_into(storage, slots, rows):
 
 class _KeyValuePool:
     """Keys, values, coordinates and token ids of every position computed since the last `retain`, one slot
-    each (a DTG arc adds the embedding of an earlier position's token: its head word's last piece), and, for a
-    model that composes (paper 003's Ex), each position's input embedding: a token's embedding or a `)`'s
-    composition, what a later `)` composes from.
+    each (a DTG arc adds the embedding of an earlier position's token: its head word's last piece), and the named
+    per-slot values a model's family hooks keep (`write_values` / `read_values`: paper 003's Ex keeps each
+    position's input embedding, what a later `)` composes from; Nb-Up the start pointer's states).
 
     A hypothesis is a list of slots: branching and pruning hypotheses copy those lists (small integer
     arrays), never keys or values, and a forward call gathers only the slots its new positions attend.
@@ -98,8 +98,7 @@ class _KeyValuePool:
     def __init__(self, device):
         self.device = device
         self.keys, self.values = {}, {}  # per cache layer: [capacity, heads, head_dim]
-        self.inputs = {}  # {0: [capacity, d]} input embeddings, kept only for a model that composes
-        self.pointer_states = {}  # {0: [capacity, 2 d_head]} h of the start pointer, kept only for Nb-Up models
+        self.tables = {}  # {name: [capacity, ...]} the per-slot values of the model's family hooks
         self.coordinates = np.zeros(0, dtype=np.int64)
         self.token_ids = np.zeros(0, dtype=np.int64)
         # Whether a slot holds keys and values: a prefix read through a segment model's memory leaves holes for the
@@ -138,35 +137,24 @@ class _KeyValuePool:
         _copy_into(self._storage(self.keys, layer, keys), slots, keys)
         _copy_into(self._storage(self.values, layer, values), slots, values)
 
-    def write_inputs(self, slots, embeddings):
-        """Store the input embeddings [N, d] of the positions at `slots` (a long tensor)."""
-        _copy_into(self._storage(self.inputs, 0, embeddings), slots, embeddings)
+    def write_values(self, name, slots, values):
+        """Store the values [N, D] called `name` of the positions at `slots` (a long tensor)."""
+        _copy_into(self._storage(self.tables, name, values), slots, values)
 
-    def read_inputs(self, slots):
-        """The input embeddings stored at `slots` (a long tensor of any shape): [*slots.shape, d]."""
-        storage = self.inputs[0]
-        return storage.index_select(0, slots.reshape(-1)).view(*slots.shape, storage.shape[-1])
-
-    def write_pointer_states(self, slots, states):
-        """Store the start pointer's h [N, D] of the positions at `slots` (a long tensor)."""
-        _copy_into(self._storage(self.pointer_states, 0, states), slots, states)
-
-    def read_pointer_states(self, slots):
-        """The pointer's h stored at `slots` (a long tensor of any shape): [*slots.shape, D]."""
-        storage = self.pointer_states[0]
+    def read_values(self, name, slots):
+        """The values called `name` stored at `slots` (a long tensor of any shape): [*slots.shape, D]."""
+        storage = self.tables[name]
         return storage.index_select(0, slots.reshape(-1)).view(*slots.shape, storage.shape[-1])
 
     def nbytes(self):
-        return sum(t.numel() * t.element_size() for table in (self.keys, self.values, self.inputs, self.pointer_states)
-                   for t in table.values())
+        return sum(t.numel() * t.element_size() for table in (self.keys, self.values, self.tables) for t in table.values())
 
     def keep(self, live):
         """Keep only the slots `live` (sorted), renumbered 0..len(live) - 1."""
         index = torch.as_tensor(live, device=self.device)
         self.keys = {layer: storage.index_select(0, index) for layer, storage in self.keys.items()}
         self.values = {layer: storage.index_select(0, index) for layer, storage in self.values.items()}
-        self.inputs = {layer: storage.index_select(0, index) for layer, storage in self.inputs.items()}
-        self.pointer_states = {layer: storage.index_select(0, index) for layer, storage in self.pointer_states.items()}
+        self.tables = {name: storage.index_select(0, index) for name, storage in self.tables.items()}
         self.coordinates = self.coordinates[live]
         self.token_ids = self.token_ids[live]
         self.readable = self.readable[live]
@@ -202,9 +190,10 @@ class TransformerSearchDecoder(SearchDecoder):
     grammars and unrestricted heads: the whole prefix), gathered from a pool where every position computed
     since the last word boundary has one slot; hypotheses are lists of slots.
 
-    A model with an external composer (`model.model.composer`, paper 003's Ex) inputs at each `)` the
-    composition of the children that NewPositions.composed_from names: the pool keeps every position's input
-    embedding, and the compositions of all the `)` chosen in a round are computed in one composer call.
+    What a family's positions read besides their tokens (NewPositions.references: DTG's head tokens, paper 003's
+    Ex children) goes through the model's family hooks (`search_embeddings`, `after_search_forward`,
+    `search_start_log_probs`), with the references mapped to the pool's slots; the pool keeps the per-slot values
+    those hooks store (Ex: every position's input embedding, all the `)` of a round composed in one call).
     """
 
     def __init__(self, model):
@@ -213,14 +202,12 @@ class TransformerSearchDecoder(SearchDecoder):
         config = model.config
         self.device = next(model.parameters()).device
         self.pad_id = config.pad_token_id
-        grammar = model.model.grammar  # what the grammar's positions carry besides coordinates (DTG)
-        self.explicit_relative_positions, self.adds_head_tokens = grammar.explicit_relative_positions, grammar.adds_head_tokens
+        self.grammar = model.model.grammar  # what the grammar's positions carry besides coordinates
+        self.explicit_relative_positions = self.grammar.explicit_relative_positions
         # Unrestricted heads see every earlier position of their sequence, whatever the grammar's mask.
-        self.attends_everything = bool(getattr(config, "num_unrestricted_heads", 0) or getattr(config, "num_unrestricted_layers", 0))
-        self.composer = getattr(model.model, "composer", None)
-        self.start_pointer = getattr(model.model, "start_pointer", None)  # Nb-Up: Θ, over final-layer heads h
+        self.attends_everything = bool(config.num_unrestricted_heads or config.num_unrestricted_layers)
         # A model trained with segment recurrence reads document prefixes through its memory (_start_from_memory).
-        self.reads_memory = bool(getattr(config, "segment_length", None))
+        self.reads_memory = bool(config.segment_length)
         self.pool = _KeyValuePool(self.device)
 
     def _start(self, sequences, steps):
@@ -236,16 +223,16 @@ class TransformerSearchDecoder(SearchDecoder):
         keys and values are the memory's, through each layer's own LayerNorm and projections; the prefix positions
         the memory does not hold are holes, never read. (The search's own positions are not cut into segments:
         they attend the memory and each other, an approximation where a sentence is longer than a segment.)"""
-        if self.start_pointer is not None:
-            raise ValueError("a Nb-Up model's start pointer reads the outputs of earlier positions, which a segment "
-                             "model's memory does not keep; search it without segments")
+        if self.grammar.takes_start:
+            raise ValueError(f"a {self.model.config.grammar} model's start pointer reads the outputs of earlier positions, "
+                             "which a segment model's memory does not keep; search it without segments")
         config, model = self.model.config, self.model
         found = {}
 
         def read():
             found["memory"], found["positions"], logits = read_prefixes(
-                model, model.model.grammar, sequences, config.segment_length, getattr(config, "memory_length", None),
-                getattr(config, "memory_update", None))
+                model, model.model.grammar, sequences, config.segment_length, config.memory_length,
+                config.memory_update)
             return logits
 
         log_probs = self._log_probs(read)
@@ -341,12 +328,12 @@ class TransformerSearchDecoder(SearchDecoder):
         if self.explicit_relative_positions:  # DTG's COMPOSE rows
             relative = np.zeros((total, 1, width), dtype=np.int64)
             relative[attending, 0, attended_column] = steps.relative[owner, slot][listed]
-        # The token a position adds to its own (DTG: an arc's head word's last piece, an earlier position).
-        head_ids = np.full((total, 1), -1, dtype=np.int64)
-        head_positions = steps.head_position[owner, slot] if self.adds_head_tokens else np.full(total, -1)
-        with_head = np.flatnonzero(head_positions >= 0)
-        if len(with_head):
-            head_ids[with_head, 0] = self.pool.token_ids[slots[owner[with_head], head_positions[with_head]]]
+        # The earlier positions each new position reads besides its token (DTG: an arc's head word's last piece;
+        # Ex: a `)`'s children), as slots of the pool.
+        references = None
+        if steps.references is not None:
+            referenced = steps.references[owner, slot]
+            references = np.where(referenced >= 0, slots[owner[:, None], np.maximum(referenced, 0)], -1)
 
         # Logits of each hypothesis's last predicting position only.
         predicts = steps.predicts[owner, slot]
@@ -363,18 +350,12 @@ class TransformerSearchDecoder(SearchDecoder):
             None if relative is None else to_device(relative), segmented=self.reads_memory,
         )
         input_ids = to_device(input_ids[:, None])
-        extra = self.model.model.input_additions(input_ids, to_device(head_ids)) if len(with_head) else None
-        inputs_embeds = None
-        if self.composer is not None:
-            inputs_embeds = self._composed_inputs(input_ids[:, 0], steps.composed_from[owner, slot], slot, owner, slots,
-                                                  new_slots)[:, None]
+        extra, inputs_embeds = self.model.model.search_embeddings(self.pool, input_ids, new_slots, references, slot)
         cache = _GatheredCache(self.pool, to_device(reads), to_device(new_slots))
         log_probs = self._log_probs(self.model.forward_positions, input_ids, structure, cache, extra,
                                     output_index=(to_device(output), torch.zeros(count, dtype=torch.long, device=device)),
                                     inputs_embeds=inputs_embeds)
-        if self.start_pointer is not None:  # every new position's h, read by later `)` (as candidates or queries)
-            heads = self.model.model.final_heads.take(structure.kinds)[:, 0]
-            self.pool.write_pointer_states(torch.from_numpy(new_slots).to(device), heads)
+        self.model.model.after_search_forward(self.pool, structure, new_slots)
         self.peak_cache_bytes = max(self.peak_cache_bytes, self.pool.nbytes())
         return _KeyValueRows(slots), log_probs
 
@@ -387,33 +368,8 @@ class TransformerSearchDecoder(SearchDecoder):
         rows = np.arange(len(slots))
         last = slots[rows, (slots >= 0).sum(1) - 1]
         candidate_slots = np.where(positions >= 0, slots[rows[:, None], np.maximum(positions, 0)], 0)
-        to_device = lambda array: torch.from_numpy(array).to(self.device)  # noqa: E731
-        query = self.pool.read_pointer_states(to_device(last))[:, None]  # [H, 1, D]
-        keys = self.pool.read_pointer_states(to_device(candidate_slots))  # [H, C, D]
-        log_probs = self.start_pointer.log_probs(query, keys, to_device(positions >= 0)[:, None])
-        return log_probs[:, 0].float().cpu()
-
-    def _composed_inputs(self, input_ids, composed_from, slot, owner, slots, new_slots):
-        """The input embeddings [N, d] of the new positions, stored in the pool: their tokens' embeddings, and at
-        each position that composes (composed_from [N, C], its children's positions, -1 after) the composer's
-        output over its children's stored input embeddings. One composer call per slot index in the call: a
-        round (one action per row) makes one; a prefix of many positions (`start`) composes its `)` in order,
-        each after the children it reads."""
-        device = self.device
-        new = torch.from_numpy(new_slots).to(device)
-        self.pool.write_inputs(new, self.model.model.decoder.embed_tokens(input_ids))
-        composing = np.flatnonzero((composed_from >= 0).any(1))
-        for index in np.unique(slot[composing]):
-            which = composing[slot[composing] == index]
-            children = composed_from[which]
-            real = children >= 0
-            most = int(real.sum(1).max())
-            children, real = children[:, :most], real[:, :most]
-            child_slots = np.where(real, slots[owner[which][:, None], np.maximum(children, 0)], 0)
-            composed = self.composer.compose(self.pool.read_inputs(torch.from_numpy(child_slots).to(device)),
-                                             torch.from_numpy(real).to(device))
-            self.pool.write_inputs(torch.from_numpy(new_slots[which]).to(device), composed)
-        return self.pool.read_inputs(new)
+        log_probs = self.model.model.search_start_log_probs(self.pool, last, candidate_slots, positions >= 0)
+        return log_probs.float().cpu()
 
 
 class ReencodingSearchDecoder(SearchDecoder):
@@ -422,9 +378,10 @@ class ReencodingSearchDecoder(SearchDecoder):
 
     def __init__(self, model):
         super().__init__()
-        if getattr(model.model, "start_pointer", None) is not None:
-            raise ValueError(f"a {model.config.grammar} model's `)` carry start positions that an action-id prefix does "
-                             "not hold, so it cannot be re-encoded; search it with the KV-cache decoder (use_cache=True)")
+        read = list(model.model.grammar.action_inputs)
+        if read:
+            raise ValueError(f"a {model.config.grammar} model's actions carry {read} that an action-id prefix does not "
+                             "hold, so it cannot be re-encoded; search it with the KV-cache decoder (use_cache=True)")
         self.model = model
         self.device = next(model.parameters()).device
         self.pad_id = model.config.pad_token_id

@@ -97,14 +97,15 @@ def empty_memory(model, batch_size, memory_length, device=None, dtype=None):
 
 def check_segment_model(model):
     """ValueError unless `model` can run segments: relative positions (absolute position embeddings index the
-    whole sequence) and internal composition."""
+    whole sequence) and a grammar that supports them (grammar.supports_segments: not an external composition)."""
     config = model.config
-    if getattr(config, "position_encoding", "relative") != "relative":
+    if config.position_encoding != "relative":
         raise ValueError(f"a {config.grammar} model with {config.position_encoding} positions has no segment recurrence: "
                          "Transformer-XL memory needs relative positions (position_encoding='relative')")
-    if getattr(model.model, "composer", None) is not None:
-        raise ValueError(f"a {config.grammar} model composes `)` externally from its children, which may lie in "
-                         "earlier segments: it has no segment recurrence (the In variants have)")
+    if not model.model.grammar.supports_segments:
+        raise ValueError(f"a {config.grammar} model's positions read earlier positions' inputs (an external "
+                         "composition, its children's), which may lie in earlier segments: it has no segment recurrence "
+                         "(grammar.supports_segments; the In variants have)")
 
 
 @dataclass
@@ -133,7 +134,7 @@ def segment_forward(model, batch, memory, compute_loss=True):
     structure = PositionStructure(batch.attention_mask.bool(), coordinates, _renumbered(batch.positions), kinds,
                                   model.config.min_relative_position, model.config.relative_attention, relative)
     core = model.model
-    extra = core.input_additions(batch.input_ids, batch.head_ids)
+    extra = core.added_token_embeddings(batch.input_ids, batch.head_ids)
     hidden, layer_inputs = core.decoder.forward_segment(batch.input_ids, structure, memory, extra_embeddings=extra)
     logits = model._logits(hidden)
     # The next memory: U^{m->m} m + U^{h->m} h per layer, exact (each row of [U^{m->m} U^{h->m}] holds at most one 1).

@@ -132,11 +132,11 @@ def memory_after_update(memory_positions, segment_positions, update_from_segment
 
 def check_segment_options(grammar, segment_length, memory_length, memory_update):
     """(L, M, memory_update) after checking them against the grammar; ValueError naming what is wrong."""
-    name = getattr(grammar, "name", type(grammar).__name__)
-    if getattr(grammar, "external_composition", False):
-        raise ValueError(f"the {name} grammar has no segment recurrence: an external composition's input is "
-                         "computed from its children's positions, which may lie in earlier segments; expected a "
-                         "grammar with internal composition (tg, choe_charniak, terminals, dtg*, txl_trans, *-in-*)")
+    name = grammar.name
+    if not grammar.supports_segments:
+        raise ValueError(f"the {name} grammar has no segment recurrence (grammar.supports_segments): a position's "
+                         "input reads earlier positions (an external composition its children's), which may lie in "
+                         "earlier segments; expected a grammar with internal composition")
     if isinstance(segment_length, bool) or not isinstance(segment_length, (int, np.integer)) or segment_length < 1:
         raise ValueError(f"segment length {segment_length!r}: expected a whole number of positions >= 1")
     if memory_length is None:
@@ -144,7 +144,7 @@ def check_segment_options(grammar, segment_length, memory_length, memory_update)
     if isinstance(memory_length, bool) or not isinstance(memory_length, (int, np.integer)) or memory_length < 0:
         raise ValueError(f"memory length {memory_length!r}: expected a whole number of slots >= 0")
     if memory_update is None:
-        memory_update = default_memory_update(grammar)
+        memory_update = grammar.default_memory_update
     if memory_update not in MEMORY_UPDATES:
         raise ValueError(f"memory update {memory_update!r}: expected one of {', '.join(MEMORY_UPDATES)}")
     if memory_update == "structure" and not _has_stack(grammar):
@@ -153,14 +153,9 @@ def check_segment_options(grammar, segment_length, memory_length, memory_update)
     return int(segment_length), int(memory_length), memory_update
 
 
-def default_memory_update(grammar):
-    """The memory rule a family uses by default: "structure" where the grammar has a stack that positions leave
-    (TG, DTG), "shift" (Transformer-XL's) for the others."""
-    return "structure" if _has_stack(grammar) and not grammar.causal else "shift"
-
-
 def _has_stack(grammar):
-    return grammar.causal or callable(getattr(grammar, "stack_lifetimes", None))
+    """Whether the "structure" memory applies: positions leave a stack (grammar.has_stack), or never leave (causal)."""
+    return grammar.causal or grammar.has_stack
 
 
 def _lifetimes(grammar, ids, total, validate, require_complete):
@@ -245,12 +240,12 @@ def segment_sequence(grammar, ids, segment_length, memory_length=None, memory_up
 
     `grammar` is any grammar with internal composition; `ids` its action ids (a document under a document-level
     grammar); `segment_length` L >= 1; `memory_length` M >= 0 (default L: paper 000's reference uses M = L;
-    any M works); `memory_update` "structure" or "shift" (default: `default_memory_update(grammar)`).
+    any M works); `memory_update` "structure" or "shift" (default: `grammar.default_memory_update`).
     `sequence_options` go to `grammar.batch` (paper 003's Nb-Up: `starts`). The attention rules come from the
     grammar's whole-sequence form and its stack (`stack_lifetimes`): this module adds no rule of its own.
     """
     L, M, memory_update = check_segment_options(grammar, segment_length, memory_length, memory_update)
-    explicit = bool(getattr(grammar, "explicit_relative_positions", False))
+    explicit = grammar.explicit_relative_positions
     if "starts" in sequence_options and sequence_options["starts"] is not None:
         sequence_options["starts"] = [sequence_options["starts"]]
     whole = grammar.batch([ids], validate=validate, require_complete=require_complete,

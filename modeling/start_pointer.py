@@ -22,8 +22,6 @@ Hub code: imports only torch and its sibling files.
 import torch
 from torch import nn
 
-from .backbone import compose_kinds_on
-
 POINTER_HEADS = 2  # "the outputs of the first two attention heads in the final layer"
 
 
@@ -34,6 +32,7 @@ class FinalLayerHeads:
     heads are the COMPOSE module's, as in the layer)."""
 
     def __init__(self, decoder):
+        self._is_compose = decoder.is_compose
         layer = decoder.layers[-1]
         self._restricted = list(layer.attentions)
         self._unrestricted = layer.unrestricted_attention
@@ -52,7 +51,7 @@ class FinalLayerHeads:
             heads = self._outputs.pop(id(self._restricted[0]))
             if len(self._restricted) == 2:
                 compose = self._outputs.pop(id(self._restricted[1]))
-                is_compose = torch.isin(kinds, compose_kinds_on(kinds.device))[:, :, None, None]
+                is_compose = self._is_compose(kinds)[:, :, None, None]
                 heads = torch.where(is_compose, compose, heads)
             parts.append(heads)
         if self._unrestricted is not None:

@@ -14,7 +14,7 @@ from nltk import Tree
 import hf_slm
 from conftest import ISOLATION_PREAMBLE
 from hf_slm.collator import SyntacticDataCollator
-from hf_slm.families import config_for_grammar, preset_config, presets
+from hf_slm.families import config_for_grammar, grammar_class, preset_config, presets
 from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS, CompositionalSLMConfig
 from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES
 from hf_slm.families import get_grammar
@@ -35,7 +35,7 @@ TINY_COMPOSER = dict(composer_hidden_size=8, composer_num_layers=2, composer_num
 
 
 def linearization_of(grammar):
-    return hf_slm.families.grammar_class(grammar).linearization
+    return grammar_class(grammar).linearization
 
 
 def tiny(grammar, vocab_size=40, sentencepiece_options=None, **fields):
@@ -315,7 +315,8 @@ def _unlabel(tree):
 
 
 def test_the_config_takes_every_variant_and_refuses_unknown_ones():
-    with pytest.raises(ValueError, match=r"CompositionalSLMConfig does not take grammar 'bi-down-in-m'; expected one of \['nb-dn-in-m', 'bi-dn-in-m'"):
+    with pytest.raises(ValueError, match=r"CompositionalSLMConfig does not take grammar 'bi-down-in-m'; expected one of "
+                                         r"\['nb-dn-in-m', 'bi-dn-in-m'"):
         CompositionalSLMConfig(grammar="bi-down-in-m")
     assert set(COMPOSITIONAL_GRAMMAR_NAMES) <= set(MODELS)
     for name in COMPOSITIONAL_GRAMMAR_NAMES:
@@ -353,7 +354,7 @@ def test_the_baselines_use_the_causal_fast_path():
         model, tokenizer = tiny(grammar)
         assert model.grammar.causal
         contract = tokenizer(unlabeled_trees(tokenizer), padding=True, return_tensors="pt")
-        _, structure, _ = model.model.positions_of_actions(contract["input_ids"], contract["attention_mask"])
+        structure = model.model.positions_of_actions(contract["input_ids"], contract["attention_mask"]).structure
         lengths = contract["attention_mask"].sum(1)
         for row, length in enumerate(lengths.tolist()):
             assert torch.equal(structure.mask[row, :length, :length], torch.ones(length, length).tril().bool())
@@ -448,7 +449,7 @@ def test_ex_nm_is_causal_and_composes_under_either_padding_side(one_thread):
     left = torch.tensor([[pad] * (width - len(row)) + row for row in rows])
     real_right, real_left = right != pad, left != pad
     with torch.no_grad():
-        _, structure, _ = model.model.positions_of_actions(right, real_right.long())
+        structure = model.model.positions_of_actions(right, real_right.long()).structure
         for row, length in enumerate(real_right.sum(1).tolist()):
             assert torch.equal(structure.mask[row, :length, :length], torch.ones(length, length).tril().bool())
         from_right = model(input_ids=right, attention_mask=real_right.long()).logits
@@ -614,7 +615,7 @@ def test_the_batch_start_log_probs_equal_the_cached_decoders_step_by_step(gramma
     grammar_rules, decoder = model.grammar, TransformerSearchDecoder(model)
 
     def positions(new):
-        return NewPositions.from_lists([new], composes=grammar_rules.external_composition)
+        return NewPositions.from_lists([new], references=grammar_rules.references_positions)
 
     state = grammar_rules.start()
     cache, _ = decoder.start([[ids[0]]], positions(grammar_rules.step(state, ids[0])))

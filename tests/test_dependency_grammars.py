@@ -264,6 +264,58 @@ def test_the_reference_variant_is_arc_standard_only():
         DEPENDENCY_GRAMMARS["dtg_eager"](layout("arc_eager"), variant="reference")
 
 
+def test_each_transition_system_and_variant_is_its_own_class():
+    """A system's class builds the class of the variant asked for (a config's dependency_variant), which carries its
+    behaviour in its own methods; copies and pickles keep the class."""
+    import copy
+    import pickle
+
+    from hf_slm.modeling import dependency_grammars as module
+
+    built = {(system, variant): type(grammar(system, variant)) for system, variant in SYSTEMS_AND_VARIANTS}
+    assert built == {("arc_standard", "paper"): module.ArcStandardGrammar,
+                     ("arc_standard", "reference"): module.ArcStandardReferenceGrammar,
+                     ("arc_eager", "paper"): module.ArcEagerGrammar, ("arc_swift", "paper"): module.ArcSwiftGrammar}
+    for (system, variant), rules in built.items():
+        assert (rules.system, rules.variant) == (system, variant)
+    reference = grammar("arc_standard", "reference")
+    assert isinstance(reference, module.ArcStandardGrammar) and isinstance(reference, module.ReferenceVariant)
+    assert reference.start_action_id == BOS and grammar("arc_standard").start_action_id == ROOT
+    for rules in (reference, grammar("arc_swift")):
+        assert type(copy.deepcopy(rules)) is type(rules) and type(pickle.loads(pickle.dumps(rules))) is type(rules)
+    txl = DEPENDENCY_GRAMMARS["txl_trans"](layout("arc_standard"), variant="reference")
+    assert type(txl) is module.TransitionTXLReferenceGrammar and txl.causal and txl.ends_with_pop_root
+    assert module.ArcStandardGrammar.class_of_variant("reference").class_of_variant(None).variant == "reference"
+    with pytest.raises(ValueError, match="ArcStandardReferenceGrammar is the reference variant of arc_standard, not "
+                                         "the paper one"):
+        module.ArcStandardReferenceGrammar(layout("arc_standard"), variant="paper")
+    with pytest.raises(ValueError, match="unknown variant 'released'"):
+        grammar("arc_standard", "released")
+
+
+def test_no_comparison_of_a_system_or_variant_name_chooses_behaviour():
+    """Behaviour lives in each class's methods: the module compares the `system` or `variant` names nowhere but
+    where a class is chosen for a variant (the factory)."""
+    import ast
+    from pathlib import Path
+
+    from hf_slm.modeling import dependency_grammars as module
+
+    tree = ast.parse(Path(module.__file__).read_text())
+    choosing = {"class_of_variant", "check_document_level"}
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef) or function.name in choosing:
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Compare) and any(
+                    (isinstance(part, ast.Attribute) and part.attr in ("system", "variant"))
+                    or (isinstance(part, ast.Name) and part.id in ("system", "variant"))
+                    for part in [node.left, *node.comparators]):
+                found.append((function.name, node.lineno))
+    assert found == []
+
+
 # ---- the vectorized batch: equal to the steps ------------------------------------------------------------
 
 SYSTEMS_AND_VARIANTS = [("arc_standard", "paper"), ("arc_standard", "reference"), ("arc_eager", "paper"),

@@ -110,7 +110,7 @@ def test_the_memory_carries_no_gradient_and_a_small_memory_forgets():
 
 @pytest.mark.parametrize("name, overrides, message", [
     ("nb-dn-in-m", {}, "absolute positions has no segment recurrence"),  # paper 003's GPT-2 positions
-    ("nb-dn-ex-m", {"position_encoding": "relative"}, "composes `\\)` externally"),
+    ("nb-dn-ex-m", {"position_encoding": "relative"}, "read earlier positions' inputs"),
 ])
 def test_models_without_segment_recurrence_are_named(name, overrides, message):
     rng = np.random.default_rng(1)
@@ -209,3 +209,30 @@ def test_transformers_generate_continues_a_long_prompt_through_the_memory():
     model.generation_config.pad_token_id = VOCAB.layout.pad_token_id
     got = model.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False, suppress_tokens=not_words)
     assert got[0].tolist() == expected
+
+
+def test_the_segment_options_are_declared_config_fields():
+    """segment_length, memory_length and memory_update are fields of every Transformer family's config, with their
+    defaults (no segments), checked against the grammar when given, and kept through to_dict / from_dict."""
+    from hf_slm.modeling.configuration_slm import SyntacticTransformerConfig
+
+    plain = config_for_grammar("tg")
+    assert (plain.segment_length, plain.memory_length, plain.memory_update) == (None, None, None)
+    config = config_for_grammar("dtg_eager", segment_length=8, memory_length=4, memory_update="shift")
+    again = type(config).from_dict(config.to_dict())
+    assert (again.segment_length, again.memory_length, again.memory_update) == (8, 4, "shift")
+    assert config_for_grammar("choe_charniak", segment_length=4, memory_update="structure").memory_update == "structure"
+    for grammar, fields, message in (
+            ("tg", {"segment_length": 0}, "segment_length must be None or a whole number of positions >= 1, got 0"),
+            ("tg", {"memory_length": 3}, "memory_length=3 needs segment_length"),
+            ("tg", {"segment_length": 4, "memory_update": "gather"}, "memory_update must be None or one of"),
+            ("tg", {"segment_length": 4, "memory_length": -1}, "memory_length must be None or a whole number of slots"),
+            ("nb-dn-ex-m", {"segment_length": 4, "position_encoding": "relative"}, "the nb-dn-ex-m grammar has no segment"),
+            ("nb-dn-in-m", {"segment_length": 4}, "segment_length needs position_encoding='relative'"),
+            ("nb-dn-in-m", {"segment_length": 4, "position_encoding": "relative", "memory_update": "structure"},
+             "memory_update='structure' needs the grammar's stack")):
+        with pytest.raises(ValueError, match=message):
+            config_for_grammar(grammar, **fields)
+    documented = SyntacticTransformerConfig.__doc__
+    assert all(f"{name}:" in documented for name in ("segment_length", "memory_length", "memory_update"))
+    assert "there is no Transformer-XL segment memory" not in documented

@@ -21,7 +21,7 @@ from hf_slm.families.mask_examples import unlabelled_actions as compositional_ac
 from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_GRAMMARS
 from hf_slm.modeling.dependency_grammars import DEPENDENCY_GRAMMARS
 from hf_slm.families import get_grammar
-from hf_slm.modeling.segments import default_memory_update, segment_batch, segment_sequence, structure_memory_needed
+from hf_slm.modeling.segments import segment_batch, segment_sequence, structure_memory_needed
 from hf_slm.tokenization.dependency_trees import DependencyTree
 from hf_slm.tokenization.linearizers import is_close_nt, is_open_nt, top_down_actions, tree_from_top_down
 from test_dependency_grammars import grammar as dependency_grammar
@@ -310,7 +310,7 @@ def test_rows_through_memory_and_segment_equal_the_whole_sequence(name):
         total = len(mask)
         L = int(rng.choice(SEGMENT_LENGTHS))
         # Structure memory: TG and DTG, and causal grammars (whose stack keeps everything: test_shift_memory...).
-        structure = default_memory_update(grammar) == "structure" or grammar.causal
+        structure = grammar.default_memory_update == "structure" or grammar.causal
         for rule in ["shift"] + (["structure"] if structure else []):
             if rule == "structure":
                 pushed, removal = (grammar.stack_lifetimes(ids) if not grammar.causal
@@ -376,7 +376,7 @@ def test_one_segment_holding_the_whole_sequence_is_the_whole_mask(name):
         grammar, ids, options = random_case(rng, name)
         mask, relative = whole_rows(grammar, ids, options)
         total = len(mask)
-        for rule in ("structure", "shift") if default_memory_update(grammar) == "structure" else ("shift",):
+        for rule in ("structure", "shift") if grammar.default_memory_update == "structure" else ("shift",):
             segmented = segment_sequence(grammar, ids, total + int(rng.integers(0, 3)), 5, rule, **options)
             assert segmented.num_segments == 1
             assert not segmented.attention_mask[0, :, :5].any()
@@ -428,7 +428,7 @@ def test_update_matrices_move_hidden_states_as_the_memory_positions_say(name):
         grammar, ids, options = random_case(rng, name)
         L = int(rng.choice(SEGMENT_LENGTHS[:2]))
         M = int(rng.integers(0, 2 * L + 1))
-        for rule in ("structure", "shift") if default_memory_update(grammar) == "structure" else ("shift",):
+        for rule in ("structure", "shift") if grammar.default_memory_update == "structure" else ("shift",):
             segmented = segment_sequence(grammar, ids, L, M, rule, **options)
             states = rng.normal(size=(segmented.num_segments * L, 4))
             memory = np.zeros((M, 4))
@@ -487,11 +487,11 @@ def test_memory_starts_empty_at_each_document():
 def test_default_memory_rules():
     layouts = {"tg": "structure", "choe_charniak": "shift", "terminals": "shift"}
     for name, rule in layouts.items():
-        assert default_memory_update(get_grammar(name, VOCAB.layout)) == rule
+        assert get_grammar(name, VOCAB.layout).default_memory_update == rule
     rng = np.random.default_rng(0)
     for name, rule in (("dtg", "structure"), ("dtg_eager", "structure"), ("dtg_swift", "structure"),
                        ("txl_trans", "shift"), ("nb-dn-in-m", "shift")):
-        assert default_memory_update(random_case(rng, name)[0]) == rule
+        assert random_case(rng, name)[0].default_memory_update == rule
 
 
 @pytest.mark.parametrize(("arguments", "message"), [

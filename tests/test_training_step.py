@@ -243,7 +243,7 @@ def test_the_device_paths_compute_the_numbers_of_the_cpu_kernel(monkeypatch, tmp
 def test_the_host_composition_schedule_is_the_one_read_from_the_device(family, tmp_path, one_thread):
     """composer.composition_schedule (numpy, the collator's) gives the indices and per-level sizes that the composer
     reads from the device tensors without it, and the widest constituent of each level."""
-    from hf_slm.modeling.composer import composition_schedule
+    from hf_slm.modeling.compositional_grammars import composition_schedule
 
     model, tokenizer, trees = _tiny(family, tmp_path)
     batch = _collated(model, tokenizer, trees)
