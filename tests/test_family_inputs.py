@@ -148,9 +148,7 @@ def _names_in_code(path):
             names.add(node.id)
         elif isinstance(node, ast.Attribute):
             names.add(node.attr)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, ast.keyword) and node.arg:
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:  # parameters and keyword arguments
             names.add(node.arg)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             names.update(node.value.replace("`", " ").replace(",", " ").split())
