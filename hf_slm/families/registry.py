@@ -43,7 +43,8 @@ class Variant:
     name: the config's `grammar` ("tg", "nb-dn-in-m"); for a family without grammars its model_type.
     display_name: as its paper names it ("Transformer Grammar (TG)", "Nb-Dn-In-M").
     hub_tag: the hub tag of its cards.
-    card_template: the file in model_cards/ its card is written from (a path for a family outside hf-slm).
+    card_template: the file in model_cards/ its card is written from; for a family outside hf-slm, the absolute path
+        of its own template (which may extend hf-slm's, e.g. `{% extends "syntactic.md" %}`).
     syntactic: it models syntax (p(x, y) over trees, or SOM's parser) rather than words alone.
     tree_format: how its trees are read and written (hf_slm/families/tree_formats.py): "brackets" (labelled PTB
         brackets), "unlabelled_brackets", "dependency" (CoNLL-U, or inline `word/head`) or "words".
@@ -95,6 +96,8 @@ class Family:
         from its tokenizer beyond the id layout.
     preparation: a reference to the hook `hf-slm data prepare` runs for data of the family's own kind
         (hf_slm/data/prepare.py, "Family preparations"); None: its data is prepared from trees or words.
+    collator: a reference to collator(model, tokenizer) -> the data collator that trains the model with
+        transformers.Trainer (its batches give the numbers of `model(**tokenizer(...))`).
     """
 
     name: str
@@ -117,6 +120,7 @@ class Family:
     tokenizer_grammar_options: object = "hf_slm.families.registry:no_options"
     tokenizer_config_fields: object = "hf_slm.families.registry:no_options"
     preparation: object = None
+    collator: object = "hf_slm.collator:collator_for_model"
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __getattribute__(self, name):
@@ -199,7 +203,7 @@ def no_options(_):
 _REFERENCE_FIELDS = frozenset({"config_class", "model_class", "causal_lm_class", "tokenizer_classes", "grammar_classes",
                                "presets", "check_tokenizer", "train", "card_details", "card_values", "preset_columns",
                                "doubled_id_ranges", "tokenizer_grammar_options", "tokenizer_config_fields",
-                               "preparation"})
+                               "preparation", "collator"})
 
 
 def _field(config, name):
