@@ -9,6 +9,7 @@ import math
 import warnings
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from .checks import check_tokenizer_matches
@@ -70,7 +71,8 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
     """The check every sentence passes before any search: `score`, `parse`, `score_documents` and the
     evaluations (hf_slm.evaluation) all come here. A sentence cannot be scored when it is empty, when a word
     of it has no pieces, or when even its shortest derivation (`<s>`, its pieces and the fewest positions the
-    grammar needs around them, `grammar.minimum_positions`) is longer than the model's maximum (`position_limit`).
+    grammar needs around them, `grammar.minimum_positions`) is longer than the model's maximum (`position_limit`;
+    none for a model without one).
 
     sources: per sentence, how messages name it (e.g. "data.txt:4"); default "sentence i".
     on_error: "skip" leaves such sentences out; "raise" raises ValueError naming the first one.
@@ -83,7 +85,9 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
     if sources is not None and len(sources) != len(sentences):
         raise ValueError(f"got {len(sources)} sources for {len(sentences)} sentences; expected one per sentence")
     limit, limit_field = position_limit(model.config)
-    grammar = grammar_for_config(model.config)
+    # Only a model with a position limit has sentences too long for it; its grammar says how long the shortest
+    # tree is (a model without one, e.g. a recurrent one, needs no grammar here).
+    grammar = grammar_for_config(model.config) if limit is not None else None
     all_words, encoded, left_out, unknown = [], [], [], set()
     for index, sentence in enumerate(sentences):
         words = sentence_words(sentence)
@@ -110,7 +114,8 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
         all_words.append(words)
         encoded.append(pieces)
     if unknown:
-        warnings.warn(f"{len(unknown)} word(s) contain characters the tokenizer cannot spell and go through <unk>: "
+        warnings.warn(f"{len(unknown)} word(s) go through <unk> (characters the tokenizer cannot spell, or words "
+                      "outside a word vocabulary): "
                       f"{sorted(unknown)[:10]}", stacklevel=3)
     return all_words, encoded, left_out
 
@@ -405,10 +410,15 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
         words, pieces, _ = check_sentences(model, tokenizer, [prompt], ["the prompt"], on_error="raise")
         words, pieces = words[0], pieces[0]
         inputs = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"]
+    seeded = {"seed": seed}
+    if grammar_for_config(model.config).words_only:  # transformers' own generate, which takes no seed: seeded here
+        seeded = {}
+        if seed is not None:
+            torch.manual_seed(seed)
     output = model.generate(
         inputs, tokenizer=tokenizer, num_beams=num_beams or max(num_trees, 1), do_sample=top_k is not None,
-        top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words, seed=seed,
-        beam_options=beam_options or None,
+        top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words, beam_options=beam_options or None,
+        **seeded,
     )
     starts = getattr(output, "constituent_starts", None)  # a Nb-Up model's (syntactic_generate)
     return [tree_string(tokenizer, row.tolist(), words, pieces, None if starts is None else starts[index].tolist())

@@ -148,6 +148,29 @@ def _beam_options(args):
     return options
 
 
+# The options of word-synchronous beam search (`_add_beam_options`) and their defaults. A model whose scorer runs
+# no search (Scorer.runs_search) refuses one set away from its default, naming it, rather than ignoring it; one given
+# at its default value cannot be told apart and is ignored.
+SEARCH_OPTION_DEFAULTS = {"beam_size": 100, "word_beam_size": 10, "fast_track": 1, "constraints": None,
+                          "max_nonterminals": None, "max_consecutive_open": None, "no_cache": False}
+
+
+def _scorer(args, model, tokenizer, command):
+    """The Scorer of the model's family (hf_slm/scorers.py) with the command's search options; a scorer without
+    a search refuses those set away from their defaults, naming them."""
+    from .scorers import scorer_class_for
+
+    scorer_class = scorer_class_for(model)
+    if scorer_class.runs_search:
+        return scorer_class(model, tokenizer, **_beam_options(args))
+    given = [name for name, default in SEARCH_OPTION_DEFAULTS.items() if getattr(args, name, default) != default]
+    if given:
+        shown = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ValueError(f"hf-slm {command}: {shown} set(s) word-synchronous beam search, which "
+                         f"{scorer_class.without_search}; leave these options out")
+    return scorer_class(model, tokenizer)
+
+
 def _sentence_options(args):
     """What score, parse and the evaluations do with a sentence that cannot be scored, and (for the SENTENCE
     arguments) how messages name each one: "sentence 1" for the first."""
@@ -225,14 +248,11 @@ def command_parse(args):
 
     sentences, sources = _parse_inputs(args)  # before the model loads: a missing file fails at once
     model, tokenizer = _load(args.model)
-    if _is_som(model):  # SOM parses with its own incremental parser: no beam (hf_slm/som_cli.py)
-        from .som_cli import parse
-
-        return parse(model, tokenizer, sentences, args)
+    scorer = _scorer(args, model, tokenizer, "parse")
     with _left_out_said_once():
         trees = parse_sentences(model, tokenizer, sentences, sources, cache_dir=args.cache,
                                 progress=len(sentences) > 8, on_error=_sentence_options(args)["on_error"],
-                                **_beam_options(args))
+                                scorer=scorer)
     for tree in trees:
         if tree is None:  # left out: an empty line keeps one line per sentence
             print()
@@ -244,49 +264,36 @@ def command_parse(args):
     return 0
 
 
+# What `hf-slm score` prints of a scorer's result, when the result has it (a search's best tree; an exact scorer's
+# "exact": true), then the units.
+SCORE_FIELDS = ("words", "surprisals", "end_surprisal", "log_prob", "tree", "exact")
+
+
 def command_score(args):
-    from .beam import score
-
     model, tokenizer = _load(args.model)
-    if _is_som(model):  # SOM scores from its logits, exactly: no beam (hf_slm/som_cli.py)
-        from .som_cli import score as som_score
-
-        return som_score(model, tokenizer, args)
+    scorer = _scorer(args, model, tokenizer, "score")
     units = "bits" if args.bits else "nats"
     with _left_out_said_once():
-        results = score(model, tokenizer, args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
-                        **_sentence_options(args), **_beam_options(args))
+        results = scorer.score(args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
+                               **_sentence_options(args))
     for result in results:
         if "error" in result:  # left out: a line that says why keeps one line per sentence
             print(json.dumps({"words": result["words"], "error": result["error"]}))
             continue
         # end_surprisal is printed so that a reader can check sum(surprisals) + end_surprisal == -log_prob.
-        shown = {key: result[key] for key in ("words", "surprisals", "end_surprisal", "log_prob", "tree")}
+        shown = {key: result[key] for key in SCORE_FIELDS if key in result}
         print(json.dumps({**shown, "units": units}))
     _say_left_out("score", results.left_out, len(results))
     return 0
 
 
 def command_generate(args):
-    from .beam import generate_trees
-
     model, tokenizer = _load(args.model)
-    if _is_som(model):  # SOM generates words with transformers' model.generate (hf_slm/som_cli.py)
-        from .som_cli import generate
-
-        return generate(model, tokenizer, args)
-    options = _beam_options(args)
-    trees = generate_trees(model, tokenizer, args.prompt, num_trees=args.num_trees, num_beams=args.num_beams,
-                           top_k=args.top_k, max_new_words=args.max_new_words, seed=args.seed, **options)
-    for tree in trees:
-        print(tree)
+    scorer = _scorer(args, model, tokenizer, "generate")
+    for text in scorer.generate(args.prompt, num_trees=args.num_trees, num_beams=args.num_beams, top_k=args.top_k,
+                                max_new_words=args.max_new_words, seed=args.seed):
+        print(text)
     return 0
-
-
-def _is_som(model):
-    from .som_cli import is_som
-
-    return is_som(model)
 
 
 def _eval_setup(args):
@@ -334,22 +341,24 @@ def command_eval_rerank(args):
     return 0
 
 
+# What `hf-slm eval parse` prints of the metrics, when they have it: EVALB's scores, or a family's own (e.g. UF1
+# and p / p' accuracy).
+PARSE_FIELDS = ("uf1", "precision", "recall", "f1", "exact_match", "p_accuracy", "next_p_accuracy", "sentences",
+                "brackets", "units")
+
+
 def command_eval_parse(args):
-    from .evaluation.parsing import parse_eval
-
     model, tokenizer, directory = _eval_setup(args)
-    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
-        from .som_cli import eval_parse
-
-        return eval_parse(model, tokenizer, args, directory)
+    scorer = _scorer(args, model, tokenizer, "eval parse")
     with _left_out_said_once():
-        metrics = parse_eval(model, tokenizer, args.gold, limit=args.limit, output_dir=directory,
-                             overwrite=args.overwrite, **_sentence_options(args), **_beam_options(args))
+        metrics = scorer.evaluate_parses(args.gold, limit=args.limit, batch_size=args.batch_size,
+                                         output_dir=directory, overwrite=args.overwrite,
+                                         on_error=_sentence_options(args)["on_error"])
     if not _reports():
         return 0
     _say_left_out("eval parse", metrics.get("left_out", []),
                   metrics.get("sentences_left_out", 0) + metrics.get("sentences", 0))
-    _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "units"))
+    _report(metrics, PARSE_FIELDS)
     return 0
 
 
@@ -357,14 +366,11 @@ def command_eval_sg(args):
     from .evaluation.syntaxgym import format_summary, run_syntaxgym
 
     model, tokenizer, directory = _eval_setup(args)
-    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
-        from .som_cli import eval_sg
-
-        return eval_sg(model, tokenizer, args, directory)
+    scorer = _scorer(args, model, tokenizer, "eval sg")
     with _left_out_said_once():
         metrics = run_syntaxgym(model, tokenizer, args.suites, output_dir=directory, limit=args.limit,
                                 batch_size=args.batch_size, rule=args.rule, overwrite=args.overwrite,
-                                **_sentence_options(args), **_beam_options(args))
+                                on_error=_sentence_options(args)["on_error"], scorer=scorer)
     if not _reports():
         return 0
     _say_left_out("eval sg", metrics.get("left_out", []), metrics["counts"]["items"], "items")
@@ -377,15 +383,12 @@ def command_eval_ppl(args):
     from .evaluation.perplexity import word_perplexity
 
     model, tokenizer, directory = _eval_setup(args)
-    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
-        from .som_cli import eval_ppl
-
-        return eval_ppl(model, tokenizer, args, directory)
+    scorer = _scorer(args, model, tokenizer, "eval ppl")
     with _left_out_said_once():
         metrics = word_perplexity(model, tokenizer, args.data, proposals=args.proposals,
-                                  beam_options=_beam_options(args), document_level=args.document_level,
-                                  batch_size=args.batch_size, limit=args.limit, output_dir=directory,
-                                  overwrite=args.overwrite, **_sentence_options(args))
+                                  document_level=args.document_level, batch_size=args.batch_size, limit=args.limit,
+                                  output_dir=directory, overwrite=args.overwrite,
+                                  on_error=_sentence_options(args)["on_error"], scorer=scorer)
     if not _reports():
         return 0
     _say_left_out("eval ppl", metrics.get("left_out", []), metrics["sentences"] + metrics.get("sentences_left_out", 0))
@@ -398,18 +401,15 @@ def command_eval_blimp(args):
     from .evaluation.blimp import run_blimp
 
     model, tokenizer, directory = _eval_setup(args)
-    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
-        from .som_cli import eval_blimp
-
-        return eval_blimp(model, tokenizer, args, directory)
+    scorer = _scorer(args, model, tokenizer, "eval blimp")
     with _left_out_said_once():
         metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
-                            batch_size=args.batch_size, overwrite=args.overwrite, **_sentence_options(args),
-                            **_beam_options(args))
+                            batch_size=args.batch_size, overwrite=args.overwrite,
+                            on_error=_sentence_options(args)["on_error"], scorer=scorer)
     if not _reports():
         return 0
     _say_left_out("eval blimp", metrics.get("left_out", []), metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
-    print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units")}))
+    print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units", "log_prob")}))
     _report_files(metrics)
     return 0
 
@@ -479,9 +479,10 @@ CONSTRAINT_SETTING_NAMES = ("default", "paper003-sg", "paper003-summaries")
 
 def _add_beam_options(parser, sizes=True):
     if sizes:
-        parser.add_argument("--beam-size", type=int, default=100, help="action beam (paper 003: 300)")
-        parser.add_argument("--word-beam-size", type=int, default=10)
-    parser.add_argument("--fast-track", type=int, default=1)
+        parser.add_argument("--beam-size", type=int, default=SEARCH_OPTION_DEFAULTS["beam_size"],
+                            help="action beam (paper 003: 300)")
+        parser.add_argument("--word-beam-size", type=int, default=SEARCH_OPTION_DEFAULTS["word_beam_size"])
+    parser.add_argument("--fast-track", type=int, default=SEARCH_OPTION_DEFAULTS["fast_track"])
     parser.add_argument("--constraints", choices=CONSTRAINT_SETTING_NAMES,
                         help="named n_c / p_c settings: 'default' (n_c = 2 x words, p_c = 6: every gold tree of the GUM "
                              "and PTB samples stays reachable), 'paper003-sg' (n_c = words, p_c = 3) or "
@@ -686,8 +687,8 @@ def build_parser():
                                 "what one process scores at a time)")
     parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses", command_eval_parse)
     parse_eval_command.add_argument("--gold", required=True)
-    ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for terminals models, an upper bound for "
-                            "syntactic ones, an approximation for them at document level)", command_eval_ppl)
+    ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for models that score words exactly, an upper "
+                            "bound for syntactic ones, an approximation for them at document level)", command_eval_ppl)
     ppl.add_argument("--data", required=True, help="trees (PTB brackets) or one sentence per line")
     ppl.add_argument("--proposals", help="proposal trees per sentence (see hf_slm/evaluation/parsing.py); default: the beam")
     ppl.add_argument("--document-level", action="store_true",

@@ -15,9 +15,10 @@ SYNTACTIC_ORDERED_MEMORY = register_family(Family(
     variants=(Variant("syntactic_ordered_memory", "Syntactic Ordered Memory (SOM)", "syntactic-ordered-memory",
                       "som.md", tree_format="words", is_grammar=False),),
     presets="hf_slm.som_training:SOM_TRAINING_PRESETS",
-    check_tokenizer="hf_slm.som_cli:check_som_tokenizer",
+    check_tokenizer="hf_slm.som_data:check_som_tokenizer",
     train="hf_slm.som_training:train_som",
     card_details="hf_slm.families.ordered_memory_card:model_details",
     card_values="hf_slm.families.ordered_memory_card:card_values",
     preset_columns="hf_slm.som_training:som_preset_columns",
+    scorer="hf_slm.som_scorer:SyntacticOrderedMemoryScorer",
 ))

@@ -95,6 +95,9 @@ class Family:
         from its tokenizer beyond the id layout.
     preparation: a reference to the hook `hf-slm data prepare` runs for data of the family's own kind
         (hf_slm/data/prepare.py, "Family preparations"); None: its data is prepared from trees or words.
+    scorer: a reference to the Scorer class (hf_slm/scorers.py) that `hf-slm score | parse | generate` and the
+        evaluation drivers score, parse and generate with, built as scorer(model, tokenizer, **search_options):
+        word-synchronous beam search (hf_slm/search_scorer.py) by default, or the family's own (SOM's).
     """
 
     name: str
@@ -117,6 +120,7 @@ class Family:
     tokenizer_grammar_options: object = "hf_slm.families.registry:no_options"
     tokenizer_config_fields: object = "hf_slm.families.registry:no_options"
     preparation: object = None
+    scorer: object = "hf_slm.search_scorer:BeamSearchScorer"
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __getattribute__(self, name):
@@ -199,7 +203,7 @@ def no_options(_):
 _REFERENCE_FIELDS = frozenset({"config_class", "model_class", "causal_lm_class", "tokenizer_classes", "grammar_classes",
                                "presets", "check_tokenizer", "train", "card_details", "card_values", "preset_columns",
                                "doubled_id_ranges", "tokenizer_grammar_options", "tokenizer_config_fields",
-                               "preparation"})
+                               "preparation", "scorer"})
 
 
 def _field(config, name):
