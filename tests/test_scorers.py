@@ -125,12 +125,17 @@ def test_a_sentence_that_cannot_be_scored_is_left_out_or_raises(scored):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_trees_are_over_the_given_words_and_generation_gives_text(scored):
+def test_trees_are_over_the_given_words_and_generation_gives_text(scored, capsys):
     _, variant, scorer, sentences = scored
     trees = scorer.parse(sentences, progress=False)
     written = tree_format(variant.tree_format)  # the format the family's record names reads them
     for sentence, tree in zip(sentences, trees):
         assert written.words(tree) == sentence.split()
+        capsys.readouterr()
+        written.draw(tree)  # `hf-slm parse --pretty`
+        drawn = capsys.readouterr().out
+        assert len(drawn.strip().splitlines()) >= (1 if variant.tree_format == "words" and tree == sentence else 2)
+        assert all(word in drawn for word in sentence.split())
     generated = scorer.generate(sentences[0].split()[:1], num_trees=2, max_new_words=3, seed=0)
     assert len(generated) == 2 and all(isinstance(text, str) and text for text in generated)
 

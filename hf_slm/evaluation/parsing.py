@@ -42,6 +42,7 @@ import numpy as np
 
 from ..checks import check_tokenizer_matches
 from ..distributed import is_main_process, world_size
+from ..families import variant_for_config
 from ..run_journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
 from ..scorers import scorer_of
 from ..scoring import joint_log_probs
@@ -125,16 +126,20 @@ def write_proposals(path, proposals):
     return path
 
 
+# What a model writes, by its variant's tree format (hf_slm/families/registry.py, Variant.tree_format).
+_TREES_WRITTEN = {"words": "words only", "unlabelled_brackets": "unlabelled brackets",
+                  "dependency": "dependency trees (scored by hf-slm eval uas)"}
+
+
 def _check_syntactic(model, tokenizer, what):
+    """EVALB scores labelled PTB brackets: refuse a model whose trees are something else, naming what it writes."""
     check_tokenizer_matches(model.config, tokenizer)
-    linearization = getattr(tokenizer, "linearization", "top_down")
-    if linearization == "terminals":
-        raise ValueError(f"{what} needs a syntactic model (a top_down tokenizer, grammar tg or choe_charniak); this "
-                         "tokenizer linearizes 'terminals' and its model scores words only")
-    if linearization != "top_down":
-        raise ValueError(f"{what} scores labeled trees with EVALB against labeled gold trees; this tokenizer linearizes "
-                         f"{linearization!r} (paper 003's unlabeled trees), whose unlabeled scoring is not implemented "
-                         "here; its models are scored by perplexity (hf-slm eval ppl), SyntaxGym and BLiMP")
+    variant = variant_for_config(model.config)
+    if variant.tree_format != "brackets":
+        written = _TREES_WRITTEN.get(variant.tree_format, f"{variant.tree_format!r} trees")
+        raise ValueError(f"{what} scores labelled trees with EVALB against labelled gold trees; a "
+                         f"{variant.display_name} model writes {written}, which EVALB does not score; its models are "
+                         "scored by perplexity (hf-slm eval ppl), SyntaxGym and BLiMP")
 
 
 def _gold_list(gold_trees, limit):
