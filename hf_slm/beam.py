@@ -312,7 +312,7 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
                          "reads one sentence per sequence: use score()")
     grammar = grammar_for_config(model.config)
     if grammar.words_only:
-        raise ValueError("a terminals model has no trees to search: score its documents exactly with "
+        raise ValueError("a words-only model has no trees to search: score its documents exactly with "
                          "hf_slm.joint_log_probs on tokenizer.encode_document(...) ids")
     options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
     search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
@@ -425,16 +425,23 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
             for index, row in enumerate(output)]
 
 
-def gold_tree_coverage(tokenizer, trees, grammar="tg", **beam_options):
+def gold_tree_coverage(tokenizer, trees, grammar=None, **beam_options):
     """(fraction, indices): the fraction of `trees` (bracketed strings or trees) that forced-word beam search
     could find at all under the search constraints of `beam_options` (BeamSearchOptions fields: n_c, p_c...),
     and the indices of those it could not. Each gold tree is replayed action by action, with its own words
-    forced, through the same SearchConstraints the search uses."""
+    forced, through the same SearchConstraints the search uses. grammar: the grammar that reads the tokenizer's
+    sequences (default: the first registered one of its linearization)."""
     from .families import grammar_class
+    from .families.tree_formats import grammars_of_linearization
     from .modeling.grammars import ActionKind
     from .modeling.search_constraints import SearchConstraints
 
     options = BeamSearchOptions(**beam_options).check()
+    if grammar is None:
+        readers = grammars_of_linearization(tokenizer.linearization)
+        if not readers:
+            raise ValueError(f"no registered grammar reads the tokenizer's {tokenizer.linearization!r} sequences")
+        grammar = readers[0]
     rules_class = grammar_class(grammar)
     rules = rules_class(rules_class.layout_class(**tokenizer.action_layout))
     constraints = SearchConstraints(rules, tokenizer.word_start_mask, _incomplete_word_ids(tokenizer),
