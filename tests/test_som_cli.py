@@ -102,6 +102,23 @@ def test_search_options_are_refused_by_name(checkpoint, capsys, command, option)
     assert option[0] in error and "Syntactic Ordered Memory model does not run" in error
 
 
+def test_evaluations_its_family_does_not_support_say_so(checkpoint, tmp_path, capsys):
+    """The family's record lists its evaluations (Family.evaluations): eval rerank and uas are refused before any
+    file is read, naming those it supports; document-level perplexity needs a document-level model."""
+    _, directory = checkpoint
+    data = tmp_path / "dev.txt"
+    data.write_text("Sam likes tea\n")
+    for command in (["eval", "rerank", "--gold", str(data), "--proposals", str(data)],
+                    ["eval", "uas", "--data", str(data)]):
+        assert main([*command[:2], "--model", str(directory), *command[2:]]) == 2
+        assert (f"hf-slm {' '.join(command[:2])}: a Syntactic Ordered Memory (SOM) model does not support it (its "
+                "family, syntactic_ordered_memory, supports eval ppl, sg, blimp, parse)") in capsys.readouterr().err
+    assert main(["eval", "ppl", "--model", str(directory), "--data", str(data), "--document-level"]) == 2
+    assert ("document-level perplexity needs a document-level model: this Syntactic Ordered Memory (SOM) model reads "
+            "one sentence per sequence") in capsys.readouterr().err
+    assert not (directory / "eval_results").exists()
+
+
 def test_search_option_defaults_are_the_parsers():
     """SEARCH_OPTION_DEFAULTS holds the defaults of hf_slm.cli's search options: a value away from them is refused
     by a scorer without a search."""
