@@ -98,6 +98,16 @@ class Family:
         (hf_slm/data/prepare.py, "Family preparations"); None: its data is prepared from trees or words.
     collator: a reference to collator(model, tokenizer) -> the data collator that trains the model with
         transformers.Trainer (its batches give the numbers of `model(**tokenizer(...))`).
+    scorer: a reference to the Scorer class (hf_slm/scorers.py) that `hf-slm score | parse | generate` and the
+        evaluation drivers score, parse and generate with, built as scorer(model, tokenizer, **search_options):
+        word-synchronous beam search (hf_slm/search_scorer.py) by default, or the family's own (SOM's).
+    evaluations: the `hf-slm eval` commands its models support (among ppl, sg, blimp, parse, rerank, uas); the
+        others say so and name these.
+    train_options: the options `hf-slm train` adds for the family's presets, as (flag, argparse keywords) pairs
+        (e.g. ("--min-count", {"type": int, "help": ...})); `training_setup` takes each as the field argparse names
+        it (`--min-count` -> min_count). They are refused with another family's preset.
+    training_setup: a reference to the TrainingSetup class (hf_slm/training.py) that `hf-slm train` builds for the
+        family's presets (a subclass with the fields of `train_options`).
     """
 
     name: str
@@ -121,6 +131,10 @@ class Family:
     tokenizer_config_fields: object = "hf_slm.families.registry:no_options"
     preparation: object = None
     collator: object = "hf_slm.collator:collator_for_model"
+    scorer: object = "hf_slm.search_scorer:BeamSearchScorer"
+    evaluations: tuple = ("ppl", "sg", "blimp", "parse", "rerank")
+    train_options: tuple = ()
+    training_setup: object = "hf_slm.training:TrainingSetup"
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __getattribute__(self, name):
@@ -203,7 +217,7 @@ def no_options(_):
 _REFERENCE_FIELDS = frozenset({"config_class", "model_class", "causal_lm_class", "tokenizer_classes", "grammar_classes",
                                "presets", "check_tokenizer", "train", "card_details", "card_values", "preset_columns",
                                "doubled_id_ranges", "tokenizer_grammar_options", "tokenizer_config_fields",
-                               "preparation", "collator"})
+                               "preparation", "collator", "scorer", "training_setup"})
 
 
 def _field(config, name):
