@@ -454,7 +454,7 @@ class WordSynchronousBeamSearch:
         starts, positions = active.status.grammar_rows.start_choices()
         pointer = self.decoder.start_log_probs(active.decoder_state, positions)  # [H, C], -inf on padding
         starts = torch.from_numpy(starts)
-        feasible = (starts >= 0) & closing[:, None]
+        feasible = self.constraints.feasible_starts(active.actions, starts) & closing[:, None]
         feasible[self.constraints.final_close_only(active.status, words), 1:] = False
         start_scores = (scores[:, close : close + 1] + pointer).masked_fill(~feasible, float("-inf"))
         scores = scores.clone()

@@ -170,6 +170,7 @@ class SearchConstraints:
             starts = torch.zeros(size, dtype=torch.bool)
             given = torch.tensor(list(word_start_mask), dtype=torch.bool)[:size]
             starts[: len(given)] = given
+        self.word_start_mask = starts
         generable = self.terminal_mask.clone()
         if layout.unk_token_id is not None:
             generable[layout.unk_token_id] = False
@@ -315,6 +316,17 @@ class SearchConstraints:
         """[H] bool, Nb-Up: a `)` now would be the last that n_c allows, so it must close the whole stack (start at its
         bottom item, the first of grammar.legal_starts): a tree it leaves open could never close."""
         return self.nonterminal_limit(status, words) - (status.grammar_rows.open_total - status.open_before) == 1
+
+    def feasible_starts(self, actions, starts):
+        """[H, C] bool, Nb-Up: which of the legal `starts` [H, C] (action indices into the rows of `actions` [H, L],
+        -1 for none) a `)` may take. Where a grammar keeps a word's pieces siblings (not structure_between_pieces:
+        Nb), a constituent starts at a word's first piece, or it would split the word (a closed constituent's
+        start is its first word's); Bi-Up's one start may sit between pieces (a word's pieces are a constituent)."""
+        feasible = starts >= 0
+        if self.structure_between_pieces:
+            return feasible
+        first = actions.gather(1, starts.clamp(min=0))
+        return feasible & (self.word_start_mask[first.clamp(min=0)] | ~self.terminal_mask[first.clamp(min=0)])
 
     def allowed(self, status, words):
         """([H, V] bool allowed actions, [H, V] bool actions that complete the round) for the H hypotheses

@@ -296,6 +296,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         ("POST", r"/api/repos/create", "create_repo"),
         ("POST", r"/api/validate-yaml", "validate_yaml"),
         ("GET", r"/api/whoami-v2", "whoami"),
+        ("GET", r"/api/agent-harnesses", "agent_harnesses"),
         ("POST", rf"/api/models/{REPO}/preupload/(?P<revision>[^/]+)", "preupload"),
         ("POST", rf"/api/models/{REPO}/commit/(?P<revision>[^/]+)", "commit"),
         ("POST", rf"/api/models/{REPO}/branch/(?P<branch>[^/]+)", "create_branch"),
@@ -422,6 +423,11 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         token = {"displayName": "test", "role": "write"}
         return self.send_json({"type": "user", "name": self.hub.user, "fullname": self.hub.user, "orgs": [],
                                "auth": {"type": "access_token", "accessToken": token}})
+
+    def agent_harnesses(self):
+        # huggingface_hub >= 2.4 fetches this registry once per process (utils/_detect_agent.py) to tag its
+        # user agent; an empty one detects no agent.
+        return self.send_json({"standardEnvVars": [], "harnesses": {}})
 
     def preupload(self, repo, revision):
         self.hub.require_write(self.headers)
