@@ -30,6 +30,7 @@ from hf_slm import Family, Variant, register_family
 from hf_slm.cli import main
 from hf_slm.families import family_for_config, family_named, grammar_class, registered_families, unregister_family
 from hf_slm.families.tree_formats import tree_format
+from hf_slm.scorers import scorer_for
 from hf_slm.tokenization.dependency_trees import DependencyTree
 
 from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, write_conllu_treebank
@@ -191,8 +192,6 @@ def test_labels_give_the_shifted_mean_nll_and_the_collator_the_same_numbers(trai
 
 
 def test_the_scorer_scores_and_parses(trained):
-    from hf_slm.scorers import scorer_for
-
     variant, output, _ = trained
     model, tokenizer = _load(output)
     _, sentences = _examples(variant)
@@ -259,9 +258,20 @@ for case in json.loads(open(sys.argv[1]).read()):
     tokenizer = AutoTokenizer.from_pretrained(case["repo"], revision=case["sha"], trust_remote_code=True)
     inputs = tokenizer(case["trees"], padding=True, return_tensors="pt")
     with torch.no_grad():
-        output[case["variant"]] = {"logits": model(**inputs).logits, "input_ids": inputs["input_ids"],
-                                   "hidden": base(**inputs).last_hidden_state,
-                                   "modules": [type(model).__module__, type(tokenizer).__module__]}
+        found = {"logits": model(**inputs).logits, "input_ids": inputs["input_ids"],
+                 "hidden": base(**inputs).last_hidden_state,
+                 "modules": [type(model).__module__, type(tokenizer).__module__]}
+        # what the card shows: parse (the beam's best tree of given words), generate (continuing a prompt)
+        words = case["sentence"].split()
+        if hasattr(model, "word_synchronous_beam_search"):
+            pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
+            parsed = model.word_synchronous_beam_search([pieces], beam_size=20, word_beam_size=5,
+                                                        word_start_mask=tokenizer.word_start_mask)[0]
+            found["parse_log_prob"] = parsed.trees[0][1]
+        prompt = tokenizer(words[:2], is_split_into_words=True, return_tensors="pt")["input_ids"]
+        found["prompt"], found["generated"] = prompt[0], model.generate(prompt, max_new_tokens=2, do_sample=False,
+                                                                         tokenizer=tokenizer)[0]
+    output[case["variant"]] = found
 torch.save(output, sys.argv[2])
 '''
 
@@ -292,7 +302,8 @@ def test_every_family_is_pushed_and_loads_pinned_without_hf_slm(checkpoints, hub
         repo = f"org/{variant}-tiny"
         assert main(["push", str(output), "--repo", repo]) == 0
         sha = capsys.readouterr().out.split("commit ", 1)[1].split()[0]
-        cases.append({"variant": variant, "repo": repo, "sha": sha, "trees": _examples(variant)[0],
+        trees, sentences = _examples(variant)
+        cases.append({"variant": variant, "repo": repo, "sha": sha, "trees": trees, "sentence": sentences[0],
                       "directory": str(output)})
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     (tmp_path / "pull.py").write_text(textwrap.dedent(PULL))
@@ -312,3 +323,15 @@ def test_every_family_is_pushed_and_loads_pinned_without_hf_slm(checkpoints, hub
         assert torch.equal(inputs["input_ids"], found["input_ids"]), case["variant"]
         with torch.no_grad():
             torch.testing.assert_close(found["logits"], model(**inputs).logits, rtol=1e-5, atol=1e-5)
+        # generate continues the prompt (its words come first, in order, within a tree's actions); the same
+        # search with hf-slm installed finds a tree as likely
+        words = [int(i) for i in found["prompt"] if int(i) not in tokenizer.all_special_ids]
+        generated = iter(int(i) for i in found["generated"])
+        assert all(any(i == piece for i in generated) for piece in words), (case["variant"], found["generated"])
+        assert len(found["generated"]) > len(found["prompt"]), case["variant"]
+        if "parse_log_prob" in found:
+            best = scorer_for(model, tokenizer, beam_size=20, word_beam_size=5).score([case["sentence"]],
+                                                                                     progress=False)[0]
+            assert found["parse_log_prob"] == pytest.approx(best["trees"][0]["log_prob"], abs=1e-4), case["variant"]
+        else:
+            assert not variant_family(case["variant"]).scorer.runs_search  # a model of its own scorer (SOM)
