@@ -20,7 +20,7 @@ from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArgum
 from hf_slm import SyntacticDataCollator, TransformerGrammarForCausalLM
 from hf_slm.cli import main
 from hf_slm.families import registered_families
-from hf_slm.modeling.modeling_slm import TransformerGrammarModel
+from hf_slm.modeling.transformer_grammar_model import TransformerGrammarModel
 from hf_slm.modeling.safe_loading import PickleWeightsRefusedError
 from hf_slm.publishing import check_checkpoint, push_checkpoint, tokenizer_files
 
