@@ -922,6 +922,7 @@ def _grammar_class(name):
              "ex": "external", "m": "masked", "nm": "unmasked"}
     attributes = {
         "name": name,
+        "__module__": __name__,  # type() would take abc's, ABCMeta's caller
         "__doc__": f"Paper 003's {'-'.join(p.capitalize() for p in name.split('-'))}: {words[tree]} unlabeled trees, "
                    f"{words[order]} linearization, {words[composition]} composition, {words[masking]} "
                    "sub-constituents (module docstring).",
