@@ -44,10 +44,18 @@ from hf_slm.model_card import write_model_card
 from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
 from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
 from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
-from hf_slm.som_evaluation import som_parse_eval, som_perplexity
+from hf_slm.scorers import scorer_for
+from hf_slm.som_evaluation import som_parse_eval
 from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
+
+
+def exact_perplexity(model, tokenizer, sentences):
+    """exp(-sum log p(x) / N), N counting the words and one </s> per sentence, as `hf-slm eval ppl` does for a model
+    that scores words exactly (its Scorer, hf_slm/scorers.py)."""
+    log_probs = scorer_for(model, tokenizer).log_probs(sentences, progress=False)
+    return math.exp(-math.fsum(log_probs) / (sum(len(words) for words in sentences) + len(sentences)))
 
 
 def read_sentences(path, limit, max_length):
@@ -195,7 +203,7 @@ def main():
                         log_every=50)
         if args.save:
             save_with_card(model, tokenizer, args.save / name)
-        ppl = som_perplexity(model, tokenizer, [r["words"] for r in dev_rows])["perplexity"]
+        ppl = exact_perplexity(model, tokenizer, [r["words"] for r in dev_rows])
         parse = som_parse_eval(model, tokenizer, dev_rows)
         rows.append((name, parameter_count(model), ppl, parse["p_accuracy"], parse["uf1"],
                      parse["next_p_accuracy"], seconds))

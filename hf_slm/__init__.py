@@ -52,6 +52,8 @@ _NAMES = {
     "SyntacticTransformerForCausalLM": "modeling.modeling_slm",
     "SyntacticTransformerModel": "modeling.modeling_slm",
     "sample_trees": "sampling",
+    "Scorer": "scorers",
+    "scorer_for": "scorers",
     "split_sentences": "sentence_splitting",
     "treebank_words": "sentence_splitting",
     "parse_sentences": "silver",
@@ -86,7 +88,7 @@ _NAMES = {
 }
 
 # Submodules that need neither torch nor transformers (numpy, nltk): handing out their names registers nothing.
-_WITHOUT_TRANSFORMERS = {"checks", "families", "sentence_splitting", "modeling.grammars", "modeling.dependency_grammars", "tokenization.linearizers",
+_WITHOUT_TRANSFORMERS = {"checks", "families", "scorers", "sentence_splitting", "modeling.grammars", "modeling.dependency_grammars", "tokenization.linearizers",
                          "tokenization.trees", "tokenization.dependency_trees", "tokenization.transitions"}
 
 __all__ = sorted(_NAMES) + ["__version__"]

@@ -9,6 +9,7 @@ import math
 import warnings
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from .checks import check_tokenizer_matches
@@ -70,7 +71,8 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
     """The check every sentence passes before any search: `score`, `parse`, `score_documents` and the
     evaluations (hf_slm.evaluation) all come here. A sentence cannot be scored when it is empty, when a word
     of it has no pieces, or when even its shortest derivation (`<s>`, its pieces and the fewest positions the
-    grammar needs around them, `grammar.minimum_positions`) is longer than the model's maximum (`position_limit`).
+    grammar needs around them, `grammar.minimum_positions`) is longer than the model's maximum (`position_limit`;
+    none for a model without one).
 
     sources: per sentence, how messages name it (e.g. "data.txt:4"); default "sentence i".
     on_error: "skip" leaves such sentences out; "raise" raises ValueError naming the first one.
@@ -83,7 +85,9 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
     if sources is not None and len(sources) != len(sentences):
         raise ValueError(f"got {len(sources)} sources for {len(sentences)} sentences; expected one per sentence")
     limit, limit_field = position_limit(model.config)
-    grammar = grammar_for_config(model.config)
+    # Only a model with a position limit has sentences too long for it; its grammar says how long the shortest
+    # tree is (a model without one, e.g. a recurrent one, needs no grammar here).
+    grammar = grammar_for_config(model.config) if limit is not None else None
     all_words, encoded, left_out, unknown = [], [], [], set()
     for index, sentence in enumerate(sentences):
         words = sentence_words(sentence)
@@ -110,7 +114,8 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
         all_words.append(words)
         encoded.append(pieces)
     if unknown:
-        warnings.warn(f"{len(unknown)} word(s) contain characters the tokenizer cannot spell and go through <unk>: "
+        warnings.warn(f"{len(unknown)} word(s) go through <unk> (characters the tokenizer cannot spell, or words "
+                      "outside a word vocabulary): "
                       f"{sorted(unknown)[:10]}", stacklevel=3)
     return all_words, encoded, left_out
 
@@ -307,7 +312,7 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
                          "reads one sentence per sequence: use score()")
     grammar = grammar_for_config(model.config)
     if grammar.words_only:
-        raise ValueError("a terminals model has no trees to search: score its documents exactly with "
+        raise ValueError("a words-only model has no trees to search: score its documents exactly with "
                          "hf_slm.joint_log_probs on tokenizer.encode_document(...) ids")
     options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
     search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
@@ -405,26 +410,38 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
         words, pieces, _ = check_sentences(model, tokenizer, [prompt], ["the prompt"], on_error="raise")
         words, pieces = words[0], pieces[0]
         inputs = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"]
+    seeded = {"seed": seed}
+    if grammar_for_config(model.config).words_only:  # transformers' own generate, which takes no seed: seeded here
+        seeded = {}
+        if seed is not None:
+            torch.manual_seed(seed)
     output = model.generate(
         inputs, tokenizer=tokenizer, num_beams=num_beams or max(num_trees, 1), do_sample=top_k is not None,
-        top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words, seed=seed,
-        beam_options=beam_options or None,
+        top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words, beam_options=beam_options or None,
+        **seeded,
     )
     starts = getattr(output, "constituent_starts", None)  # a Nb-Up model's (syntactic_generate)
     return [tree_string(tokenizer, row.tolist(), words, pieces, None if starts is None else starts[index].tolist())
             for index, row in enumerate(output)]
 
 
-def gold_tree_coverage(tokenizer, trees, grammar="tg", **beam_options):
+def gold_tree_coverage(tokenizer, trees, grammar=None, **beam_options):
     """(fraction, indices): the fraction of `trees` (bracketed strings or trees) that forced-word beam search
     could find at all under the search constraints of `beam_options` (BeamSearchOptions fields: n_c, p_c...),
     and the indices of those it could not. Each gold tree is replayed action by action, with its own words
-    forced, through the same SearchConstraints the search uses."""
+    forced, through the same SearchConstraints the search uses. grammar: the grammar that reads the tokenizer's
+    sequences (default: the first registered one of its linearization)."""
     from .families import grammar_class
+    from .families.tree_formats import grammars_of_linearization
     from .modeling.grammars import ActionKind
     from .modeling.search_constraints import SearchConstraints
 
     options = BeamSearchOptions(**beam_options).check()
+    if grammar is None:
+        readers = grammars_of_linearization(tokenizer.linearization)
+        if not readers:
+            raise ValueError(f"no registered grammar reads the tokenizer's {tokenizer.linearization!r} sequences")
+        grammar = readers[0]
     rules_class = grammar_class(grammar)
     rules = rules_class(rules_class.layout_class(**tokenizer.action_layout))
     constraints = SearchConstraints(rules, tokenizer.word_start_mask, _incomplete_word_ids(tokenizer),

@@ -9,6 +9,7 @@ import warnings
 from .card_command import add_card_command
 from .cli_errors import run_command
 from .data.command import add_data_command
+from .families import grammar_names
 from .publishing_command import add_publishing_commands
 from .summarization_command import add_summarization_commands, add_training_precision_options
 
@@ -79,20 +80,35 @@ def command_presets(args):
     return 0
 
 
-# `hf-slm train`'s options for Syntactic Ordered Memory presets only (hf_slm/som_training.py), with their flags.
-SOM_TRAIN_OPTIONS = {"gold_tree": "--gold-tree", "convert_to_dependencies": "--convert-to-dependencies",
-                     "min_count": "--min-count"}
+def _train_option_dest(flag, keywords):
+    """The attribute argparse stores a `hf-slm train` option of a family under (`--min-count` -> min_count)."""
+    return keywords.get("dest") or flag.lstrip("-").replace("-", "_")
+
+
+def _family_train_options(args):
+    """({dest: value} of the options of the chosen preset's family, given at a value other than their default),
+    raising ValueError for an option of another family's presets (Family.train_options)."""
+    from .families import preset, registered_families
+
+    family, _ = preset(args.preset)  # an unknown preset: the error lists every family's
+    own = {}
+    for other in registered_families():
+        for flag, keywords in other.train_options:
+            dest = _train_option_dest(flag, keywords)
+            value = getattr(args, dest, None)
+            if value is None or value is False:  # not given (--min-count 0 is given)
+                continue
+            if other.name != family.name:
+                raise ValueError(f"{flag}: an option of {other.display_name} presets (paper {other.paper}); preset "
+                                 f"{args.preset!r} is a {family.display_name} preset")
+            own[dest] = value
+    return family, own
 
 
 def command_train(args):
-    from .som_training import SOM_TRAINING_PRESETS, SomTrainingSetup
-    from .training import TrainingSetup, train
+    from .training import train
 
-    som = {name: getattr(args, name) for name in SOM_TRAIN_OPTIONS
-           if getattr(args, name) is not None and getattr(args, name) is not False}  # (--min-count 0 is given)
-    if args.preset not in SOM_TRAINING_PRESETS and som:
-        raise ValueError(f"{', '.join(SOM_TRAIN_OPTIONS[name] for name in som)}: Syntactic Ordered Memory options; "
-                         f"preset {args.preset!r} is not a SOM preset ({', '.join(SOM_TRAINING_PRESETS)})")
+    family, own = _family_train_options(args)
     overrides = {}
     for item in args.set or []:
         key, _, value = item.partition("=")
@@ -102,9 +118,8 @@ def command_train(args):
             overrides[key] = json.loads(value)  # and the config's field check names a value of the wrong type
         except json.JSONDecodeError:
             overrides[key] = value
-    setup_class = SomTrainingSetup if args.preset in SOM_TRAINING_PRESETS else TrainingSetup
-    setup = setup_class(
-        **som,
+    setup = family.training_setup(
+        **own,
         preset=args.preset, train=args.train, eval=args.eval or [], output=args.output, tokenizer=args.tokenizer,
         vocab_size=args.vocab_size, model_overrides=overrides, max_steps=args.max_steps, batch_size=args.batch_size,
         learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
@@ -148,6 +163,29 @@ def _beam_options(args):
     return options
 
 
+# The options of word-synchronous beam search (`_add_beam_options`) and their defaults. A model whose scorer runs
+# no search (Scorer.runs_search) refuses one set away from its default, naming it, rather than ignoring it; one given
+# at its default value cannot be told apart and is ignored.
+SEARCH_OPTION_DEFAULTS = {"beam_size": 100, "word_beam_size": 10, "fast_track": 1, "constraints": None,
+                          "max_nonterminals": None, "max_consecutive_open": None, "no_cache": False}
+
+
+def _scorer(args, model, tokenizer, command):
+    """The Scorer of the model's family (hf_slm/scorers.py) with the command's search options; a scorer without
+    a search refuses those set away from their defaults, naming them."""
+    from .scorers import scorer_class_for
+
+    scorer_class = scorer_class_for(model)
+    if scorer_class.runs_search:
+        return scorer_class(model, tokenizer, **_beam_options(args))
+    given = [name for name, default in SEARCH_OPTION_DEFAULTS.items() if getattr(args, name, default) != default]
+    if given:
+        shown = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ValueError(f"hf-slm {command}: {shown} set(s) word-synchronous beam search, which "
+                         f"{scorer_class.without_search}; leave these options out")
+    return scorer_class(model, tokenizer)
+
+
 def _sentence_options(args):
     """What score, parse and the evaluations do with a sentence that cannot be scored, and (for the SENTENCE
     arguments) how messages name each one: "sentence 1" for the first."""
@@ -179,23 +217,6 @@ def _say_left_out(command, left_out, total, noun="sentences"):
           f"results are complete; --stop-on-error stops instead): {shown}{more}", file=sys.stderr)
 
 
-def _print_pretty(tree, parse_tree):
-    """A bracketed tree drawn by nltk; a dependency tree (inline `a/2 b/0`) as a table: position, word, head,
-    head word."""
-    from .tokenization.tokenization_dependency import is_inline_tree
-
-    if not is_inline_tree(tree):
-        parse_tree(tree).pretty_print()
-        return
-    from .tokenization.dependency_trees import DependencyTree
-
-    dependency = DependencyTree.from_inline(tree)
-    width = max(len(word) for word in dependency.words)
-    for position, (word, head) in enumerate(zip(dependency.words, dependency.heads), start=1):
-        print(f"{position:>3}  {word:<{width}}  {head:>3}  {'(root)' if head == 0 else dependency.words[head - 1]}")
-    print()
-
-
 def _parse_inputs(args):
     """(sentences, how messages name them) of `hf-slm parse`: the SENTENCE arguments ("sentence 1", ...), or the
     sentences of --file, split and tokenized (hf_slm/sentence_splitting.py) and named by their line."""
@@ -220,73 +241,59 @@ def _parse_inputs(args):
 
 
 def command_parse(args):
+    from .families import variant_for_config
+    from .families.tree_formats import tree_format
     from .silver import parse_sentences
-    from .tokenization.trees import parse_tree
 
     sentences, sources = _parse_inputs(args)  # before the model loads: a missing file fails at once
     model, tokenizer = _load(args.model)
-    if _is_som(model):  # SOM parses with its own incremental parser: no beam (hf_slm/som_cli.py)
-        from .som_cli import parse
-
-        return parse(model, tokenizer, sentences, args)
+    scorer = _scorer(args, model, tokenizer, "parse")
     with _left_out_said_once():
         trees = parse_sentences(model, tokenizer, sentences, sources, cache_dir=args.cache,
                                 progress=len(sentences) > 8, on_error=_sentence_options(args)["on_error"],
-                                **_beam_options(args))
+                                scorer=scorer)
+    trees_written = tree_format(variant_for_config(model.config).tree_format)
     for tree in trees:
         if tree is None:  # left out: an empty line keeps one line per sentence
             print()
         elif args.pretty:
-            _print_pretty(tree, parse_tree)
+            trees_written.draw(tree)
         else:
             print(tree)
     _say_left_out("parse", trees.left_out, len(trees))
     return 0
 
 
+# What `hf-slm score` prints of a scorer's result, when the result has it (a search's best tree; an exact scorer's
+# "exact": true), then the units.
+SCORE_FIELDS = ("words", "surprisals", "end_surprisal", "log_prob", "tree", "exact")
+
+
 def command_score(args):
-    from .beam import score
-
     model, tokenizer = _load(args.model)
-    if _is_som(model):  # SOM scores from its logits, exactly: no beam (hf_slm/som_cli.py)
-        from .som_cli import score as som_score
-
-        return som_score(model, tokenizer, args)
+    scorer = _scorer(args, model, tokenizer, "score")
     units = "bits" if args.bits else "nats"
     with _left_out_said_once():
-        results = score(model, tokenizer, args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
-                        **_sentence_options(args), **_beam_options(args))
+        results = scorer.score(args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
+                               **_sentence_options(args))
     for result in results:
         if "error" in result:  # left out: a line that says why keeps one line per sentence
             print(json.dumps({"words": result["words"], "error": result["error"]}))
             continue
         # end_surprisal is printed so that a reader can check sum(surprisals) + end_surprisal == -log_prob.
-        shown = {key: result[key] for key in ("words", "surprisals", "end_surprisal", "log_prob", "tree")}
+        shown = {key: result[key] for key in SCORE_FIELDS if key in result}
         print(json.dumps({**shown, "units": units}))
     _say_left_out("score", results.left_out, len(results))
     return 0
 
 
 def command_generate(args):
-    from .beam import generate_trees
-
     model, tokenizer = _load(args.model)
-    if _is_som(model):  # SOM generates words with transformers' model.generate (hf_slm/som_cli.py)
-        from .som_cli import generate
-
-        return generate(model, tokenizer, args)
-    options = _beam_options(args)
-    trees = generate_trees(model, tokenizer, args.prompt, num_trees=args.num_trees, num_beams=args.num_beams,
-                           top_k=args.top_k, max_new_words=args.max_new_words, seed=args.seed, **options)
-    for tree in trees:
-        print(tree)
+    scorer = _scorer(args, model, tokenizer, "generate")
+    for text in scorer.generate(args.prompt, num_trees=args.num_trees, num_beams=args.num_beams, top_k=args.top_k,
+                                max_new_words=args.max_new_words, seed=args.seed):
+        print(text)
     return 0
-
-
-def _is_som(model):
-    from .som_cli import is_som
-
-    return is_som(model)
 
 
 def _eval_setup(args):
@@ -294,9 +301,22 @@ def _eval_setup(args):
     from .evaluation.results import results_directory
 
     model, tokenizer = _load(args.model)
+    _check_evaluation(args.evaluation, model)
     if is_distributed():  # under torchrun each process searches on its own device (hf_slm/distributed.py)
         model.to(device())
     return model, tokenizer, results_directory(args.model, args.output)
+
+
+def _check_evaluation(evaluation, model):
+    """Refuse an `hf-slm eval` command the model's family does not support (Family.evaluations), naming those it
+    does."""
+    from .families import family_for_config
+
+    family = family_for_config(model.config)
+    if evaluation not in family.evaluations:
+        variant = family.variant_of(model.config)
+        raise ValueError(f"hf-slm eval {evaluation}: a {variant.display_name} model does not support it (its family, "
+                         f"{family.name}, supports eval {', '.join(family.evaluations)})")
 
 
 def _reports():
@@ -334,22 +354,24 @@ def command_eval_rerank(args):
     return 0
 
 
+# What `hf-slm eval parse` prints of the metrics, when they have it: EVALB's scores, or a family's own (e.g. UF1
+# and p / p' accuracy).
+PARSE_FIELDS = ("uf1", "precision", "recall", "f1", "exact_match", "p_accuracy", "next_p_accuracy", "sentences",
+                "brackets", "units")
+
+
 def command_eval_parse(args):
-    from .evaluation.parsing import parse_eval
-
     model, tokenizer, directory = _eval_setup(args)
-    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
-        from .som_cli import eval_parse
-
-        return eval_parse(model, tokenizer, args, directory)
+    scorer = _scorer(args, model, tokenizer, "eval parse")
     with _left_out_said_once():
-        metrics = parse_eval(model, tokenizer, args.gold, limit=args.limit, output_dir=directory,
-                             overwrite=args.overwrite, **_sentence_options(args), **_beam_options(args))
+        metrics = scorer.evaluate_parses(args.gold, limit=args.limit, batch_size=args.batch_size,
+                                         output_dir=directory, overwrite=args.overwrite,
+                                         on_error=_sentence_options(args)["on_error"])
     if not _reports():
         return 0
     _say_left_out("eval parse", metrics.get("left_out", []),
                   metrics.get("sentences_left_out", 0) + metrics.get("sentences", 0))
-    _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "units"))
+    _report(metrics, PARSE_FIELDS)
     return 0
 
 
@@ -357,14 +379,11 @@ def command_eval_sg(args):
     from .evaluation.syntaxgym import format_summary, run_syntaxgym
 
     model, tokenizer, directory = _eval_setup(args)
-    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
-        from .som_cli import eval_sg
-
-        return eval_sg(model, tokenizer, args, directory)
+    scorer = _scorer(args, model, tokenizer, "eval sg")
     with _left_out_said_once():
         metrics = run_syntaxgym(model, tokenizer, args.suites, output_dir=directory, limit=args.limit,
                                 batch_size=args.batch_size, rule=args.rule, overwrite=args.overwrite,
-                                **_sentence_options(args), **_beam_options(args))
+                                on_error=_sentence_options(args)["on_error"], scorer=scorer)
     if not _reports():
         return 0
     _say_left_out("eval sg", metrics.get("left_out", []), metrics["counts"]["items"], "items")
@@ -377,15 +396,12 @@ def command_eval_ppl(args):
     from .evaluation.perplexity import word_perplexity
 
     model, tokenizer, directory = _eval_setup(args)
-    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
-        from .som_cli import eval_ppl
-
-        return eval_ppl(model, tokenizer, args, directory)
+    scorer = _scorer(args, model, tokenizer, "eval ppl")
     with _left_out_said_once():
         metrics = word_perplexity(model, tokenizer, args.data, proposals=args.proposals,
-                                  beam_options=_beam_options(args), document_level=args.document_level,
-                                  batch_size=args.batch_size, limit=args.limit, output_dir=directory,
-                                  overwrite=args.overwrite, **_sentence_options(args))
+                                  document_level=args.document_level, batch_size=args.batch_size, limit=args.limit,
+                                  output_dir=directory, overwrite=args.overwrite,
+                                  on_error=_sentence_options(args)["on_error"], scorer=scorer)
     if not _reports():
         return 0
     _say_left_out("eval ppl", metrics.get("left_out", []), metrics["sentences"] + metrics.get("sentences_left_out", 0))
@@ -398,18 +414,15 @@ def command_eval_blimp(args):
     from .evaluation.blimp import run_blimp
 
     model, tokenizer, directory = _eval_setup(args)
-    if _is_som(model):  # SOM scores from its logits: no beam (hf_slm/som_cli.py)
-        from .som_cli import eval_blimp
-
-        return eval_blimp(model, tokenizer, args, directory)
+    scorer = _scorer(args, model, tokenizer, "eval blimp")
     with _left_out_said_once():
         metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
-                            batch_size=args.batch_size, overwrite=args.overwrite, **_sentence_options(args),
-                            **_beam_options(args))
+                            batch_size=args.batch_size, overwrite=args.overwrite,
+                            on_error=_sentence_options(args)["on_error"], scorer=scorer)
     if not _reports():
         return 0
     _say_left_out("eval blimp", metrics.get("left_out", []), metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
-    print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units")}))
+    print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units", "log_prob")}))
     _report_files(metrics)
     return 0
 
@@ -465,13 +478,6 @@ def _add_stop_option(parser):
                         "its place in the output says why, the others are scored as usual, and the exit status is 0")
 
 
-# The names of modeling.dependency_grammars.DEPENDENCY_GRAMMARS, written out so that building the parser imports no
-# numpy-heavy hub code (a test holds them equal).
-DEPENDENCY_GRAMMAR_NAMES = ("dtg", "dtg_eager", "dtg_swift", "txl_trans")
-# The names of modeling.compositional_grammars.COMPOSITIONAL_GRAMMARS (paper 003), likewise (a test holds them equal).
-COMPOSITIONAL_GRAMMAR_NAMES = tuple(f"{tree}-{order}-{composition}-{masking}" for tree in ("bi", "nb")
-                                    for order in ("dn", "up") for composition in ("in", "ex") for masking in ("m", "nm"))
-
 # The names of modeling.generation_slm.CONSTRAINT_SETTINGS, written out so that building the parser imports
 # no torch (a test holds them equal).
 CONSTRAINT_SETTING_NAMES = ("default", "paper003-sg", "paper003-summaries")
@@ -479,9 +485,10 @@ CONSTRAINT_SETTING_NAMES = ("default", "paper003-sg", "paper003-summaries")
 
 def _add_beam_options(parser, sizes=True):
     if sizes:
-        parser.add_argument("--beam-size", type=int, default=100, help="action beam (paper 003: 300)")
-        parser.add_argument("--word-beam-size", type=int, default=10)
-    parser.add_argument("--fast-track", type=int, default=1)
+        parser.add_argument("--beam-size", type=int, default=SEARCH_OPTION_DEFAULTS["beam_size"],
+                            help="action beam (paper 003: 300)")
+        parser.add_argument("--word-beam-size", type=int, default=SEARCH_OPTION_DEFAULTS["word_beam_size"])
+    parser.add_argument("--fast-track", type=int, default=SEARCH_OPTION_DEFAULTS["fast_track"])
     parser.add_argument("--constraints", choices=CONSTRAINT_SETTING_NAMES,
                         help="named n_c / p_c settings: 'default' (n_c = 2 x words, p_c = 6: every gold tree of the GUM "
                              "and PTB samples stays reachable), 'paper003-sg' (n_c = words, p_c = 3) or "
@@ -515,6 +522,38 @@ def _autocast(args):
     return torch.autocast(device().type, dtype=getattr(torch, AUTOCAST_DTYPES[args.autocast]))
 
 
+def _grammar_help():
+    """`hf-slm masks --grammar`'s help: every registered family's grammars (hf_slm.families, no torch)."""
+    from .families import registered_families
+
+    listed = "; ".join(f"{', '.join(family.grammars)} (paper {family.paper})" for family in registered_families()
+                       if family.grammars)
+    return (f"{listed}. A grammar over dependency trees reads an inline tree: each word followed by / and its head "
+            "(0 = the root), e.g. 'There/2 is/0 a/4 difference/2'; one over unlabelled trees reads the tree "
+            "unlabelled, as its tokenizer normalizes it")
+
+
+def _preset_families():
+    """`hf-slm train --preset`'s help: the families whose presets `hf-slm presets` lists (reading the presets
+    themselves would import torch)."""
+    from .families import registered_families
+
+    return "the presets of " + "; ".join(f"{family.name} (paper {family.paper})" for family in registered_families()
+                                         if family.reference("presets") is not None)
+
+
+def _add_family_train_options(train):
+    """Each family's own `hf-slm train` options (Family.train_options), one group per family."""
+    from .families import registered_families
+
+    for family in registered_families():
+        if not family.train_options:
+            continue
+        group = train.add_argument_group(f"{family.display_name} presets (paper {family.paper}) only")
+        for flag, keywords in family.train_options:
+            group.add_argument(flag, **keywords)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="hf-slm", description="Syntactic language models for HuggingFace transformers.")
     parser.add_argument("--debug", action="store_true",
@@ -531,19 +570,14 @@ def build_parser():
     masks.add_argument("tree")
     masks.add_argument("--format", default="auto", choices=["auto", "actions", "ptb"],
                        help="how to read the tree (default: the rule above)")
-    masks.add_argument("--grammar", default="tg", metavar="GRAMMAR",
-                       choices=["tg", "choe_charniak", "terminals", *DEPENDENCY_GRAMMAR_NAMES,
-                                *COMPOSITIONAL_GRAMMAR_NAMES],
-                       help="tg, choe_charniak, terminals; a dependency grammar (dtg: arc-standard, dtg_eager, dtg_swift; "
-                            "txl_trans: dtg's transitions under a causal mask; paper 002) reads an inline "
-                            "dependency tree: each word followed by / and its head (0 = the root), e.g. "
-                            "'There/2 is/0 a/4 difference/2'; paper 003's variants {bi,nb}-{dn,up}-{in,ex}-{m,nm} "
-                            "(e.g. bi-up-ex-nm) read the tree unlabeled, unary chains removed, left-binarized for bi")
+    masks.add_argument("--grammar", default=grammar_names()[0], metavar="GRAMMAR", choices=grammar_names(),
+                       help=_grammar_help())
     masks.add_argument("--variant", default="paper", choices=["paper", "reference"],
-                       help="dtg only: 'reference' follows the authors' released code (<s> as the root, pop_root, "
-                            "self-attention on arcs, depths counted up from the top)")
+                       help="for a grammar with a variant that follows its authors' released code: 'reference' "
+                            "reads the tree as that code does (default: 'paper', as the paper describes it)")
     masks.add_argument("--pieces", action="store_true",
-                       help="dependency grammars: read each word as SentencePiece pieces joined by | (e.g. ▁Th|ere/2)")
+                       help="grammars over dependency trees: read each word as SentencePiece pieces joined by | "
+                            "(e.g. ▁Th|ere/2)")
     masks.add_argument("--segment-length", type=int, metavar="L",
                        help="cut the sequence into segments of L positions with a memory (Transformer-XL recurrence, "
                             "paper 000 section 2.2, Figure 8) and show each segment's mask [L, M + L] (memory columns "
@@ -551,7 +585,8 @@ def build_parser():
                             "document: several trees one after another (read after one <s>) or one (DOC ...) tree")
     masks.add_argument("--memory", choices=["structure", "shift"],
                        help="with --segment-length: the memory update, 'structure' (keep what the stack may still "
-                            "attend; default for tg and dtg*) or 'shift' (Transformer-XL's; default for the others)")
+                            "attend; the default of grammars with a stack) or 'shift' (Transformer-XL's; the default "
+                            "of the others)")
     masks.add_argument("--memory-length", type=int, metavar="M",
                        help="with --segment-length: memory slots (default L, as paper 000's reference)")
     masks.add_argument("--json", action="store_true", help="print one JSON object")
@@ -573,18 +608,15 @@ def build_parser():
     presets = commands.add_parser("presets", help="list the model presets")
     presets.set_defaults(function=command_presets)
 
-    train = commands.add_parser("train", help="train a TG / TXL (CC) / TXL (terminals) / DTG / paper 003 compositional "
-                                              "/ Syntactic Ordered Memory model with transformers.Trainer")
-    train.add_argument("--preset", required=True,
-                       help="see `hf-slm presets` (Syntactic Ordered Memory, paper 001: esom-* and dsom-*, Table 6's "
-                            "sizes, and esom-tiny / dsom-tiny for CPUs)")
+    train = commands.add_parser("train", help="train a model of a preset (see `hf-slm presets`) with transformers.Trainer")
+    train.add_argument("--preset", required=True, help="see `hf-slm presets`: " + _preset_families())
     train.add_argument("--train", nargs="+", required=True,
                        help="tree files (PTB brackets), or one folder made by `hf-slm data prepare` (its train split; "
-                            "the only input of dependency grammars: --loader conllu --grammar dtg); SOM presets: "
-                            "CoNLL-U files or PTB tree files (see --gold-tree)")
+                            "the only input of grammars over other trees, e.g. --loader conllu for dependency trees); "
+                            "a family's own options below may say otherwise")
     train.add_argument("--eval", nargs="+",
-                       help="tree files for evaluation loss (default with a prepared --train: its validation split); "
-                            "SOM presets: files as --train")
+                       help="files for evaluation loss, as --train (default with a prepared --train: its validation "
+                            "split)")
     train.add_argument("--output", required=True, help="output directory (checkpoints, final model and tokenizer)")
     train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
                        "prepared --train, the tokenizer saved in it)")
@@ -598,7 +630,7 @@ def build_parser():
     train.add_argument("--warmup-steps", type=int)
     train.add_argument("--embedding-lr-multiplier", type=float, metavar="FACTOR",
                        help="the token embedding's (and the tied output layer's) learning rate is FACTOR times the "
-                            "schedule's (default: the preset's; 2.0 for dtg-*, paper 002 section 4; 1.0 otherwise)")
+                            "schedule's (default: the preset's, e.g. 2.0 for paper 002's; 1.0 otherwise)")
     train.add_argument("--eval-steps", type=int, default=500)
     train.add_argument("--save-steps", type=int, default=500)
     train.add_argument("--logging-steps", type=int, default=20, help="log the training loss every N steps")
@@ -618,19 +650,9 @@ def build_parser():
     train.add_argument("--memory-length", type=int, metavar="M", help="with --segment-length: memory slots (default L)")
     train.add_argument("--memory", choices=["structure", "shift"],
                        help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
-                            "still attend; TG and DTG's default) or 'shift' (Transformer-XL's; the others' default)")
-    som = train.add_argument_group("Syntactic Ordered Memory presets (esom-*, dsom-*; hf_slm/som_training.py)")
-    som.add_argument("--gold-tree", choices=["dependency", "constituency", "left_branching"],
-                     help="the gold tree of the structural loss: 'dependency' (default, the paper's: each head with "
-                          "its dependents one constituent, from CoNLL-U files, or from PTB trees with "
-                          "--convert-to-dependencies), 'constituency' (PTB trees, paper 001 Appendix B.1) or "
-                          "'left_branching' (Table 2's ablation)")
-    som.add_argument("--convert-to-dependencies", action="store_true",
-                     help="read PTB tree files as dependency trees, converted by Collins-style head rules "
-                          "(hf_slm/dependency_conversion.py; not the paper's CoreNLP UD conversion)")
-    som.add_argument("--min-count", type=int,
-                     help="a new word vocabulary keeps words seen this many times (default 2; the others become "
-                          "unknown-word classes); --pieces or --vocab-size train a piece vocabulary instead")
+                            "still attend; the default of grammars with a stack) or 'shift' (Transformer-XL's; the "
+                            "others' default)")
+    _add_family_train_options(train)
     _add_tree_options(train)
     add_training_precision_options(train)
     train.set_defaults(function=command_train)
@@ -686,8 +708,8 @@ def build_parser():
                                 "what one process scores at a time)")
     parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses", command_eval_parse)
     parse_eval_command.add_argument("--gold", required=True)
-    ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for terminals models, an upper bound for "
-                            "syntactic ones, an approximation for them at document level)", command_eval_ppl)
+    ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for models that score words exactly, an upper "
+                            "bound for syntactic ones, an approximation for them at document level)", command_eval_ppl)
     ppl.add_argument("--data", required=True, help="trees (PTB brackets) or one sentence per line")
     ppl.add_argument("--proposals", help="proposal trees per sentence (see hf_slm/evaluation/parsing.py); default: the beam")
     ppl.add_argument("--document-level", action="store_true",

@@ -179,6 +179,17 @@ def _strip_trailing(ids, pad):
     return ids[:end]
 
 
+def collator_for_model(model, tokenizer=None, **options):
+    """The SyntacticDataCollator of a model's own grammar (its config's: the grammar, the id layout, the document
+    level and any option of the grammar's family), refusing sequences longer than the model reads (Family.collator
+    of the families with grammars; `tokenizer` is not needed: the config carries the id layout)."""
+    from .modeling.grammars import grammar_for_config
+
+    options.setdefault("host_counts", takes_host_counts(model))
+    return SyntacticDataCollator(grammar_for_config(model.config), None, max_length=model.config.max_sequence_length,
+                                 **options)
+
+
 def takes_host_counts(model):
     """Whether `model`'s forward takes the collator's host counts (num_coordinate_values, the composition
     schedule): a checkpoint saved before they existed carries modeling code that refuses unknown inputs, so its

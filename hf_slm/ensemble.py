@@ -5,20 +5,24 @@ sequence through its own grammar, and every grammar gives exactly one prediction
 per-action probabilities line up.
 """
 
+import json
 import math
 
 import numpy as np
 
+from .modeling.grammars import grammar_for_config
 from .scoring import action_log_probs
 
 
 class UniformMixture:
-    """Score action sequences with the uniform mixture of several TG / TXL models."""
+    """Score action sequences with the uniform mixture of several models with grammars over one id layout."""
 
     def __init__(self, models):
         if not models:
             raise ValueError("an ensemble needs at least one model")
-        layouts = {tuple(sorted((k, getattr(m.config, k)) for k in ("vocab_size", "open_nt_start", "close_nt_start"))) for m in models}
+        # the whole id layout (every action kind's ids, a dependency layout's arcs included) and the vocabulary size
+        layouts = {json.dumps([m.config.vocab_size, grammar_for_config(m.config).layout.to_dict()], sort_keys=True,
+                              default=str) for m in models}
         if len(layouts) > 1:
             raise ValueError(f"ensemble members must share one vocabulary and id layout; found {len(layouts)} different ones")
         self.models = list(models)

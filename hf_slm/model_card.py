@@ -578,9 +578,11 @@ def _embedding_multiplier(multiplier):
 # ---- the card -------------------------------------------------------------------------------------------
 
 
-def _environment():
+def _environment(*folders):
+    """The templates' environment: hf-slm's template folder, after `folders` (a family outside hf-slm keeps its
+    template in its own folder, and may extend hf-slm's templates)."""
     environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIRECTORY)),
+        loader=jinja2.FileSystemLoader([str(folder) for folder in folders] + [str(TEMPLATE_DIRECTORY)]),
         undefined=jinja2.StrictUndefined,  # a misspelt value in a template is an error, not an empty string
         trim_blocks=True,
         lstrip_blocks=True,
@@ -676,7 +678,10 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         library_version=_library_version(),
         **family.card_values(config),  # what the family's own template reads (Family.card_values)
     )
-    text = _environment().get_template(variant.card_template).render(card_data=card_data.to_yaml(), **values)
+    template = Path(variant.card_template)  # a name in model_cards/, or a family's own file
+    folders = [template.parent] if template.is_absolute() else []
+    text = _environment(*folders).get_template(template.name if folders else variant.card_template).render(
+        card_data=card_data.to_yaml(), **values)
     return ModelCard(text)
 
 

@@ -9,7 +9,8 @@ hf_slm/sentence_splitting.py.
 Cache (`cache_dir`): parsing XSum takes hours, so every parsed sentence is recorded on disk as soon as its
 chunk is done, keyed by the model and the sentence. The record is a journal of hf_slm/run_journal.py,
 `<cache_dir>/silver-<hash>.journal.jsonl`: its header says what parses (the model's weights
-(`model_fingerprint`), the tokenizer's vocabulary and the beam options that change trees), `<hash>` is the
+(`model_fingerprint`), the tokenizer's vocabulary and the beam options that change trees: the Scorer's
+`tree_settings`), `<hash>` is the
 sha256 of that header, so another model or other options get another file; each later line is one sentence
 (`key`: its words joined by spaces) with its tree or why it cannot be parsed. A rerun (the same documents or
 others) parses only the sentences the file lacks: an interrupted run resumes, and a sentence that recurs
@@ -20,19 +21,15 @@ too long for the model ...) is recorded with its reason, which names where it wa
 """
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import warnings
 from pathlib import Path
 
-from .beam import ON_ERROR, SentenceResults, SentencesLeftOut, check_sentences, parse, sentence_words, warn_left_out
-from .modeling.generation_slm import BeamSearchOptions
+from .beam import ON_ERROR, SentenceResults, SentencesLeftOut, sentence_words, warn_left_out
 from .run_journal import RunJournal, map_in_chunks, model_fingerprint, output_lock
+from .scorers import scorer_of
 from .sentence_splitting import line_number, sentence_spans, treebank_words
-
-# Beam options that change how fast a tree is found, not which: left out of the cache's header.
-SPEED_ONLY_BEAM_OPTIONS = ("use_cache",)
 
 
 def document_sentences(text, line_breaks=True):
@@ -45,12 +42,12 @@ def document_sentences(text, line_breaks=True):
     return found
 
 
-def cache_header(model, tokenizer, beam_options):
-    """What a cached tree depends on: the model's weights, the tokenizer's vocabulary, the beam options."""
-    options = dataclasses.asdict(BeamSearchOptions(**beam_options).check())
+def cache_header(model, tokenizer, beam_options=None, scorer=None):
+    """What a cached tree depends on: the model's weights, the tokenizer's vocabulary, the scorer's tree settings
+    (a search's beam options; `scorer` default: the model's family's, with `beam_options`)."""
+    scorer = scorer_of(model, tokenizer, scorer, **(beam_options or {}))
     return {"run": "silver trees", "model": model_fingerprint(model),
-            "tokenizer": getattr(tokenizer, "vocabulary_fingerprint", None),
-            "beam": {key: value for key, value in options.items() if key not in SPEED_ONLY_BEAM_OPTIONS}}
+            "tokenizer": getattr(tokenizer, "vocabulary_fingerprint", None), "beam": scorer.tree_settings()}
 
 
 def cache_path(cache_dir, header):
@@ -59,17 +56,16 @@ def cache_path(cache_dir, header):
     return Path(cache_dir) / f"silver-{digest}.journal.jsonl"
 
 
-def _parse_chunk(model, tokenizer, keys, words, names, batch_size, on_error, beam_options):
+def _parse_chunk(scorer, keys, words, names, batch_size, on_error):
     """{"tree"} or {"tree": None, "error"} per sentence of a chunk (`keys` index `words` and `names`)."""
-    trees = parse(model, tokenizer, [words[key] for key in keys], batch_size=batch_size, progress=False,
-                  sources=[names[key] for key in keys], on_error=on_error, **beam_options)
+    trees = scorer.parse([words[key] for key in keys], batch_size=batch_size, progress=False,
+                         sources=[names[key] for key in keys], on_error=on_error)
     errors = {entry["index"]: entry["error"] for entry in trees.left_out}
     return [{"tree": tree} if tree is not None else {"tree": None, "error": errors[index]}
             for index, tree in enumerate(trees)]
 
 
-def _trees_by_sentence(model, tokenizer, words, names, cache_dir, header, batch_size, progress, on_error, overwrite,
-                       log, beam_options):
+def _trees_by_sentence(scorer, words, names, cache_dir, header, batch_size, progress, on_error, overwrite, log):
     """{sentence key: {"tree"} or {"tree": None, "error"}} of every distinct sentence (`words` and `names` map
     keys to words and sources): read from the cache when it holds them, else parsed and recorded."""
     lock = output_lock(cache_dir) if cache_dir is not None else contextlib.nullcontext()
@@ -84,11 +80,11 @@ def _trees_by_sentence(model, tokenizer, words, names, cache_dir, header, batch_
                 journal.log(f"{journal.path}: {len(words) - len(pending)} of {len(words)} distinct sentences parsed "
                             "before, read from the cache")
             if on_error == "raise":  # stop before any search, as hf_slm.parse does
-                check_sentences(model, tokenizer, [words[key] for key in pending], [names[key] for key in pending],
-                                on_error="raise")
+                scorer.check_sentences([words[key] for key in pending], [names[key] for key in pending],
+                                       on_error="raise")
 
             def parse_chunk(chunk):
-                return _parse_chunk(model, tokenizer, chunk, words, names, batch_size, on_error, beam_options)
+                return _parse_chunk(scorer, chunk, words, names, batch_size, on_error)
 
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", category=SentencesLeftOut)  # said once by the caller
@@ -101,7 +97,7 @@ def _trees_by_sentence(model, tokenizer, words, names, cache_dir, header, batch_
 
 
 def parse_sentences(model, tokenizer, sentences, sources=None, cache_dir=None, batch_size=8, progress=True,
-                    on_error="skip", overwrite=False, log=None, **beam_options):
+                    on_error="skip", overwrite=False, log=None, scorer=None, **beam_options):
     """The best tree of each sentence, parsed once per model and sentence when `cache_dir` is given.
 
     Args:
@@ -114,7 +110,8 @@ def parse_sentences(model, tokenizer, sentences, sources=None, cache_dir=None, b
             one SentencesLeftOut warning); "raise" raises ValueError naming it, before any search.
         overwrite: discard the cache file of this model and these options and parse everything again.
         log: where the cache says how many sentences it held (default: stderr).
-        beam_options: BeamSearchOptions fields (beam_size, word_beam_size, max_consecutive_open, ...).
+        scorer: the Scorer whose `parse` finds the trees (hf_slm/scorers.py; default: the model's family's, with
+            `beam_options`, BeamSearchOptions fields such as beam_size, word_beam_size, max_consecutive_open).
 
     Returns a SentenceResults (hf_slm.beam) of trees in input order: None for a sentence left out, which
     `.left_out` names as {"index", "source", "words", "error"}.
@@ -134,9 +131,10 @@ def parse_sentences(model, tokenizer, sentences, sources=None, cache_dir=None, b
     for key, sentence, source in zip(keys, all_words, sources):
         if key not in words:
             words[key], names[key] = sentence, source
-    header = cache_header(model, tokenizer, beam_options)  # checks the beam options before anything else
-    found = _trees_by_sentence(model, tokenizer, words, names, cache_dir, header, batch_size, progress, on_error,
-                               overwrite, log, beam_options)
+    scorer = scorer_of(model, tokenizer, scorer, **beam_options)
+    header = cache_header(model, tokenizer, scorer=scorer)  # checks the beam options before anything else
+    found = _trees_by_sentence(scorer, words, names, cache_dir, header, batch_size, progress, on_error, overwrite,
+                               log)
     trees, left_out = [], []
     for index, (key, source) in enumerate(zip(keys, sources)):
         value = found[key]

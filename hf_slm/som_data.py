@@ -10,6 +10,7 @@ depend on the model's decisions and are computed inside forward.
   or with Table 2's left-branching labels (`tree="left_branching"`).
 - `SyntacticOrderedMemoryCollator`: pads features into input_ids, attention_mask, labels and
   som_first_siblings tensors (right padding; -1 marks "no first sibling").
+- `check_som_tokenizer(config, tokenizer)`: the family's tokenizer check (Family.check_tokenizer).
 """
 
 import torch
@@ -22,6 +23,24 @@ from .tokenization.tree_type import Tree
 
 TREE_KINDS = ("dependency", "left_branching")
 NO_SIBLING = -1
+
+
+def check_som_tokenizer(config, tokenizer):
+    """Raise ValueError naming every way `tokenizer` disagrees with a SOM `config` (ids and vocabulary)."""
+    problems = []
+    if len(tokenizer) > config.vocab_size:
+        problems.append(f"the tokenizer has {len(tokenizer)} ids but the model's vocab_size is {config.vocab_size}")
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if getattr(tokenizer, name, None) != getattr(config, name, None):
+            problems.append(f"{name} is {getattr(tokenizer, name, None)} in the tokenizer but "
+                            f"{getattr(config, name, None)} in the model config")
+    trained_with = getattr(config, "vocabulary_fingerprint", None)
+    fingerprint = getattr(tokenizer, "vocabulary_fingerprint", None)
+    if trained_with and fingerprint and fingerprint != trained_with:
+        problems.append(f"the tokenizer's vocabulary (fingerprint {fingerprint}) is not the one the model was trained "
+                        f"with ({trained_with})")
+    if problems:
+        raise ValueError("tokenizer and model do not match: " + "; ".join(problems))
 
 
 def gold_tree(words, heads=None, tree="dependency", where="sentence"):
@@ -123,3 +142,11 @@ class SyntacticOrderedMemoryCollator:
         if all(with_structure):
             batch["som_first_siblings"] = first_siblings
         return batch
+
+
+def collator_for_model(model, tokenizer=None, **options):
+    """SOM's Family.collator: the SyntacticOrderedMemoryCollator that trains `model` with transformers.Trainer
+    (features with som_first_siblings, or words and heads converted with `tokenizer`; `model` is not needed: SOM's
+    collator reads nothing of its config)."""
+    del model
+    return SyntacticOrderedMemoryCollator(tokenizer, **options)

@@ -1,30 +1,23 @@
-"""Evaluating Syntactic Ordered Memory: exact perplexity, surprisals for SyntaxGym and BLiMP, incremental parses.
+"""Evaluating Syntactic Ordered Memory: exact scores from the logits, incremental parses, and their UF1.
 
 SOM gives p(x_{t+1} | x_<=t) directly from its logits: its parse is a soft latent structure inside the model,
-so no beam search is run and log p(x) = sum_t log p(x_t | x_<t) is exact (not a bound).
+so no beam search is run and log p(x) = sum_t log p(x_t | x_<t) is exact (not a bound). The family's Scorer
+(hf_slm/som_scorer.py) serves these numbers to the shared drivers (perplexity, SyntaxGym, BLiMP: hf_slm.evaluation),
+which write their results files and journals as for every model.
 
-- `som_token_log_probs` / `som_sentence_scores`: per sentence, the log-probability of each word (the sum over its
-  pieces) and of `</s>`, natural logs.
-- `som_perplexity(model, tokenizer, sentences)`: exp(-sum log p(x) / N), N counting the words and one `</s>`
-  per sentence (a words-only LM's convention, paper 000 footnote 3), plus the number over the words alone.
-- `som_syntaxgym(model, tokenizer, suites)` and `som_blimp(model, tokenizer, data_dir)`: the repository's own
-  SyntaxGym and BLiMP scorers (evaluation.syntaxgym.evaluate_suites, evaluation.blimp.run_blimp) fed with SOM's
-  exact surprisals / log-probabilities.
+- `som_sentence_scores`: per sentence, the log-probability of each word (the sum over its pieces) and of `</s>`,
+  natural logs; `som_surprisals`: the word surprisals alone (bits by default).
 - `som_parse_eval(model, tokenizer, examples)`: Table 2's metrics on gold trees Gamma (dependency trees turned
   into binary constituency trees, tokenization/som_trees.py): unlabeled F1 of the greedy incremental parses
   (the argmax decisions of p_t), p accuracy and p' accuracy against Algorithm 1's labels. Brackets that count:
   every constituent of two or more words except the whole sentence, punctuation kept (Gamma has it), as sets of
   (first word, last word) spans, micro-averaged over the corpus as EVALB does; leaves, the whole-sentence span
-  and the spans that contain `<s>` or `</s>` are left out.
+  and the spans that contain `<s>` or `</s>` are left out. `run_som_parse_eval` runs it on a CoNLL-U file and
+  writes `eval_results/uf1-<data>.json` with its journal (evaluation.results, hf_slm.run_journal): SOM's
+  `hf-slm eval parse`. A model card quotes it (hf_slm.model_card).
 - `som_parses(model, tokenizer, sentences)`: those incremental parses as bracketed trees (`hf-slm parse`).
-
-Results files: `run_som_perplexity` and `run_som_parse_eval` (and som_syntaxgym, som_blimp through the shared
-evaluation.syntaxgym / evaluation.blimp runners) write `eval_results/<kind>-<data>.json` with a journal beside
-it, through evaluation.results and hf_slm.run_journal as every model's evaluations do: `ppl-*`, `sg-*`,
-`blimp-*`, and `uf1-*` for the parses. A model card quotes them (hf_slm.model_card).
 """
 
-import json
 import math
 from pathlib import Path
 
@@ -82,95 +75,8 @@ def som_surprisals(model, tokenizer, sentences, bits=True, batch_size=32):
     return [[-value * scale for value in score["word_log_probs"]] for score in scores]
 
 
-# What a results file records as the way SOM's surprisals were computed (no search of any kind).
-EXACT_SURPRISALS = "exact, from the logits (no beam search)"
-
-
 def _journal(run):
     return run.journal if run is not None else None
-
-
-def som_perplexity(model, tokenizer, sentences, batch_size=32, journal=None, progress=False):
-    """Exact word-level perplexity of `sentences` (lists of words); see the module docstring. With a journal
-    (hf_slm.run_journal), the sentence scores of each batch are recorded as soon as they are computed and an
-    interrupted run resumes from them. Returns the metrics, with "sentence_scores" (one dict per sentence)."""
-    scores = map_in_chunks(lambda chunk: som_sentence_scores(model, tokenizer, chunk, batch_size=batch_size, eos=True),
-                           [list(words) for words in sentences], batch_size, journal, progress=progress,
-                           desc="perplexity (exact)", unit="sentence")
-    total = math.fsum(score["log_prob"] for score in scores)
-    words = sum(len(score["word_log_probs"]) for score in scores)
-    words_only = math.fsum(math.fsum(score["word_log_probs"]) for score in scores)
-    denominator = words + len(scores)
-    return {
-        "perplexity": math.exp(-total / denominator),
-        "perplexity_words_only_count": math.exp(-words_only / words),
-        "log_prob_total": total, "log_prob_units": "nats", "words": words, "sentences": len(scores),
-        "method": "exact", "estimate": "exact", "is_upper_bound": False, "eos_counted": True,
-        "denominator": denominator,
-        "summary": (f"perplexity {math.exp(-total / denominator):.2f} (exact: SOM's soft parser marginalizes "
-                    f"its structure; {words} words + {len(scores)} </s>)"),
-        "sentence_scores": scores,
-    }
-
-
-def run_som_perplexity(model, tokenizer, data, limit=None, batch_size=32, output_dir=None, overwrite=False,
-                       progress=False):
-    """`som_perplexity` of the sentences of a data file (trees or one sentence per line), written as
-    `hf-slm eval ppl` writes a TG's: `<output_dir>/ppl-<data name>[-limit<N>].json` (evaluation.results.
-    save_results), `<stem>_sentences.jsonl` (log p of each sentence) and the journal `<stem>.journal.jsonl`
-    from which an interrupted run resumes (`overwrite` starts over). output_dir None: nothing is written."""
-    from .evaluation.perplexity import read_sentences
-
-    sentences = read_sentences(data)
-    if limit is not None:
-        if limit < 1:
-            raise ValueError(f"limit must be a positive number of sentences, got {limit!r}")
-        sentences = sentences[:limit]
-    if not sentences:
-        raise ValueError(f"data file {str(data)!r} holds no sentences")
-    options = {"method": "exact", "limit": limit, "batch_size": batch_size}
-    with evaluation_run(output_dir, "ppl", data, model, options, limit=limit, overwrite=overwrite) as run:
-        metrics = som_perplexity(model, tokenizer, sentences, batch_size, _journal(run), progress)
-        scores = metrics.pop("sentence_scores")
-        if run is not None:
-            described = {"path": str(data), "sentences": len(sentences), "words": metrics["words"]}
-            files = {"json": save_results(run.directory, "ppl", metrics, model, described, options, stem=run.stem),
-                     "sentences": run.path("_sentences.jsonl")}
-            with open(files["sentences"], "w", encoding="utf-8") as handle:
-                for index, (words, score) in enumerate(zip(sentences, scores)):
-                    handle.write(json.dumps({"index": index, "words": len(words), "log_prob": score["log_prob"],
-                                             "units": "nats"}) + "\n")
-            metrics["files"] = {kind: str(path) for kind, path in files.items()}
-    return metrics
-
-
-def som_syntaxgym(model, tokenizer, suites, limit=None, rule="first", batch_size=32, output_dir=None,
-                  overwrite=False, progress=False):
-    """SyntaxGym metrics with SOM's exact surprisals in bits: evaluation.syntaxgym.run_syntaxgym with SOM's
-    scorer, so results, plots and the journal are written as for every model (into output_dir, or the folder
-    the model was loaded from)."""
-    from .evaluation.syntaxgym import run_syntaxgym
-
-    def surprisals(sentences):
-        return som_surprisals(model, tokenizer, sentences, batch_size=batch_size)
-
-    return run_syntaxgym(model, tokenizer, suites, output_dir=output_dir, limit=limit, batch_size=batch_size,
-                         rule=rule, progress=progress, overwrite=overwrite,
-                         surprisal_scorer=(surprisals, EXACT_SURPRISALS))
-
-
-def som_blimp(model, tokenizer, data_dir, limit=None, batch_size=32, word_splitting="ptb", output_dir=None,
-              overwrite=False, progress=False):
-    """BLiMP accuracy (evaluation.blimp.run_blimp) with SOM's exact log p(x), `</s>` included; results and the
-    journal go to output_dir as for every model."""
-    from .evaluation.blimp import run_blimp
-
-    def scorer(sentences):
-        return [score["log_prob"] for score in som_sentence_scores(model, tokenizer, sentences, batch_size=batch_size)]
-
-    return run_blimp(model, tokenizer, data_dir, limit=limit, output_dir=output_dir, batch_size=batch_size,
-                     progress=progress, scorer=scorer, word_splitting=word_splitting, overwrite=overwrite,
-                     scorer_description="exact")
 
 
 def bracketed_tree(words, spans, label="X"):
@@ -310,7 +216,8 @@ def _chunked_counts(model, tokenizer, examples, tree, batch_size, journal, progr
 def run_som_parse_eval(model, tokenizer, gold, limit=None, batch_size=32, output_dir=None, overwrite=False,
                        progress=False):
     """`som_parse_eval` against the dependency trees of a CoNLL-U file (Gamma is built from their heads), written
-    as `<output_dir>/uf1-<data name>[-limit<N>].json` with its journal (as run_som_perplexity)."""
+    as `<output_dir>/uf1-<data name>[-limit<N>].json` with its journal, from which an interrupted run resumes
+    (`overwrite` starts over); output_dir None: nothing is written."""
     from .data.conllu_loader import read_conllu_file
 
     gold = Path(gold)
@@ -331,6 +238,5 @@ def run_som_parse_eval(model, tokenizer, gold, limit=None, batch_size=32, output
     return metrics
 
 
-__all__ = ["EXACT_SURPRISALS", "bracketed_tree", "gold_tree", "run_som_parse_eval", "run_som_perplexity", "som_blimp",
-           "som_parse_eval", "som_parses", "som_perplexity", "som_sentence_scores", "som_surprisals", "som_syntaxgym",
-           "word_spans"]
+__all__ = ["bracketed_tree", "gold_tree", "run_som_parse_eval", "som_parse_eval", "som_parses", "som_sentence_scores",
+           "som_surprisals", "word_spans"]

@@ -55,8 +55,7 @@ from .dependency_conversion import RAW_TREE_OPTIONS, ptb_to_dependencies
 from .distributed import is_distributed, is_main_process, on_main_process
 from .modeling.configuration_som import SOM_PRESETS, SyntacticOrderedMemoryConfig
 from .modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
-from .som_cli import check_som_tokenizer
-from .som_data import SyntacticOrderedMemoryCollator, som_example
+from .som_data import SyntacticOrderedMemoryCollator, check_som_tokenizer, som_example
 from .tokenization.tokenization_slm import SyntacticTokenizer, SyntacticTokenizerBase, SyntacticWordTokenizer
 from .tokenization.trees import read_trees
 from .tokenization.tree_type import Tree

@@ -39,16 +39,14 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import get_last_checkpoint
 
 from .checks import check_tokenizer_matches, grammars_reading, linearization_of
-from .collator import SyntacticDataCollator, takes_host_counts
 from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, holds_trees, load_syntactic_tokenizer,
                            trees_for_tokenizer)
 from .distributed import (barrier, is_distributed, is_main_process, main_process_context, on_main_process, rank,
                           world_size)
 from .families import (causal_lm_for_config, data_preparations, doubled_id_ranges, families_of_tokenizer,
-                       family_for_grammar, grammar_class, preset_config)
+                       family_for_config, family_for_grammar, grammar_class, preset_config)
 from .families import preset as preset_of
 from .families.tree_formats import format_of_grammar, format_of_tokenizer
-from .modeling.grammars import grammar_for_config
 from .modeling.segment_recurrence import check_segment_model
 from .modeling.segments import check_segment_options
 from .run_journal import output_lock
@@ -603,11 +601,8 @@ def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule):
     (per-action labels pass through it), Adam with the warm-up/cosine schedule, transformers.Trainer resuming
     from the last checkpoint when setup.resume; the final model and tokenizer saved to setup.output (safetensors
     and JSON only). Returns the Trainer."""
-    config = model.config
-    # The grammar the model reads (its config's: the grammar, the id layout, the document level and any option of
-    # the grammar's family), which the tokenizer's ids were checked to match.
-    collator = SyntacticDataCollator(grammar_for_config(config), None, max_length=config.max_sequence_length,
-                                     host_counts=takes_host_counts(model))
+    # The family's collator of the model's own grammar, which the tokenizer's ids were checked to match.
+    collator = family_for_config(model.config).collator(model, tokenizer)
     optimizer, scheduler = schedule_optimizer(model, schedule)
     args = training_arguments(setup, schedule, eval_dataset is not None, max_grad_norm=3.0)
     segments = getattr(setup, "segment_length", None) is not None  # hf-slm train's option (not fine-tuning's)

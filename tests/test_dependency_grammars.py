@@ -478,9 +478,11 @@ def test_masks_cli_for_dependency_grammars(tmp_path):
 
 
 def test_the_cli_knows_every_dependency_grammar():
-    from hf_slm.cli import DEPENDENCY_GRAMMAR_NAMES
+    from hf_slm.cli import build_parser
 
-    assert DEPENDENCY_GRAMMAR_NAMES == tuple(DEPENDENCY_GRAMMARS)
+    masks = build_parser()._subparsers._group_actions[0].choices["masks"]
+    [grammar] = [action for action in masks._actions if action.dest == "grammar"]
+    assert set(DEPENDENCY_GRAMMARS) <= set(grammar.choices)  # the registry's names (hf_slm.families)
 
 
 # ---- TXL (trans): DTG's transitions under a causal mask --------------------------------------------------

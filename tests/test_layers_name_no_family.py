@@ -26,7 +26,7 @@ FORMAT_MODULES = ["families/tree_formats.py", "families/mask_examples.py"]
 # Modules that hold one family's code (or one paper's families'): a generic layer reaches them through a record.
 FAMILY_MODULES = {
     "dependency_grammars", "compositional_grammars", "composer", "start_pointer", "modeling_som", "configuration_som",
-    "som_structure", "tokenization_dependency", "tokenization_compositional", "transitions", "som_trees", "som_cli", "som_data", "som_evaluation", "som_training", "dependency_conversion",
+    "som_structure", "tokenization_dependency", "tokenization_compositional", "transitions", "som_trees", "som_scorer", "som_data", "som_evaluation", "som_training", "dependency_conversion",
     "prepare_dependency",
 }
 

@@ -15,6 +15,7 @@ from hf_slm import silver
 from hf_slm.beam import SentencesLeftOut
 from hf_slm.cli import main
 from hf_slm.sentence_splitting import lead_sentence, line_number, sentence_spans, split_sentences, treebank_words
+from hf_slm.search_scorer import BeamSearchScorer
 from hf_slm.silver import cache_path, cache_header, parse_sentences, silver_trees
 from hf_slm.tokenization.dependency_trees import DependencyTree
 from hf_slm.tokenization.trees import parse_tree
@@ -123,16 +124,17 @@ def tg(tmp_path_factory):
 
 
 def _count_parses(monkeypatch, fail_at=None):
-    """The sentence lists silver.parse is called with; the call numbered `fail_at` (from 1) is interrupted."""
-    calls, original = [], silver.parse
+    """The sentence lists the scorer's parse is called with (hf_slm/search_scorer.py); the call numbered `fail_at`
+    (from 1) is interrupted."""
+    calls, original = [], BeamSearchScorer.parse
 
-    def counting(model, tokenizer, sentences, **options):
+    def counting(scorer, sentences, **options):
         calls.append([" ".join(words) for words in sentences])
         if len(calls) == fail_at:
             raise KeyboardInterrupt
-        return original(model, tokenizer, sentences, **options)
+        return original(scorer, sentences, **options)
 
-    monkeypatch.setattr(silver, "parse", counting)
+    monkeypatch.setattr(BeamSearchScorer, "parse", counting)
     return calls
 
 

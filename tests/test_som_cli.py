@@ -10,16 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from hf_slm.cli import build_parser, main
+from hf_slm.cli import SEARCH_OPTION_DEFAULTS, build_parser, main
 from hf_slm.model_card import build_model_card
-from hf_slm.som_cli import SEARCH_OPTIONS
 from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
-from hf_slm.som_evaluation import som_parses, som_perplexity
+from hf_slm.som_evaluation import som_parses
 from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 from hf_slm.tokenization.trees import parse_tree
 
 from conftest import DEPENDENCY_TREEBANK, write_conllu_treebank
-from test_som_evaluation import model_for
+from test_som_evaluation import model_for, som_perplexity
 from test_som_model import manual_greedy
 
 SENTENCES = DEPENDENCY_TREEBANK["train"]
@@ -81,7 +80,7 @@ def test_score_leaves_out_an_empty_sentence_or_stops(checkpoint, capsys):
     assert main(["score", "--model", str(directory), "Sam likes tea", ""]) == 0
     captured = capsys.readouterr()
     lines = [json.loads(line) for line in captured.out.strip().splitlines()]
-    assert "log_prob" in lines[0] and lines[1]["error"] == "sentence 2 is empty"
+    assert "log_prob" in lines[0] and lines[1]["error"] == "sentence 2 is empty; expected at least one word"
     assert "left out 1 of 2" in captured.err
     assert main(["score", "--model", str(directory), "--stop-on-error", "Sam likes tea", ""]) == 2
     assert "sentence 2 is empty" in capsys.readouterr().err
@@ -90,7 +89,8 @@ def test_score_leaves_out_an_empty_sentence_or_stops(checkpoint, capsys):
 @pytest.mark.parametrize("command, option", [
     (["score", "Sam likes tea"], ["--beam-size", "5"]),
     (["parse", "Sam likes tea"], ["--word-beam-size", "3"]),
-    (["parse", "Sam likes tea"], ["--cache", "cache_dir"]),
+    (["parse", "Sam likes tea"], ["--constraints", "default"]),
+    (["eval", "sg", "--suites", "suites"], ["--no-cache"]),
     (["generate", "--prompt", "Sam"], ["--max-nonterminals", "4"]),
     (["eval", "ppl", "--data", "data.txt"], ["--fast-track", "2"]),
 ])
@@ -102,14 +102,32 @@ def test_search_options_are_refused_by_name(checkpoint, capsys, command, option)
     assert option[0] in error and "Syntactic Ordered Memory model does not run" in error
 
 
+def test_evaluations_its_family_does_not_support_say_so(checkpoint, tmp_path, capsys):
+    """The family's record lists its evaluations (Family.evaluations): eval rerank and uas are refused before any
+    file is read, naming those it supports; document-level perplexity needs a document-level model."""
+    _, directory = checkpoint
+    data = tmp_path / "dev.txt"
+    data.write_text("Sam likes tea\n")
+    for command in (["eval", "rerank", "--gold", str(data), "--proposals", str(data)],
+                    ["eval", "uas", "--data", str(data)]):
+        assert main([*command[:2], "--model", str(directory), *command[2:]]) == 2
+        assert (f"hf-slm {' '.join(command[:2])}: a Syntactic Ordered Memory (SOM) model does not support it (its "
+                "family, syntactic_ordered_memory, supports eval ppl, sg, blimp, parse)") in capsys.readouterr().err
+    assert main(["eval", "ppl", "--model", str(directory), "--data", str(data), "--document-level"]) == 2
+    assert ("document-level perplexity needs a document-level model: this Syntactic Ordered Memory (SOM) model reads "
+            "one sentence per sequence") in capsys.readouterr().err
+    assert not (directory / "eval_results").exists()
+
+
 def test_search_option_defaults_are_the_parsers():
-    """SEARCH_OPTIONS holds the defaults of hf_slm.cli's search options: a value away from them is refused."""
+    """SEARCH_OPTION_DEFAULTS holds the defaults of hf_slm.cli's search options: a value away from them is refused
+    by a scorer without a search."""
     parser = build_parser()
     for argv in (["parse", "--model", "m", "x"], ["score", "--model", "m", "x"], ["generate", "--model", "m"],
                  ["eval", "sg", "--model", "m", "--suites", "s"]):
         defaults = vars(parser.parse_args(argv))
-        shared = {name: defaults[name] for name in SEARCH_OPTIONS if name in defaults}
-        assert shared == {name: SEARCH_OPTIONS[name] for name in shared}, argv
+        shared = {name: defaults[name] for name in SEARCH_OPTION_DEFAULTS if name in defaults}
+        assert shared == {name: SEARCH_OPTION_DEFAULTS[name] for name in shared}, argv
         assert {"fast_track", "max_nonterminals", "no_cache"} <= set(shared)
 
 
@@ -134,6 +152,22 @@ def test_cli_parse_prints_one_tree_per_sentence(checkpoint, word_tokenizer, caps
     assert lines == som_parses(model, word_tokenizer, [s.split() for s in sentences])
     assert main(["parse", "--model", str(directory), "--pretty", sentences[0]]) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) > 1  # drawn over several lines
+
+
+def test_cli_parse_records_its_trees_in_a_cache(checkpoint, tmp_path, capsys, monkeypatch):
+    """`hf-slm parse --cache` keeps SOM's parses as it keeps a search's (hf_slm/silver.py): a rerun reads them."""
+    from hf_slm.som_scorer import SyntacticOrderedMemoryScorer
+
+    _, directory = checkpoint
+    sentences = ["Sam likes tea", "The cat sleeps on the mat"]
+    assert main(["parse", "--model", str(directory), "--cache", str(tmp_path / "cache"), *sentences]) == 0
+    first = capsys.readouterr().out
+    [journal] = (tmp_path / "cache").glob("silver-*.journal.jsonl")
+    header = json.loads(journal.read_text().splitlines()[0])
+    assert header["beam"] == {"parser": "incremental: the argmax decisions of p_t"}
+    monkeypatch.setattr(SyntacticOrderedMemoryScorer, "parse", lambda *args, **kwargs: pytest.fail("parsed again"))
+    assert main(["parse", "--model", str(directory), "--cache", str(tmp_path / "cache"), *sentences]) == 0
+    assert capsys.readouterr().out == first
 
 
 def test_generate_is_transformers_generate(checkpoint, word_tokenizer, capsys):
@@ -164,7 +198,7 @@ def test_eval_ppl_writes_results_and_resumes_from_its_journal(checkpoint, word_t
     assert main(["eval", "ppl", "--model", str(directory), "--data", str(data), "--batch-size", "2"]) == 0
     assert "ppl-dev.json" in capsys.readouterr().err  # "wrote ..."
     saved = json.loads((directory / "eval_results" / "ppl-dev.json").read_text())
-    expected = som_perplexity(model, word_tokenizer, [words for words, _ in SENTENCES])["perplexity"]
+    expected = som_perplexity(model, word_tokenizer, [words for words, _ in SENTENCES], tmp_path)["perplexity"]
     assert saved["evaluation"] == "ppl" and saved["metrics"]["perplexity"] == pytest.approx(expected, rel=1e-6)
     assert saved["metrics"]["method"] == "exact" and saved["metrics"]["is_upper_bound"] is False
     journal = directory / "eval_results" / "ppl-dev.journal.jsonl"
@@ -172,7 +206,7 @@ def test_eval_ppl_writes_results_and_resumes_from_its_journal(checkpoint, word_t
     assert len(lines) == 1 + len(SENTENCES)  # the header, then one finished sentence per line
     # A rerun (another batch size: speed only) reads the finished sentences from the journal, not the model.
     entries = [json.loads(line) for line in lines]
-    entries[1]["value"]["log_prob"] -= 10.0
+    entries[1]["value"] -= 10.0  # one sentence's log p(x)
     journal.write_text("\n".join(json.dumps(entry) for entry in entries) + "\n")
     assert main(["eval", "ppl", "--model", str(directory), "--data", str(data), "--batch-size", "3"]) == 0
     resumed = json.loads((directory / "eval_results" / "ppl-dev.json").read_text())["metrics"]

@@ -1,4 +1,5 @@
-"""SOM evaluation: exact perplexity and surprisals from the logits, SyntaxGym, BLiMP, UF1 of incremental parses."""
+"""SOM evaluation: exact perplexity and surprisals from the logits, SyntaxGym, BLiMP (the shared drivers, through
+SOM's Scorer), UF1 of incremental parses."""
 
 import math
 from pathlib import Path
@@ -9,9 +10,10 @@ import torch
 from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
 from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
 from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
-from hf_slm.som_evaluation import (
-    som_blimp, som_parse_eval, som_perplexity, som_sentence_scores, som_surprisals, som_syntaxgym, word_spans,
-)
+from hf_slm.evaluation.blimp import run_blimp
+from hf_slm.evaluation.perplexity import word_perplexity
+from hf_slm.evaluation.syntaxgym import run_syntaxgym
+from hf_slm.som_evaluation import som_parse_eval, som_sentence_scores, som_surprisals, word_spans
 from hf_slm.tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
 
 from conftest import DEPENDENCY_TREEBANK, run_without_hf_slm
@@ -28,22 +30,30 @@ def model_for(tokenizer, num_slots=8, seed=0):
     return SyntacticOrderedMemoryForCausalLM(config).eval()
 
 
+def som_perplexity(model, tokenizer, sentences, directory):
+    """`word_perplexity` (the shared driver, SOM's exact scorer) of `sentences` written one per line."""
+    data = directory / "sentences.txt"
+    data.write_text("\n".join(" ".join(words) for words in sentences) + "\n")
+    return word_perplexity(model, tokenizer, data, progress=False)
+
+
 @pytest.fixture(scope="module")
 def word_tokenizer():
     return SyntacticWordTokenizer.train([gold_tree(w, h) for w, h in SENTENCES], linearization="terminals",
                                         min_count=1)
 
 
-def test_perplexity_is_exp_of_the_models_mean_token_loss(word_tokenizer):
+def test_perplexity_is_exp_of_the_models_mean_token_loss(word_tokenizer, tmp_path):
     model = model_for(word_tokenizer)
     sentences = [words for words, _ in SENTENCES]
-    metrics = som_perplexity(model, word_tokenizer, sentences)
+    metrics = som_perplexity(model, word_tokenizer, sentences, tmp_path)
     batch = SyntacticOrderedMemoryCollator(word_tokenizer)([som_example(word_tokenizer, w, h) for w, h in SENTENCES])
     with torch.no_grad():
         loss = model(**{k: v for k, v in batch.items() if k != "som_first_siblings"}).lm_loss
     assert metrics["perplexity"] == pytest.approx(math.exp(loss.item()), rel=1e-5)
-    assert metrics["estimate"] == "exact" and not metrics["is_upper_bound"]
+    assert metrics["estimate"] == "exact" and not metrics["is_upper_bound"] and metrics["method"] == "exact"
     assert metrics["words"] == sum(len(s) for s in sentences)
+    assert metrics["denominator"] == metrics["words"] + len(sentences) and metrics["eos_counted"]  # one </s> each
 
 
 def test_word_surprisals_sum_their_pieces():
@@ -88,7 +98,7 @@ def test_uf1_is_perfect_for_the_gold_decisions_and_counts_the_right_brackets(wor
 def test_two_syntaxgym_suites(word_tokenizer):
     model = model_for(word_tokenizer)
     suites = [SHARED / "syntaxgym" / "test_suites" / "json" / name for name in ("number_prep.json", "cleft.json")]
-    metrics = som_syntaxgym(model, word_tokenizer, suites, limit=3)
+    metrics = run_syntaxgym(model, word_tokenizer, suites, limit=3, progress=False)
     assert set(metrics["suites"]) == {"number_prep", "cleft"}
     for suite in metrics["suites"].values():
         assert 0.0 <= suite["accuracy"] <= 1.0 and suite["items"] == 3
@@ -97,7 +107,7 @@ def test_two_syntaxgym_suites(word_tokenizer):
 @pytest.mark.skipif(not (SHARED / "blimp").is_dir(), reason="../shared/data/blimp is absent")
 def test_blimp_with_exact_log_probs(word_tokenizer):
     model = model_for(word_tokenizer)
-    metrics = som_blimp(model, word_tokenizer, SHARED / "blimp" / "data", limit=1)
+    metrics = run_blimp(model, word_tokenizer, SHARED / "blimp" / "data", limit=1, progress=False)
     assert metrics["log_prob"] == "exact" and "exact" in metrics["summary"]
     assert 0.0 <= metrics["accuracy"] <= 1.0
 
@@ -115,8 +125,8 @@ def test_cli_eval_commands_use_the_som_path(word_tokenizer, tmp_path, capsys):
     text = tmp_path / "dev.txt"
     text.write_text("\n".join(" ".join(words) for words, _ in SENTENCES) + "\n")
     assert main(["eval", "ppl", "--model", str(tmp_path / "som"), "--data", str(text)]) == 0
-    expected = som_perplexity(model, word_tokenizer, [words for words, _ in SENTENCES])["perplexity"]
-    assert f"perplexity {expected:.2f} (exact" in capsys.readouterr().out
+    expected = som_perplexity(model, word_tokenizer, [words for words, _ in SENTENCES], tmp_path)["perplexity"]
+    assert f"word perplexity {expected:.3f} (exact" in capsys.readouterr().out
     treebank = write_conllu_treebank(tmp_path / "ud")
     assert main(["eval", "parse", "--model", str(tmp_path / "som"), "--gold",
                  str(treebank / "en_mini-ud-train.conllu")]) == 0

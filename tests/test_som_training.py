@@ -181,7 +181,7 @@ def test_bad_inputs_are_named_before_anything_is_written(treebank, tmp_path, cap
 def test_som_options_with_another_preset_are_refused(treebank, tmp_path, capsys):
     code = main(["train", "--preset", "tg-ptb", "--train", str(FIXTURES / "tokenizer_trees.mrg"), "--output",
                  str(tmp_path / "run"), "--gold-tree", "constituency"])
-    assert code == 2 and "--gold-tree: Syntactic Ordered Memory options; preset 'tg-ptb'" in capsys.readouterr().err
+    assert code == 2 and "--gold-tree: an option of Syntactic Ordered Memory (SOM) presets (paper 001); preset 'tg-ptb' is a" in capsys.readouterr().err
 
 
 def test_presets_cover_table_6_and_tiny_ones(capsys):

@@ -300,13 +300,15 @@ def test_clear_errors_for_a_constituency_model_and_a_file_without_heads(dtg, tmp
 
     tg_trees = ["(S (NP (DT the) (NN bird)) (VP (VBZ sings)))", "(S (NP (DT a) (NN dog)) (VP (VBZ barks)))"]
     checkpoint, tg_model, tg_tokenizer = save_tiny_checkpoint(tmp_path / "tg", tg_trees)
-    with pytest.raises(ValueError, match=r"UAS needs a dependency model .* this model's grammar is 'tg'"):
+    with pytest.raises(ValueError, match=r"UAS needs a model of dependency trees; a Transformer Grammar \(TG\) model writes bracketed trees"):
         parse_uas(tg_model, tg_tokenizer, gold, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["eval", "uas", "--model", str(checkpoint), "--data", str(gold), "--proposals", str(gold),
                      "--output", str(tmp_path / "r")]) == 2
-    assert "needs a dependency model" in capsys.readouterr().err
+    # the model's family record says which evaluations it supports (Family.evaluations)
+    assert ("hf-slm eval uas: a Transformer Grammar (TG) model does not support it (its family, transformer_grammar, "
+            "supports eval ppl, sg, blimp, parse, rerank)") in capsys.readouterr().err
 
 
 def _write(path, text):

@@ -63,6 +63,8 @@ from ..modeling.grammars import grammar_for_config
 from ..run_journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
 from ..scoring import joint_log_probs
 from ..text_files import open_text
+from ..families import variant_for_config
+from ..families.tree_formats import tree_format
 from ..tokenization.dependency_trees import DependencyTree
 from .results import evaluation_run, save_results
 
@@ -404,11 +406,13 @@ def dependency_log_probs(model, tokenizer, trees, batch_size=32):
 
 
 def _check_dependency_model(model, tokenizer, what):
-    if getattr(model.config, "root_token_id", None) is None or not hasattr(tokenizer, "tree_with_words"):
-        grammar = getattr(model.config, "grammar", None)
-        raise ValueError(f"{what} needs a dependency model (DTG: grammar dtg, dtg_eager or dtg_swift, or TXL (trans), "
-                         f"with its DependencyTokenizer); this model's grammar is {grammar!r}, which builds no "
-                         "dependency trees (bracketing F1 of a constituency model: hf-slm eval parse / eval rerank)")
+    """Attachment scores need a model whose trees are dependency trees (its variant's tree format, in its family's
+    record)."""
+    variant = variant_for_config(model.config)
+    if variant.tree_format != "dependency":
+        raise ValueError(f"{what} needs a model of dependency trees; a {variant.display_name} model writes "
+                         f"{tree_format(variant.tree_format).description}, which have no heads (bracketing F1 of "
+                         "a constituency model: hf-slm eval parse / eval rerank)")
     check_tokenizer_matches(model.config, tokenizer)
 
 

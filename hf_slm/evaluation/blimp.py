@@ -4,10 +4,11 @@ Data: the BLiMP jsonl files (one paradigm per file, 1,000 pairs each) with the f
 sentence_bad, field, linguistics_term, UID and pairID. One released file spells its field
 "syntax/semantics" where the others write "syntax_semantics": fields are normalized ("/" and "-" read as "_").
 
-Scoring: log p(x) of each whole sentence (the "simple LM method"): exact for terminals models
-(`<s> words </s>`), the final beam's mass (a lower bound on p(x)) for syntactic models. A pair counts as
-correct only when log p(good) > log p(bad) strictly (a tie is wrong). Any other scorer can be passed as
-`scorer`, a function from a list of sentences (lists of words) to their log-probabilities.
+Scoring: log p(x) of each whole sentence (the "simple LM method") by the model's Scorer (hf_slm/scorers.py):
+exact for models of words (`<s> words </s>`: words-only grammars, SOM), the final beam's mass (a lower bound on
+p(x)) for syntactic models. A pair counts as correct only when log p(good) > log p(bad) strictly (a tie is
+wrong). Any other scorer can be passed as `scorer`: a Scorer, or a function from a list of sentences (lists of
+words) to their log-probabilities.
 
 Words: BLiMP sentences are untokenized ("Katherine can't help herself."), while the training trees (PTB, GUM)
 are PTB-tokenized. `ptb_words` splits them the PTB way: sentence-final ". ? !" and any ", ; :" at the end of a
@@ -29,9 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from ..jsonl import iter_jsonl
-from .perplexity import sentence_log_probs
-from ..families import grammar_class
 from ..run_journal import map_in_chunks
+from ..scorers import Scorer, scorer_of
 from .results import evaluation_run, save_results
 
 FIELDS = ("morphology", "semantics", "syntax", "syntax_semantics")
@@ -175,15 +175,15 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
             `<that stem>.journal.jsonl` there; an interrupted run resumes from the journal (evaluation.results).
         batch_size: sentences per beam search batch, or sequences per forward call for terminals models; also
             the sentences scored (and journaled) at a time.
-        scorer: a function from a list of sentences (lists of words) to their log p(x), called on batch_size
-            sentences at a time; by default `perplexity.sentence_log_probs` (exact for terminals models, the
-            beam for syntactic models).
-        scorer_description: how `scorer` computes p(x), recorded as "log_prob" (e.g. "exact" for SOM).
+        scorer: the Scorer (hf_slm/scorers.py) whose `log_probs` give log p(x) (default: the model's family's, with
+            `beam_options`), or a function from a list of sentences (lists of words) to their log p(x); either is
+            called on batch_size sentences at a time.
+        scorer_description: how a scorer function computes p(x), recorded as "log_prob" (a Scorer says it).
         word_splitting: "ptb" (default) or "whitespace" (module docstring).
         overwrite: discard the journal of an earlier run into the same file and start over.
         on_error: "skip" leaves out the pairs of a sentence that cannot be scored (hf_slm.beam.check_sentences;
             a scorer returns None for it): `pairs_left_out` counts them, `left_out` names them; "raise" stops.
-        beam_options: BeamSearchOptions fields (beam_size, word_beam_size, ...) for syntactic models.
+        beam_options: BeamSearchOptions fields (beam_size, word_beam_size, ...) for the default scorer.
     Returns the metrics of `blimp_accuracy` plus "log_prob" (how p(x) was computed), "units" ("fraction": the
     accuracies), "log_prob_units" ("nats": the pair log-probabilities) and "summary".
     """
@@ -192,16 +192,15 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
              for p in pairs]
     # Score each distinct sentence once (some sentences recur across pairs and paradigms).
     distinct = sorted({tuple(words) for pair in split for words in pair}, key=lambda w: (len(w), w))
-    if scorer is None:
-        if model is None or tokenizer is None:
+    if scorer is None or isinstance(scorer, Scorer):
+        if scorer is None and (model is None or tokenizer is None):
             raise ValueError("run_blimp needs a model and a tokenizer, or a scorer")
+        model_scorer = scorer_of(model, tokenizer, scorer, **beam_options)
+        beam_options, how = model_scorer.search_options, model_scorer.log_prob_description
 
         def scorer(sentences):
-            return sentence_log_probs(model, tokenizer, sentences, batch_size=batch_size, progress=False,
-                                      sources=[repr(" ".join(words)) for words in sentences], on_error=on_error,
-                                      **beam_options)
-
-        how = "exact" if grammar_class(model.config.grammar).words_only else "beam (lower bound on p(x))"
+            return model_scorer.log_probs(sentences, batch_size=batch_size, progress=False, on_error=on_error,
+                                          sources=[repr(" ".join(words)) for words in sentences])
     else:
         how = scorer_description
     if output_dir is not None and model is None:

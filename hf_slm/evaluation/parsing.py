@@ -21,7 +21,8 @@ proposal with the highest log p(x, y) is chosen (ties: the first), and the ORIGI
 against gold. Also reported: the first proposal of each block, and the oracle, which picks per sentence the
 proposal with the highest sentence F1 (an approximation of the best achievable corpus F1).
 
-Parsing (`parse_eval`): the gold words (traces removed) are parsed with `hf_slm.beam.parse`; the predicted
+Parsing (`parse_eval`): the gold words (traces removed) are parsed by the model's Scorer (hf_slm/scorers.py:
+word-synchronous beam search, `hf_slm.beam.parse`); the predicted
 trees have no POS tags; binarized models' intermediate nodes (labels with `|<`, nltk's CNF) are spliced out;
 their leaves are the gold words (hf_slm.beam.parse keeps the given words, <unk> spellings included). A
 sentence that cannot be parsed (hf_slm.beam.check_sentences: too long for the model...) is left out of the
@@ -39,10 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..beam import parse as beam_parse
 from ..checks import check_tokenizer_matches
 from ..distributed import is_main_process, world_size
+from ..families import variant_for_config
 from ..run_journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
+from ..scorers import scorer_of
 from ..scoring import joint_log_probs
 from ..text_files import open_text
 from ..tokenization.tree_type import Tree
@@ -124,16 +126,20 @@ def write_proposals(path, proposals):
     return path
 
 
+# What a model writes, by its variant's tree format (hf_slm/families/registry.py, Variant.tree_format).
+_TREES_WRITTEN = {"words": "words only", "unlabelled_brackets": "unlabelled brackets",
+                  "dependency": "dependency trees (scored by hf-slm eval uas)"}
+
+
 def _check_syntactic(model, tokenizer, what):
+    """EVALB scores labelled PTB brackets: refuse a model whose trees are something else, naming what it writes."""
     check_tokenizer_matches(model.config, tokenizer)
-    linearization = getattr(tokenizer, "linearization", "top_down")
-    if linearization == "terminals":
-        raise ValueError(f"{what} needs a syntactic model (a top_down tokenizer, grammar tg or choe_charniak); this "
-                         "tokenizer linearizes 'terminals' and its model scores words only")
-    if linearization != "top_down":
-        raise ValueError(f"{what} scores labeled trees with EVALB against labeled gold trees; this tokenizer linearizes "
-                         f"{linearization!r} (paper 003's unlabeled trees), whose unlabeled scoring is not implemented "
-                         "here; its models are scored by perplexity (hf-slm eval ppl), SyntaxGym and BLiMP")
+    variant = variant_for_config(model.config)
+    if variant.tree_format != "brackets":
+        written = _TREES_WRITTEN.get(variant.tree_format, f"{variant.tree_format!r} trees")
+        raise ValueError(f"{what} scores labelled trees with EVALB against labelled gold trees; a "
+                         f"{variant.display_name} model writes {written}, which EVALB does not score; its models are "
+                         "scored by perplexity (hf-slm eval ppl), SyntaxGym and BLiMP")
 
 
 def _gold_list(gold_trees, limit):
@@ -352,8 +358,9 @@ def _with_words(tree, words, index):
 
 
 def parse_eval(model, tokenizer, gold_trees, limit=None, batch_size=8, max_length=None, progress=True, output_dir=None,
-               overwrite=False, on_error="skip", **beam_options):
-    """Parse the gold sentences with the word-synchronous beam search and score the trees with EVALB rules.
+               overwrite=False, on_error="skip", scorer=None, **beam_options):
+    """Parse the gold sentences with the model's Scorer (word-synchronous beam search) and score the trees with
+    EVALB rules.
 
     Args:
         model, tokenizer: a syntactic checkpoint and its tokenizer.
@@ -366,23 +373,24 @@ def parse_eval(model, tokenizer, gold_trees, limit=None, batch_size=8, max_lengt
             trees) and the journal of the parses finished so far there (module docstring).
         overwrite: discard the journal of an earlier run into the same file and start over.
         on_error: "skip" leaves out a sentence that cannot be parsed (module docstring); "raise" stops.
-        beam_options: BeamSearchOptions fields (beam_size, word_beam_size, fast_track, ...).
+        scorer: the Scorer whose `parse` gives the trees (hf_slm/scorers.py; default: the model's family's, with
+            `beam_options`, BeamSearchOptions fields such as beam_size, word_beam_size, fast_track).
 
     Returns:
         EVALB corpus metrics of the predicted trees (`evalb.summarize`), with "units": "percent".
     """
     _check_syntactic(model, tokenizer, "parsing")
+    scorer = scorer_of(model, tokenizer, scorer, **beam_options)
     gold, gold_source = _gold_list(gold_trees, limit)
     prepared = [GoldSentence(tree, index=i) for i, tree in enumerate(gold)]
     sentences = [sentence.words for sentence in prepared]
-    options = {"batch_size": batch_size, "limit": limit, "max_length": max_length, "beam": beam_options,
+    options = {"batch_size": batch_size, "limit": limit, "max_length": max_length, "beam": scorer.search_options,
                "normalization": dict(tokenizer.normalization), "evalb": "COLLINS.prm rules (hf_slm.evaluation.evalb)"}
     with evaluation_run(output_dir, "parse", gold_trees, model, options, limit=limit, overwrite=overwrite,
                         data_description=_gold_description(gold_trees, gold)) as run:
         predicted = map_in_chunks(
-            lambda chunk: beam_parse(model, tokenizer, [words for _, words in chunk], batch_size=batch_size,
-                                     progress=False, sources=[f"{gold_source}, tree {i}" for i, _ in chunk],
-                                     on_error=on_error, **beam_options),
+            lambda chunk: scorer.parse([words for _, words in chunk], batch_size=batch_size, progress=False,
+                                       sources=[f"{gold_source}, tree {i}" for i, _ in chunk], on_error=on_error),
             list(enumerate(sentences)), batch_size, run.journal if run is not None else None, progress=progress, desc="parsing",
             unit="sentence")
         return _score_parses(model, tokenizer, gold, gold_source, prepared, predicted, max_length, run, options)

@@ -1,15 +1,18 @@
-"""Word-level perplexity: exact for terminals models, an upper bound for syntactic ones (paper 000, 3.1), an
-approximation for syntactic ones at document level.
+"""Word-level perplexity: exact for models that score words exactly, an upper bound for syntactic ones (paper
+000, 3.1), an approximation for syntactic ones at document level.
 
 PPL(D) = exp(-sum_x log p(x) / N_w).
 
-- TXL (terminals) models (grammar "terminals") give p(x) exactly: the joint log-probability of
-  `<s> words </s>`, the `</s>` prediction included. Following paper 000's footnote 3 ("+1 for the
-  end-of-sequence token to model the termination of the sequence. This is only needed for the word-level
-  language models"), N_w then counts one extra token per sentence for `</s>`. The metrics also give
-  `perplexity_words_only_count` (the same log p(x) over the words alone) for comparison with a syntactic
-  model's number on the same denominator.
-- Syntactic models (tg, choe_charniak) model p(x, y). p(x) = sum_y p(x, y) is intractable, so p(x) is
+log p(x) comes from the model's Scorer (hf_slm/scorers.py, named by its family's record), which says what kind of
+number it is:
+- Exact (`Scorer.log_prob_estimate == "exact"`): a words-only grammar gives the joint log-probability of
+  `<s> words </s>`; a model that marginalizes its structure inside (a recurrent one with its own parser) gives
+  the same from its logits. The `</s>` prediction is included: following paper 000's footnote 3 ("+1 for the end-of-sequence
+  token to model the termination of the sequence. This is only needed for the word-level language models"),
+  N_w then counts one extra token per sentence for `</s>`. The metrics also give `perplexity_words_only_count`
+  (the same log p(x) over the words alone) for comparison with a syntactic model's number on the same
+  denominator.
+- Syntactic models model p(x, y). p(x) = sum_y p(x, y) is intractable, so p(x) is
   bounded from below by a sum over some trees, and the perplexity from above:
     * proposals: log p(x) >= logsumexp_j log p(x, y_j) over the sentence's proposal trees (duplicates
       removed; the paper uses J = 300 unique trees per sentence from a discriminative RNNG, the same trees
@@ -57,15 +60,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..beam import SentenceResults, check_sentences, describe_left_out, score_documents, warn_left_out
-from ..beam import score as beam_score
+from ..beam import describe_left_out
 from ..checks import check_tokenizer_matches
-from ..scoring import action_log_probs, joint_log_probs
+from ..families import variant_for_config
+from ..run_journal import data_fingerprint, map_in_chunks
+from ..scorers import scorer_for, scorer_of
+from ..search_scorer import joint_in_length_order, terminal_sequences  # (terminal_sequences: in __all__ here too)
 from ..text_files import check_text_file, open_text, read_text
 from ..tokenization.trees import labelled_closing, normalize_tree, parse_trees, read_trees, read_words
 from .parsing import iter_proposals
-from ..families import grammar_class
-from ..run_journal import data_fingerprint, map_in_chunks
 from .results import evaluation_run, save_results
 
 BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n")
@@ -193,56 +196,17 @@ def check_proposal_words(sentences, proposals, source="proposals"):
 # ---- log p(x) -----------------------------------------------------------------------------------------
 
 
-def _joint_in_length_order(model, sequences, batch_size, progress):
-    """joint_log_probs of every sequence, batched by length (less padding), returned in input order."""
-    if not sequences:
-        return []
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
-    scores = joint_log_probs(model, [sequences[i] for i in order], batch_size=batch_size, progress=progress)
-    result = [0.0] * len(sequences)
-    for position, index in enumerate(order):
-        result[index] = scores[position]
-    return result
-
-
-def terminal_sequences(tokenizer, sentences):
-    """`<s> pieces </s>` ids of each sentence, as the terminals linearization encodes a tree's words."""
-    encoded = tokenizer(list(sentences), is_split_into_words=True)["input_ids"]
-    return [list(ids) + [tokenizer.eos_token_id] for ids in encoded]
-
-
 def sentence_log_probs(model, tokenizer, sentences, batch_size=32, progress=True, on_error="skip", sources=None,
                        **beam_options):
-    """log p(x) of each sentence (a list of words), natural log.
-
-    Exact for terminals models (joint log-probability of `<s> words </s>`; beam options are unused); for
-    syntactic models the mass of the final beam of word-synchronous beam search (a lower bound).
+    """log p(x) of each sentence (a list of words), natural log, by the model's Scorer (hf_slm/scorers.py):
+    exact for a words-only grammar or a model with its own exact scorer, the final beam's mass of word-synchronous beam search (a lower bound)
+    for syntactic models, searched with `beam_options`.
     A sentence that cannot be scored (hf_slm.beam.check_sentences) gets None, is named in `.left_out` of the
     returned SentenceResults and in a SentencesLeftOut warning; on_error="raise" raises instead. sources:
     how messages name each sentence (default "sentence i").
     """
-    sentences = [list(words) for words in sentences]
-    sources = list(sources) if sources is not None else [f"sentence {i}" for i in range(len(sentences))]
-    if grammar_class(model.config.grammar).words_only:
-        _, _, left_out = check_sentences(model, tokenizer, sentences, sources, on_error)
-        skipped = {entry["index"] for entry in left_out}
-        kept = [i for i in range(len(sentences)) if i not in skipped]
-        scores = _joint_in_length_order(model, terminal_sequences(tokenizer, [sentences[i] for i in kept]),
-                                        batch_size, progress)
-        log_probs = [None] * len(sentences)
-        for index, value in zip(kept, scores):
-            log_probs[index] = value
-        warn_left_out(left_out, len(sentences))
-        return SentenceResults(log_probs, left_out)
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results = beam_score(model, tokenizer, [sentences[i] for i in order], batch_size=batch_size, progress=progress,
-                         on_error=on_error, sources=[sources[i] for i in order], **beam_options)
-    log_probs = [None] * len(sentences)
-    for position, index in enumerate(order):
-        log_probs[index] = results[position].get("log_prob")
-    left_out = sorted((dict(entry, index=order[entry["index"]]) for entry in results.left_out),
-                      key=lambda entry: entry["index"])
-    return SentenceResults(log_probs, left_out)
+    return scorer_for(model, tokenizer, **beam_options).log_probs(sentences, batch_size=batch_size, progress=progress,
+                                                                  on_error=on_error, sources=sources)
 
 
 def unique_proposal_ids(tokenizer, proposals, max_proposals=None):
@@ -270,7 +234,7 @@ def proposal_log_probs(model, tokenizer, proposals, batch_size=32, progress=True
     index of the best one among them)."""
     unique = unique_proposal_ids(tokenizer, proposals, max_proposals)
     flat = [ids for sentence in unique for ids in sentence]
-    scores = _joint_in_length_order(model, flat, batch_size, progress)
+    scores = joint_in_length_order(model, flat, batch_size, progress)
     results, start = [], 0
     for sentence in unique:
         values = scores[start : start + len(sentence)]
@@ -336,7 +300,7 @@ def describe_perplexity(metrics):
     """One line for people: the number, whether it is exact, an upper bound or an approximation, and how it was
     computed."""
     how = {
-        "exact": "log p(<s> words </s>) of a terminals model; N_w counts one </s> per sentence",
+        "exact": "log p(<s> words </s>) of a model that scores words exactly; N_w counts one </s> per sentence",
         "proposals": "p(x) >= sum of p(x, y) over the proposal trees of each sentence",
         "beam": "p(x) >= the mass of the final beam of word-synchronous beam search",
         "proposals_greedy_prefix": "proposal trees of each sentence after the greedy best trees of the sentences "
@@ -345,7 +309,7 @@ def describe_perplexity(metrics):
                               "before it in its document",
     }[metrics["method"]]
     if metrics["method"] == "exact" and metrics.get("documents") is not None:
-        how = "log p(<s> document </s>) of a terminals model; N_w counts one </s> per document"
+        how = "log p(<s> document </s>) of a model that scores words exactly; N_w counts one </s> per document"
     left_out = metrics.get("sentences_left_out")
     return (f"word perplexity {metrics['perplexity']:.3f} ({ESTIMATES[metrics['method']]}: {how}) on "
             f"{metrics['sentences']} sentences, {metrics['words']} words; total log p {metrics['log_prob_total']:.3f} "
@@ -357,35 +321,19 @@ def describe_perplexity(metrics):
 def _check_document_level(model):
     if not getattr(model.config, "document_level", False):
         raise ValueError(
-            f"document-level perplexity needs a document-level model: this {model.config.grammar!r} model reads one "
+            f"document-level perplexity needs a document-level model: this "
+            f"{variant_for_config(model.config).display_name} model reads one "
             "sentence per sequence (config.document_level is False), so its numbers after a first sentence would "
             "mean nothing; train one on documents (tokenizer.encode_document) or use document_level=False"
         )
 
 
-def document_terminal_log_probs(model, tokenizer, documents, batch_size=32, progress=True):
-    """Exact per-sentence log-probabilities of a document-level terminals model: the log p(piece | before) of
-    each sentence's pieces in `<s> document </s>`, the `</s>` counted in the document's last sentence."""
-    sequences = [tokenizer.encode_document([list(s) for s in document])["input_ids"] for document in documents]
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
-    arrays = action_log_probs(model, [sequences[i] for i in order], batch_size=batch_size, progress=progress)
-    per_document = [None] * len(sequences)
-    for position, index in enumerate(order):
-        values, start, sentences = arrays[position], 0, []
-        for sentence in documents[index]:
-            count = len(tokenizer(list(sentence), is_split_into_words=True, add_special_tokens=False)["input_ids"])
-            sentences.append(float(values[start : start + count].sum()))
-            start += count
-        sentences[-1] += float(values[start:].sum())  # </s>
-        per_document[index] = sentences
-    return per_document
-
-
-def _log_probs_in_chunks(method, model, tokenizer, documents, blocks, batch_size, beam_options, max_proposals,
-                         journal, progress, document_level):
+def _log_probs_in_chunks(method, scorer, documents, blocks, batch_size, max_proposals, journal, progress,
+                         document_level):
     """(log p of each sentence, proposals per sentence or None) by `method`, computed batch_size sentences
     (documents at document level) at a time, shortest sentences first. With a journal each chunk is recorded as
     soon as it is done, so that an interrupted run resumes where it stopped with the same numbers."""
+    model, tokenizer = scorer.model, scorer.tokenizer
     sentences = [sentence for document in documents for sentence in document]
 
     def in_chunks(compute, items, unit, by_length=False):
@@ -401,16 +349,14 @@ def _log_probs_in_chunks(method, model, tokenizer, documents, blocks, batch_size
         return [log_prob for document in per_document for log_prob in document]
 
     if method == "exact" and document_level:
-        return flat(in_chunks(lambda chunk: document_terminal_log_probs(model, tokenizer, chunk, batch_size, False),
+        return flat(in_chunks(lambda chunk: scorer.document_log_probs(chunk, batch_size, False),
                               documents, "document")), None
     if method in ("exact", "beam"):
-        options = beam_options if method == "beam" else {}
-        return in_chunks(lambda chunk: sentence_log_probs(model, tokenizer, chunk, batch_size=batch_size,
-                                                          progress=False, **options),
+        return in_chunks(lambda chunk: scorer.log_probs(chunk, batch_size=batch_size, progress=False),
                          sentences, "sentence", by_length=True), None
     if method == "beam_greedy_prefix":
         def compute(chunk):
-            found = score_documents(model, tokenizer, chunk, batch_size=batch_size, progress=False, **beam_options)
+            found = scorer.score_documents(chunk, batch_size=batch_size, progress=False)
             return [[result.get("log_prob") for result in document] for document in found]
 
         return flat(in_chunks(compute, documents, "document")), None
@@ -420,7 +366,7 @@ def _log_probs_in_chunks(method, model, tokenizer, documents, blocks, batch_size
         counts = [len(c) for document in candidates for c in document]
 
         def compute(chunk):
-            return document_log_probs(lambda sequences: _joint_in_length_order(model, sequences, batch_size, False),
+            return document_log_probs(lambda sequences: joint_in_length_order(model, sequences, batch_size, False),
                                       chunk, model.config.bos_token_id)
 
         return flat(in_chunks(compute, candidates, "document")), counts
@@ -431,11 +377,11 @@ def _log_probs_in_chunks(method, model, tokenizer, documents, blocks, batch_size
     return [value[0] for value in per_sentence], [value[1] for value in per_sentence]
 
 
-def _perplexity_metrics(method, log_probs, documents, sentences, terminals, document_level, proposal_counts):
+def _perplexity_metrics(method, log_probs, documents, sentences, exact, document_level, proposal_counts):
     """The metrics dict of `word_perplexity` (its docstring) from the per-sentence log-probabilities."""
     words = sum(len(s) for s in sentences)
     # One </s> per sequence: per sentence, or per document for a document-level model.
-    denominator = words + ((len(documents) if document_level else len(sentences)) if terminals else 0)
+    denominator = words + ((len(documents) if document_level else len(sentences)) if exact else 0)
     total = float(sum(log_probs))
     metrics = {
         "perplexity": math.exp(-total / denominator),
@@ -447,11 +393,11 @@ def _perplexity_metrics(method, log_probs, documents, sentences, terminals, docu
         "is_upper_bound": ESTIMATES[method] == "upper bound",
         "method": method,
         "denominator": denominator,
-        "eos_counted": terminals,
+        "eos_counted": exact,
     }
     if document_level:
         metrics["documents"] = len(documents)
-    if terminals:
+    if exact:
         metrics["perplexity_words_only_count"] = math.exp(-total / words)
     if proposal_counts is not None:
         metrics["proposals_per_sentence"] = {"min": min(proposal_counts), "max": max(proposal_counts),
@@ -469,11 +415,11 @@ def _sentence_names(path, count):
     return [f"{path}:{number}" for number, line in enumerate(lines, start=1) if line.strip()][:count]
 
 
-def _scorable(model, tokenizer, documents, names, on_error, document_level):
+def _scorable(scorer, documents, names, on_error, document_level):
     """(the documents without the sentences that cannot be scored, the index of each kept sentence among all,
     the left-out sentences as hf_slm.beam.check_sentences gives them). At document level a sentence is scored
     after those before it, so the rest of a document goes with a left-out sentence."""
-    _, _, left_out = check_sentences(model, tokenizer, [s for d in documents for s in d], names, on_error)
+    _, _, left_out = scorer.check_sentences([s for d in documents for s in d], names, on_error)
     out = {entry["index"] for entry in left_out}
     kept_documents, kept, index = [], [], 0
     for document in documents:
@@ -496,13 +442,14 @@ def _scorable(model, tokenizer, documents, names, on_error, document_level):
 
 
 def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, document_level=False, batch_size=32,
-                    limit=None, output_dir=None, max_proposals=None, progress=True, overwrite=False, on_error="skip"):
+                    limit=None, output_dir=None, max_proposals=None, progress=True, overwrite=False, on_error="skip",
+                    scorer=None):
     """Word-level perplexity of `data` under `model` (see the module docstring for the method and formats).
 
     Args:
         data: a tree file or a text file with one sentence per line.
         proposals: a proposal file for syntactic models (one block of trees per sentence); without it,
-            syntactic models use the final beam of word-synchronous beam search. Unused for terminals models.
+            syntactic models use the final beam of word-synchronous beam search. Unused by an exact scorer.
         beam_options: BeamSearchOptions fields for the beam (beam_size, word_beam_size, ...).
         document_level: documents separated by blank lines, greedy best-tree prefixes (a document-level model,
             config.document_level, is required).
@@ -515,6 +462,9 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         progress: show progress bars.
         overwrite: discard the journal of an earlier run into the same file (another model, other settings or
             other data of the same name are refused without it) and start over.
+        scorer: the Scorer (hf_slm/scorers.py) that gives log p(x); default: the model's family's, with
+            `beam_options` (which must then be left out). An exact scorer (a words-only grammar, SOM) makes the
+            perplexity exact; proposals are then unused.
         on_error: a sentence that cannot be scored (hf_slm.beam.check_sentences: empty, a word without pieces,
             too long for the model even as its shortest tree; or its search failed) is left out with "skip":
             the numbers are over the others, `sentences_left_out` counts and `left_out` names them
@@ -528,8 +478,9 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         with document_level, and proposal counts when proposals are used.
     """
     check_tokenizer_matches(model.config, tokenizer)
-    beam_options = dict(beam_options or {})
-    terminals = grammar_class(model.config.grammar).words_only
+    scorer = scorer_of(model, tokenizer, scorer, **(beam_options or {}))
+    beam_options = scorer.search_options
+    exact = scorer.log_prob_estimate == "exact"  # one </s> per sequence is scored and counted
     if document_level:
         _check_document_level(model)
     if limit is not None and limit < 1:
@@ -544,19 +495,21 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
     sentences = [sentence for document in documents for sentence in document]
 
     blocks = None
-    if proposals is not None and terminals:
-        warnings.warn("a terminals model's perplexity is exact; the proposal trees are not used", stacklevel=2)
+    if proposals is not None and exact:
+        warnings.warn("this model's perplexity is exact; the proposal trees are not used", stacklevel=2)
+    elif proposals is not None and not scorer.scores_trees:
+        raise ValueError(f"proposals: {scorer.describe()} does not score given trees; leave the proposals out")
     elif proposals is not None:
         # With a limit only the first blocks are read (the file may cover the whole data or just them).
         blocks = read_proposals(proposals, normalization, limit=len(sentences) if limit is not None else None)
         check_proposal_words(sentences, blocks, source=str(proposals))
     # Every sentence is checked before anything is scored; those that cannot be are left out and named.
     all_sentences, names = sentences, _sentence_names(data, len(sentences))
-    documents, kept, left_out = _scorable(model, tokenizer, documents, names, on_error, document_level)
+    documents, kept, left_out = _scorable(scorer, documents, names, on_error, document_level)
     sentences = [all_sentences[i] for i in kept]
     blocks = [blocks[i] for i in kept] if blocks is not None else None
 
-    if terminals:
+    if exact:
         method = "exact"
     elif document_level:
         method = "beam_greedy_prefix" if blocks is None else "proposals_greedy_prefix"
@@ -567,8 +520,8 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
     settings = dict(options, proposals=data_fingerprint(proposals) if blocks is not None else None)
     with evaluation_run(output_dir, "ppl", data, model, settings, limit=limit, overwrite=overwrite) as run:
         log_probs, proposal_counts = _log_probs_in_chunks(
-            method, model, tokenizer, documents, blocks, batch_size, beam_options, max_proposals,
-            run.journal if run is not None else None, progress, document_level)
+            method, scorer, documents, blocks, batch_size, max_proposals, run.journal if run is not None else None,
+            progress, document_level)
         for position in [p for p, log_prob in enumerate(log_probs) if log_prob is None]:  # its search failed
             index = kept[position]
             left_out.append({"index": index, "source": names[index], "words": all_sentences[index], "error":
@@ -578,7 +531,7 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         proposal_counts = [proposal_counts[p] for p in scored] if proposal_counts is not None else None
         sentences = [all_sentences[i] for i in kept]
         left_out.sort(key=lambda entry: entry["index"])
-        metrics = _perplexity_metrics(method, log_probs, documents, sentences, terminals, document_level,
+        metrics = _perplexity_metrics(method, log_probs, documents, sentences, exact, document_level,
                                       proposal_counts)
         if left_out:
             metrics["sentences_left_out"] = len(left_out)

@@ -40,8 +40,7 @@ import numpy as np
 
 from ..run_journal import map_in_chunks
 from ..sentence_splitting import lead_sentence, text_words, treebank_words
-from ..tokenization.tokenization_compositional import is_unlabeled_tree_string
-from ..tokenization.tokenization_dependency import is_inline_tree
+from ..families.tree_formats import tree_format
 from ..tokenization.tree_type import Tree
 from ..tokenization.trees import input_format, tree_to_string
 from .results import evaluation_run, save_results
@@ -87,9 +86,9 @@ def summary_words(summary):
     text = summary.strip()
     if not text:
         return []
-    if is_inline_tree(text):
+    if tree_format("dependency").recognizes(text):  # inline `word/head`
         return _unescaped([item.rpartition("/")[0] for item in text.split()])
-    if is_unlabeled_tree_string(text):  # paper 003's unlabeled trees: `(` and `)` are tokens, there are no labels
+    if tree_format("unlabelled_brackets").recognizes(text):  # `(` and `)` are tokens, there are no labels
         return _unescaped([token for token in text.split() if token not in ("(", ")")])
     found = input_format(text)
     if found == "actions":
@@ -108,7 +107,7 @@ def _tree_of(summary):
     """The tree a generated summary was given as (a string, or an nltk.Tree written out), else None."""
     if isinstance(summary, Tree):
         return tree_to_string(summary)
-    if isinstance(summary, str) and (is_inline_tree(summary.strip()) or input_format(summary) != "words"):
+    if isinstance(summary, str) and (tree_format("dependency").recognizes(summary) or input_format(summary) != "words"):
         return summary
     return None
 

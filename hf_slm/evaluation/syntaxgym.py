@@ -821,48 +821,38 @@ def _model_directory(model):
 
 
 def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, batch_size=8, rule="first",
-                  progress=True, overwrite=False, on_error="skip", surprisal_scorer=None, **beam_options):
-    """SyntaxGym for a syntactic LM: word surprisals (bits) from word-synchronous beam search, then
-    `evaluate_suites`. Writes into `output_dir` (default: `<model dir>/eval_results` when the model was loaded
-    from a local folder, else nothing is written), named by the suites (results.result_stem, e.g.
-    `sg-syntaxgym` for ../shared/data/syntaxgym/test_suites/json, `-limit<N>` added with a limit):
-    `<stem>.json` (metrics without the per-item rows, with the model, data and options; see
-    results.save_results), `<stem>.csv` (per-suite accuracy), `<stem>_items.csv` (per item and prediction),
-    `<stem>.png` (bar chart by circuit) and the journal `<stem>.journal.jsonl` of the sentences scored so far,
-    from which an interrupted run resumes (`overwrite` discards it and starts over).
+                  progress=True, overwrite=False, on_error="skip", scorer=None, **beam_options):
+    """SyntaxGym for a language model: word surprisals (bits) from its Scorer (hf_slm/scorers.py; word-synchronous
+    beam search for the families with grammars, exact from the logits for SOM), then `evaluate_suites`. Writes
+    into `output_dir` (default: `<model dir>/eval_results` when the model was loaded from a local folder, else
+    nothing is written), named by the suites (results.result_stem, e.g. `sg-syntaxgym` for
+    ../shared/data/syntaxgym/test_suites/json, `-limit<N>` added with a limit): `<stem>.json` (metrics without the
+    per-item rows, with the model, data and options; see results.save_results), `<stem>.csv` (per-suite accuracy),
+    `<stem>_items.csv` (per item and prediction), `<stem>.png` (bar chart by circuit) and the journal
+    `<stem>.journal.jsonl` of the sentences scored so far, from which an interrupted run resumes (`overwrite`
+    discards it and starts over).
 
-    beam_options go to `hf_slm.score` (beam_size, word_beam_size, fast_track, ...); so does on_error ("skip":
-    the items of a sentence that cannot be scored are left out, see `evaluate_suites`; "raise"). Returns the metrics of
-    `evaluate_suites` with `files`: {kind: path} of what was written.
-
-    surprisal_scorer: (function, description) for a model that scores without a search (SOM,
-    hf_slm.som_evaluation): the function maps a list of sentences to their per-word surprisals in bits, the
-    description is recorded as the option "surprisals"; beam_options must then be empty.
+    scorer: the Scorer (default: the model's family's, with `beam_options`, BeamSearchOptions fields such as
+    beam_size, word_beam_size, fast_track; they must then be left out). What it records of how it computes the
+    surprisals (`Scorer.recorded_options`: the beam options, or SOM's "surprisals") joins the options. on_error:
+    "skip" leaves out the items of a sentence that cannot be scored (see `evaluate_suites`); "raise" stops.
+    Returns the metrics of `evaluate_suites` with `files`: {kind: path} of what was written.
     """
-    import hf_slm
-
     from ..run_journal import map_in_chunks
+    from ..scorers import scorer_of
     from .results import evaluation_run, results_directory, save_results
 
+    scorer = scorer_of(model, tokenizer, scorer, **beam_options)
     suites = load_suites(suites_dir)
     model_dir = _model_directory(model)
     directory = results_directory(model_dir, output_dir) if output_dir is not None or model_dir is not None else None
-    options = {"limit": limit, "batch_size": batch_size, "rule": rule, "units": "bits", **beam_options}
-    if surprisal_scorer is not None:
-        if beam_options:
-            raise ValueError(f"beam options {sorted(beam_options)} were given with a surprisal_scorer, which runs no "
-                             "beam search; expected one or the other")
-        options["surprisals"] = surprisal_scorer[1]
+    options = {"limit": limit, "batch_size": batch_size, "rule": rule, "units": "bits", **scorer.recorded_options}
     files = {}
     with evaluation_run(directory, "sg", suites_dir, model, options, limit=limit, overwrite=overwrite) as run:
 
-        def surprisals(sentences):
-            if surprisal_scorer is not None:
-                return surprisal_scorer[0](sentences)
-            results = hf_slm.score(model, tokenizer, sentences, bits=True, progress=False, batch_size=batch_size,
-                                   sources=[repr(" ".join(words)) for words in sentences], on_error=on_error,
-                                   **beam_options)
-            return [result.get("surprisals") for result in results]  # None: left out (named in a warning)
+        def surprisals(sentences):  # None: left out (named in a warning)
+            return scorer.surprisals(sentences, bits=True, batch_size=batch_size, progress=False, on_error=on_error,
+                                     sources=[repr(" ".join(words)) for words in sentences])
 
         def score_fn(sentences):
             # batch_size sentences at a time, each batch journaled as soon as it is scored
@@ -881,6 +871,7 @@ def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, bat
             files["png"] = plot_circuits(metrics, run.path(".png"), title=f"SyntaxGym by circuit: {name}")
     metrics["files"] = {kind: str(path) for kind, path in files.items()}
     return metrics
+
 
 __all__ = [
     "CIRCUITS", "CIRCUIT_PREFIXES", "EXCLUDED_SUITES", "PAPER_SUITES", "RULES", "SUITE_CIRCUITS", "Condition",

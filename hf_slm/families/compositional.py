@@ -31,4 +31,6 @@ COMPOSITIONAL_SLM = register_family(Family(
     card_values="hf_slm.families.compositional_card:card_values",
     presets="hf_slm.modeling.compositional_config:COMPOSITIONAL_PRESETS",
     unlabelled_trees=True,  # CompositionalTokenizer.unlabel
+    # unlabelled trees: no labelled bracketing F1 (eval parse, rerank)
+    evaluations=("ppl", "sg", "blimp"),
 ))

@@ -14,6 +14,8 @@ _SHARED = {
     "tokenizer_config_fields": f"{_HERE}:config_fields_of_tokenizer",
     "preparation": "hf_slm.data.prepare_dependency:DEPENDENCY_PREPARATION",
     "card_values": "hf_slm.families.dependency_card:card_values",
+    # dependency trees: attachment scores (eval uas), no bracketing F1
+    "evaluations": ("ppl", "sg", "blimp", "uas"),
 }
 
 

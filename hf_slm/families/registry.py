@@ -43,7 +43,8 @@ class Variant:
     name: the config's `grammar` ("tg", "nb-dn-in-m"); for a family without grammars its model_type.
     display_name: as its paper names it ("Transformer Grammar (TG)", "Nb-Dn-In-M").
     hub_tag: the hub tag of its cards.
-    card_template: the file in model_cards/ its card is written from (a path for a family outside hf-slm).
+    card_template: the file in model_cards/ its card is written from; for a family outside hf-slm, the absolute path
+        of its own template (which may extend hf-slm's, e.g. `{% extends "syntactic.md" %}`).
     syntactic: it models syntax (p(x, y) over trees, or SOM's parser) rather than words alone.
     tree_format: how its trees are read and written (hf_slm/families/tree_formats.py): "brackets" (labelled PTB
         brackets), "unlabelled_brackets", "dependency" (CoNLL-U, or inline `word/head`) or "words".
@@ -95,6 +96,18 @@ class Family:
         from its tokenizer beyond the id layout.
     preparation: a reference to the hook `hf-slm data prepare` runs for data of the family's own kind
         (hf_slm/data/prepare.py, "Family preparations"); None: its data is prepared from trees or words.
+    collator: a reference to collator(model, tokenizer) -> the data collator that trains the model with
+        transformers.Trainer (its batches give the numbers of `model(**tokenizer(...))`).
+    scorer: a reference to the Scorer class (hf_slm/scorers.py) that `hf-slm score | parse | generate` and the
+        evaluation drivers score, parse and generate with, built as scorer(model, tokenizer, **search_options):
+        word-synchronous beam search (hf_slm/search_scorer.py) by default, or the family's own (SOM's).
+    evaluations: the `hf-slm eval` commands its models support (among ppl, sg, blimp, parse, rerank, uas); the
+        others say so and name these.
+    train_options: the options `hf-slm train` adds for the family's presets, as (flag, argparse keywords) pairs
+        (e.g. ("--min-count", {"type": int, "help": ...})); `training_setup` takes each as the field argparse names
+        it (`--min-count` -> min_count). They are refused with another family's preset.
+    training_setup: a reference to the TrainingSetup class (hf_slm/training.py) that `hf-slm train` builds for the
+        family's presets (a subclass with the fields of `train_options`).
     """
 
     name: str
@@ -117,6 +130,11 @@ class Family:
     tokenizer_grammar_options: object = "hf_slm.families.registry:no_options"
     tokenizer_config_fields: object = "hf_slm.families.registry:no_options"
     preparation: object = None
+    collator: object = "hf_slm.collator:collator_for_model"
+    scorer: object = "hf_slm.search_scorer:BeamSearchScorer"
+    evaluations: tuple = ("ppl", "sg", "blimp", "parse", "rerank")
+    train_options: tuple = ()
+    training_setup: object = "hf_slm.training:TrainingSetup"
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __getattribute__(self, name):
@@ -199,7 +217,7 @@ def no_options(_):
 _REFERENCE_FIELDS = frozenset({"config_class", "model_class", "causal_lm_class", "tokenizer_classes", "grammar_classes",
                                "presets", "check_tokenizer", "train", "card_details", "card_values", "preset_columns",
                                "doubled_id_ranges", "tokenizer_grammar_options", "tokenizer_config_fields",
-                               "preparation"})
+                               "preparation", "collator", "scorer", "training_setup"})
 
 
 def _field(config, name):

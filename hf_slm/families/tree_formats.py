@@ -95,6 +95,11 @@ class TreeFormat:
         inline string stays a string), words as a list. A ValueError when `tree` is not one of this format."""
         raise NotImplementedError
 
+    def draw(self, tree):
+        """Print a tree of this format (a string a model wrote) for a terminal, over several lines
+        (`hf-slm parse --pretty`)."""
+        raise NotImplementedError
+
     def __repr__(self):
         return f"<tree format {self.name}>"
 
@@ -125,6 +130,12 @@ class BracketedTrees(TreeFormat):
 
     def words(self, tree):
         return list((self.read(tree) if isinstance(tree, str) else tree).leaves())
+
+    def draw(self, tree):
+        """nltk's drawing of the tree, its labels over its words."""
+        from ..tokenization.trees import parse_tree
+
+        (parse_tree(tree) if isinstance(tree, str) else tree).pretty_print()
 
     def first_words(self, tree, count):
         """An nltk Tree, or a string: PTB brackets taken as written (not normalized), or actions."""
@@ -175,6 +186,9 @@ class UnlabelledTrees(BracketedTrees):
 
         return unlabeled_string(tree)
 
+    def draw(self, tree):
+        (self.read(tree) if isinstance(tree, str) else tree).pretty_print()
+
 
 class DependencyTrees(TreeFormat):
     """Dependency trees: DependencyTree objects, inline `word/head` strings, CoNLL-U files."""
@@ -217,6 +231,14 @@ class DependencyTrees(TreeFormat):
 
     def words(self, tree):
         return list(self.read(tree).words)
+
+    def draw(self, tree):
+        """A table: each word's position, the word, its head's position and the head word."""
+        tree = self.read(tree)
+        width = max(len(word) for word in tree.words)
+        for position, (word, head) in enumerate(zip(tree.words, tree.heads), start=1):
+            print(f"{position:>3}  {word:<{width}}  {head:>3}  {'(root)' if head == 0 else tree.words[head - 1]}")
+        print()
 
     def first_words(self, tree, count):
         """Each kept word takes as its head its nearest kept ancestor; of those whose every ancestor was cut, the
@@ -273,6 +295,14 @@ class WordSequences(TreeFormat):
 
     def first_words(self, tree, count):
         return self.words(tree)[:count]
+
+    def draw(self, tree):
+        """The words on one line; a bracketed tree (a model of words with a parser of its own writes one) drawn as
+        the bracketed format draws it."""
+        if isinstance(tree, str) and not self.recognizes(tree):
+            BRACKETED.draw(tree)
+            return
+        print(" ".join(self.words(tree)))
 
 
 def _lines(path):

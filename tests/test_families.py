@@ -1,0 +1,310 @@
+"""Every model family through every path a user has, in one parametrized module (issue 27).
+
+The cases are variants of every registered family, and of a toy family written as another package would write
+one (tests/toy_family.py: its own grammar, config and model over hf-slm's hub classes), registered here with the
+public call `hf_slm.register_family` and nothing changed in the package. For each case:
+
+- `hf-slm train` (transformers' Trainer) trains a tiny model on the data its tree format reads, and saves it;
+- `model(**tokenizer(trees), labels=input_ids)` is transformers' shifted mean NLL of the actions, and the batch of
+  the family's training collator gives the model's own numbers;
+- the family's scorer scores (surprisals that add up to log p(x)) and parses (trees of its format);
+- `hf-slm parse / score / generate / eval ppl / eval sg / eval blimp` and `hf-slm card` run on the checkpoint;
+- `hf-slm push` publishes it to a local hub, and it loads from there, pinned, through the Auto classes in an
+  interpreter without hf-slm, with the numbers it has here.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import toy_family
+from hf_slm import Family, Variant, register_family
+from hf_slm.cli import main
+from hf_slm.families import family_for_config, family_named, registered_families, unregister_family
+from hf_slm.families.tree_formats import tree_format
+from hf_slm.tokenization.dependency_trees import DependencyTree
+from hf_slm.tokenization.trees import parse_tree
+
+from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, write_conllu_treebank
+from hub_server import LocalHub
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GUM = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum" / "train.txt"
+TOKEN = "hf_local_test_token"
+
+TINY = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
+# The toy family's record: what a package outside hf-slm registers (its card template is its own file).
+TOY = Family(
+    name="toy_depth_causal", model_type=toy_family.ToyConfig.model_type, paper="tests/toy_family.py",
+    config_class=toy_family.ToyConfig, model_class=toy_family.ToyModel, causal_lm_class=toy_family.ToyForCausalLM,
+    tokenizer_classes=("hf_slm.tokenization.tokenization_slm:SyntacticTokenizer",),
+    variants=(Variant("toy-depth", "Toy depth-causal LM", "toy-depth-causal", str(FIXTURES / "toy_card.md")),),
+    grammar_classes=toy_family.TOY_GRAMMARS,
+    presets={"toy-tiny": {"description": "the toy for CPUs", "model": dict(TINY, grammar="toy-depth"),
+                          "training": dict(batch_size=4, sequence_length=256, max_steps=10, warmup_steps=1,
+                                           initial_learning_rate=1e-7, learning_rate=1e-3,
+                                           final_learning_rate=1e-7)}},
+)
+
+# variant -> (preset, its extra `hf-slm train` options). Every registered family has a case (a test says so).
+TINY_SET = [item for key, value in TINY.items() for item in ("--set", f"{key}={value}")]
+CASES = {
+    "tg": ("tg-ptb", TINY_SET),
+    "choe_charniak": ("txl-cc-ptb", TINY_SET),
+    "terminals": ("txl-terminals-ptb", TINY_SET),
+    "dtg": ("dtg-tiny", TINY_SET),
+    "txl_trans": ("txl-trans-tiny", TINY_SET),
+    "nb-dn-in-m": ("nb-dn-in-m-tiny", TINY_SET),
+    # external composition and the start pointer (two heads)
+    "nb-up-ex-m": ("nb-up-ex-m-tiny", TINY_SET + ["--set", "composer_hidden_size=8", "--set", "composer_num_layers=1",
+                                                  "--set", "composer_num_heads=2", "--set",
+                                                  "composer_intermediate_size=16"]),
+    "syntactic_ordered_memory": ("esom-tiny", ["--set", "hidden_size=16", "--set", "num_slots=4", "--gold-tree",
+                                               "constituency"]),
+    "toy-depth": ("toy-tiny", []),
+}
+BEAM = ["--beam-size", "4", "--word-beam-size", "2"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def toy_registered():
+    register_family(TOY)
+    yield
+    unregister_family(TOY.name)
+
+
+def variant_family(variant):
+    return next(family for family in registered_families() if variant in [v.name for v in family.variants])
+
+
+def test_every_registered_family_has_a_case():
+    assert {variant_family(variant).name for variant in CASES} == {family.name for family in registered_families()}
+    assert family_named(TOY.name) is TOY
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Training files: 40 GUM trees (bracketed), and CoNLL-U prepared for each dependency grammar."""
+    directory = tmp_path_factory.mktemp("family_data")
+    trees = GUM.read_text(encoding="utf-8").splitlines()[:40]
+    (directory / "trees.txt").write_text("\n".join(trees) + "\n", encoding="utf-8")
+    write_conllu_treebank(directory / "conllu")
+    sentences = [" ".join(words) for words, _ in DEPENDENCY_TREEBANK["train"]]
+    (directory / "sentences.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    return directory
+
+
+def _training_input(variant, data, directory):
+    """What `hf-slm train --train` reads for `variant`: tree files, or data prepared by its format's loader."""
+    formatted = tree_format(variant_family(variant).variant(variant).tree_format)
+    if formatted.from_tree_files:
+        return data / "trees.txt"
+    prepared = directory / "prepared"
+    assert main(["data", "prepare", "--loader", formatted.data_loader, "--path", str(data / "conllu"), "--grammar",
+                 variant, "--vocab-size", "40", "--non-projective", "lift", "--output", str(prepared)]) == 0
+    return prepared
+
+
+@pytest.fixture(scope="module")
+def checkpoints(data, tmp_path_factory):
+    """variant -> (variant, checkpoint folder, its training record), trained once, when first asked for."""
+    trained = {}
+
+    def checkpoint(variant):
+        if variant not in trained:
+            trained[variant] = _train(variant, data, tmp_path_factory.mktemp(f"family-{variant}"))
+        return trained[variant]
+
+    return checkpoint
+
+
+def _train(variant, data, directory):
+    """A tiny model `hf-slm train` trained for 2 steps, saved in `directory`/run."""
+    preset, options = CASES[variant]
+    source = _training_input(variant, data, directory)
+    output = directory / "run"
+    code = main(["train", "--preset", preset, "--train", str(source), "--output", str(output), "--max-steps", "2",
+                 "--batch-size", "4", "--warmup-steps", "1", "--vocab-size", "120", *options])
+    assert code == 0
+    return variant, output, json.loads((output / "training_setup.json").read_text())
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def trained(request, checkpoints):
+    return checkpoints(request.param)
+
+
+def _load(directory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(directory).eval(), AutoTokenizer.from_pretrained(directory)
+
+
+def _examples(variant):
+    """Trees the variant's tokenizer reads, in its own format, and the sentences they hold."""
+    formatted = tree_format(variant_family(variant).variant(variant).tree_format)
+    if formatted.name == "dependency":
+        projective = [DEPENDENCY_TREEBANK["train"][index] for index in (0, 2, 3)]
+        trees = [DependencyTree(words, heads).to_inline() for words, heads in projective]
+    else:
+        lines = GUM.read_text(encoding="utf-8").splitlines()[:3]
+        trees = [formatted.write(tree_format("brackets").read(line)) if formatted.name == "unlabelled_brackets"
+                 else line for line in lines]
+    return trees, [" ".join(formatted.words(tree)) for tree in trees]
+
+
+def test_hf_slm_train_ran_the_trainer_and_saved_a_checkpoint(trained):
+    variant, output, record = trained
+    assert record["steps_done"] == 2
+    model, tokenizer = _load(output)
+    assert family_for_config(model.config) is variant_family(variant)
+    assert isinstance(tokenizer, variant_family(variant).tokenizer_classes)
+
+
+def test_labels_give_the_shifted_mean_nll_and_the_collator_the_same_numbers(trained):
+    variant, output, _ = trained
+    model, tokenizer = _load(output)
+    trees, _ = _examples(variant)
+    inputs = tokenizer(trees, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**inputs, labels=inputs["input_ids"])
+    shifted = inputs["input_ids"][:, 1:].masked_fill(inputs["attention_mask"][:, 1:] == 0, -100)
+    expected = F.cross_entropy(out.logits[:, :-1].flatten(0, 1), shifted.flatten(), ignore_index=-100)
+    language_model_loss = getattr(out, "lm_loss", None)  # a start pointer's loss is added (paper 003's Nb-Up)
+    assert float(out.loss if language_model_loss is None else language_model_loss) == pytest.approx(float(expected),
+                                                                                                     abs=1e-5)
+    collator = variant_family(variant).collator(model, tokenizer)
+    features = [{key: inputs[key][row][inputs["attention_mask"][row].bool()].tolist() for key in inputs
+                 if key != "attention_mask"} for row in range(len(trees))]
+    with torch.no_grad():
+        collated = model(**collator(features))
+    real = inputs["attention_mask"].bool()
+    torch.testing.assert_close(collated.logits[real], out.logits[real], rtol=1e-5, atol=1e-5)
+    assert float(collated.loss) == pytest.approx(float(out.loss), abs=1e-5)
+
+
+def test_the_scorer_scores_and_parses(trained):
+    from hf_slm.scorers import scorer_for
+
+    variant, output, _ = trained
+    model, tokenizer = _load(output)
+    _, sentences = _examples(variant)
+    family = variant_family(variant)
+    options = dict(beam_size=4, word_beam_size=2) if family.scorer.runs_search else {}
+    scorer = scorer_for(model, tokenizer, **options)
+    results = scorer.score(sentences[:2], progress=False)
+    for result, sentence in zip(results, sentences):
+        assert result["words"] == sentence.split()
+        assert -(sum(result["surprisals"]) + result["end_surprisal"]) == pytest.approx(result["log_prob"], abs=1e-4)
+        assert result["log_prob"] < 0
+    formatted = tree_format(family.variant(variant).tree_format)
+    for tree in scorer.parse(sentences[:2], progress=False):
+        assert formatted.recognizes(tree), tree
+
+
+def test_the_commands_run_on_the_checkpoint(trained, data, tmp_path, capsys):
+    variant, output, _ = trained
+    _, sentences = _examples(variant)
+    search = BEAM if variant_family(variant).scorer.runs_search else []
+    assert main(["parse", "--model", str(output), *sentences[:2], *search]) == 0
+    parsed = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(parsed) == 2
+    assert main(["score", "--model", str(output), *sentences[:2], *search]) == 0
+    scores = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [score["words"] for score in scores] == [sentence.split() for sentence in sentences[:2]]
+    assert all(math.isfinite(score["log_prob"]) for score in scores)
+    assert main(["generate", "--model", str(output), "--num-trees", "1", "--max-new-words", "3", "--seed", "0",
+                 *search]) == 0
+    assert capsys.readouterr().out.strip()
+    results = tmp_path / "results"
+    common = ["--model", str(output), "--output", str(results), *search]
+    assert main(["eval", "ppl", *common, "--data", str(data / "sentences.txt"), "--limit", "2"]) == 0
+    assert main(["eval", "sg", *common, "--suites", str(FIXTURES / "syntaxgym" / "subordination.json"),
+                 "--limit", "1"]) == 0
+    assert main(["eval", "blimp", *common, "--data", str(FIXTURES / "blimp" / "wh_island.jsonl"), "--limit", "2"]) == 0
+    written = {path.name.split("-")[0] for path in results.glob("*.json")}
+    assert {"ppl", "sg", "blimp"} <= written, sorted(results.iterdir())
+
+
+def test_the_card_names_the_variant(trained, capsys):
+    variant, output, _ = trained
+    assert main(["card", str(output)]) == 0
+    card = (output / "README.md").read_text(encoding="utf-8")
+    chosen = variant_family(variant).variant(variant)
+    assert chosen.display_name in card and f"\n- {chosen.hub_tag}\n" in card
+
+
+# ---- publishing: every case pushed to a local hub, then loaded from it without hf-slm --------------------------
+
+PULL = ISOLATION_PREAMBLE + r'''
+import json, sys, torch
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+output = {}
+for case in json.loads(open(sys.argv[1]).read()):
+    model = AutoModelForCausalLM.from_pretrained(case["repo"], revision=case["sha"], trust_remote_code=True).eval()
+    base = AutoModel.from_pretrained(case["repo"], revision=case["sha"], trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(case["repo"], revision=case["sha"], trust_remote_code=True)
+    inputs = tokenizer(case["trees"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        output[case["variant"]] = {"logits": model(**inputs).logits, "input_ids": inputs["input_ids"],
+                                   "hidden": base(**inputs).last_hidden_state,
+                                   "modules": [type(model).__module__, type(tokenizer).__module__]}
+torch.save(output, sys.argv[2])
+'''
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    from huggingface_hub import constants
+    import transformers
+
+    folder = tmp_path_factory.mktemp("family_hub")
+    with LocalHub(folder / "repos", token=TOKEN) as server, pytest.MonkeyPatch.context() as patch:
+        cache = folder / "hf_home" / "hub"
+        for name, value in (("HF_ENDPOINT", server.url), ("HF_TOKEN", TOKEN), ("HF_HOME", str(folder / "hf_home")),
+                            ("HF_HUB_CACHE", str(cache)), ("HF_HUB_DISABLE_TELEMETRY", "1")):
+            patch.setenv(name, value)
+        patch.setattr(constants, "ENDPOINT", server.url)
+        patch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+        patch.setattr(constants, "HF_HUB_CACHE", str(cache))
+        patch.setattr(transformers.utils.hub, "_hf_api", None)
+        yield server
+        assert server.unhandled == [], server.unhandled
+
+
+def test_every_family_is_pushed_and_loads_pinned_without_hf_slm(checkpoints, hub, tmp_path, capsys):
+    cases = []
+    for variant in CASES:
+        _, output, _ = checkpoints(variant)
+        repo = f"org/{variant}-tiny"
+        assert main(["push", str(output), "--repo", repo]) == 0
+        sha = capsys.readouterr().out.split("commit ", 1)[1].split()[0]
+        cases.append({"variant": variant, "repo": repo, "sha": sha, "trees": _examples(variant)[0],
+                      "directory": str(output)})
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    (tmp_path / "pull.py").write_text(textwrap.dedent(PULL))
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE"))}
+    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "fresh_hf_home"), HF_HUB_DISABLE_TELEMETRY="1",
+               PYTHONPATH="", PYTHONNOUSERSITE="1")
+    result = subprocess.run([sys.executable, str(tmp_path / "pull.py"), str(tmp_path / "cases.json"),
+                             str(tmp_path / "out.pt")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    pulled = torch.load(tmp_path / "out.pt")
+    for case in cases:
+        found = pulled[case["variant"]]
+        assert all(module.startswith("transformers_modules") for module in found["modules"]), found["modules"]
+        model, tokenizer = _load(case["directory"])
+        inputs = tokenizer(case["trees"], padding=True, return_tensors="pt")
+        assert torch.equal(inputs["input_ids"], found["input_ids"]), case["variant"]
+        with torch.no_grad():
+            torch.testing.assert_close(found["logits"], model(**inputs).logits, rtol=1e-5, atol=1e-5)
