@@ -1,34 +1,18 @@
 """The generic hub modules (modeling/, tokenization/) keep no family (issue 27): their code (docstrings and comments
 aside) names no grammar, model_type, variant or class of a registered family and imports no family's hub file, and
-every family class lives in a family's hub file. The families' hub files are listed in one place, FAMILY_HUB_FILES;
-everything else in those folders is generic."""
+every family class lives in a family's hub file. The families' hub files are listed in one place
+(tests/family_files.py, which the scans of hf_slm's layers read too); everything else in those folders is generic."""
 
 import ast
 from pathlib import Path
 
 import pytest
+from family_files import FAMILY_HUB_FILES, family_hub_modules
 from test_layers_name_no_family import family_mentions, family_words
 
 from hf_slm.families import registered_families
 
 ROOT = Path(__file__).resolve().parents[1]
-# Each family's own hub files, by folder (paper 000: TG and TXL; paper 002: DTG and TXL (trans); paper 003: the
-# compositional SLMs; SOM).
-FAMILY_HUB_FILES = {
-    "modeling": {
-        "transformer_grammars.py", "transformer_grammar_rows.py", "transformer_grammar_config.py",
-        "transformer_grammar_model.py",
-        "dependency_grammars.py", "dependency_config.py", "dependency_model.py",
-        "compositional_grammars.py", "compositional_config.py", "compositional_model.py", "composer.py",
-        "start_pointer.py",
-        "configuration_som.py", "modeling_som.py", "som_structure.py",
-    },
-    "tokenization": {
-        "tokenization_dependency.py", "transitions.py",
-        "tokenization_compositional.py",
-        "som_trees.py",
-    },
-}
 GENERIC_HUB_MODULES = sorted(f"{folder}/{path.name}" for folder, family_files in FAMILY_HUB_FILES.items()
                              for path in (ROOT / folder).glob("*.py") if path.name not in family_files)
 
@@ -50,7 +34,7 @@ def hub_family_words():
 
 def family_hub_imports(source):
     """(line, what) of each relative import of a family's hub file."""
-    stems = {name[:-3] for files in FAMILY_HUB_FILES.values() for name in files}
+    stems = family_hub_modules()
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and node.level and node.module in stems:
@@ -101,7 +85,7 @@ def test_every_family_class_lives_in_a_family_hub_file():
     """A family's config, model and grammar classes are defined in its own hub files (a class that several papers'
     families share, such as the base tokenizer, is generic)."""
     _, shared_or_not = family_words()
-    family_files = {name[:-3] for files in FAMILY_HUB_FILES.values() for name in files}
+    family_files = family_hub_modules()
     for family in registered_families():
         classes = [family.config_class, family.model_class, family.causal_lm_class]
         classes += [family.grammar_class(name) for name in family.grammars]
