@@ -59,7 +59,7 @@ PAPER_BEAMS = (10, 30, 100, 300)
 def benchmarked_variants():
     """Every paper 003 tree model that exists (COMPOSITIONAL_MODEL_VARIANTS, as variants land) and GPT2-tree, the
     paper's row order aside."""
-    from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
+    from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS
 
     return list(COMPOSITIONAL_MODEL_VARIANTS) + ["gpt2-tree"]
 

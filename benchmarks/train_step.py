@@ -243,7 +243,7 @@ def main():
         names += DEPENDENCY_MODELS
     else:
         print(f"{DEPENDENCY_SOURCE} is absent: no DTG and TXL (trans) rows", file=sys.stderr)
-    from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
+    from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS
 
     names += [name for name in COMPOSITIONAL_ROWS if name in COMPOSITIONAL_MODEL_VARIANTS]
     names.append("som")  # paper 001: a recurrent model over words (measure_som)

@@ -40,7 +40,7 @@ from hf_slm import SyntacticDataCollator, preset_config, read_trees
 from hf_slm.evaluation.perplexity import word_perplexity
 from hf_slm.evaluation.syntaxgym import run_syntaxgym
 from hf_slm.modeling.compositional_grammars import BASELINE_GRAMMARS
-from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
+from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS
 from hf_slm.modeling.generation_slm import CONSTRAINT_SETTINGS
 from hf_slm.families import grammar_class
 from hf_slm.families import causal_lm_for_config

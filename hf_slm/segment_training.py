@@ -120,7 +120,7 @@ class DocumentStreams(Dataset):
                                     self.memory_update)
             self._padding = padding_segment(self.segment_length, self.memory_length,
                                             int(self.grammar.layout.pad_token_id), like.coordinates is not None,
-                                            like.head_ids is not None)
+                                            like.added_token_ids is not None)
         return self._padding
 
     def __getitem__(self, step):

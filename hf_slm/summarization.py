@@ -493,7 +493,7 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
         if as_prefix:
             prompts, prefixes = [[] for _ in batch], batch
         else:
-            prompts, prefixes = [prompt_words(ids, grammar.layout, tokenizer.word_start_mask) for ids in batch], None
+            prompts, prefixes = [prompt_words(ids, grammar, tokenizer.word_start_mask) for ids in batch], None
         return search.generate(prompts, max_new_words=max_new_words, top_k=top_k, num_samples=1, seed=batch_seed,
                                prefixes=prefixes, temperature=temperature)
 

@@ -63,8 +63,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .grammars import (IGNORE_INDEX, ActionKind, ChoeCharniakRules, Grammar, GrammarSequence, NewPosition, PositionKind,
-                       TerminalsRules, _FlatBatch, _any_per_sequence)
+from .grammars import (IGNORE_INDEX, ActionKind, CausalRules, CausalWordsRules, FlatBatch, Grammar, GrammarSequence,
+                       NewPosition, PositionKind, any_per_sequence)
 
 # The options of each aspect, in name order (paper 003, section 2.5).
 TREE_FORMS = ("bi", "nb")
@@ -148,6 +148,11 @@ class CompositionalRules(Grammar):
             raise ValueError(f"{self.name} grammar: paper 003's trees are unlabeled: expected one `(` id, the layout "
                              f"has {layout.open_nt_stop - layout.open_nt_start}")
         self._close_id = layout.close_nt_start
+
+    @property
+    def pointer_action_id(self):
+        """Nb-Up: the `)`, whose start the pointer chooses (takes_start); None for the other variants."""
+        return self._close_id if self.takes_start else None
 
     # ---- legality: the one source ----------------------------------------------------------------------
     def _legal_after_start(self, state):
@@ -432,7 +437,7 @@ class CompositionalRules(Grammar):
             if ids.ndim != 1 or len(ids) == 0:
                 raise ValueError(f"{self.name} grammar: sequence {index}: expected a non-empty 1-D list of action ids, "
                                  f"got shape {ids.shape}")
-        flat = _FlatBatch(sequences, self.layout)
+        flat = FlatBatch(sequences, self.layout)
         flat.pointer = np.concatenate(_starts_of(sequences, starts, self.name))
         return flat
 
@@ -587,7 +592,7 @@ class _Analysis:
     Numbers after a sequence's first illegal action mean nothing: only legal prefixes are expanded. Every
     constituent is an interval of actions, from the first action of its first word to its `)`; in a legal
     sequence these intervals nest, so a position's nesting level (the constituents around it) says which `)`
-    pops it: the first one after it that closes one level up (as grammars.tg_stack_lifetimes does for TG).
+    pops it: the first one after it that closes one level up (as transformer_grammars.tg_stack_lifetimes does for TG).
     """
 
     def __init__(self, grammar, flat):
@@ -740,7 +745,7 @@ class _Analysis:
     def valid(self, require_complete):
         """A bool per sequence: no illegal action, and complete if asked."""
         flat = self.flat
-        valid = ~_any_per_sequence(self.illegal(), self.sequence, len(flat.lengths))
+        valid = ~any_per_sequence(self.illegal(), self.sequence, len(flat.lengths))
         if require_complete:
             last = flat.starts + flat.lengths - 1
             if self.grammar.top_down:
@@ -917,6 +922,7 @@ def _grammar_class(name):
              "ex": "external", "m": "masked", "nm": "unmasked"}
     attributes = {
         "name": name,
+        "__module__": __name__,  # type() would take abc's, ABCMeta's caller
         "__doc__": f"Paper 003's {'-'.join(p.capitalize() for p in name.split('-'))}: {words[tree]} unlabeled trees, "
                    f"{words[order]} linearization, {words[composition]} composition, {words[masking]} "
                    "sub-constituents (module docstring).",
@@ -933,6 +939,7 @@ def _grammar_class(name):
         # an external composition reads children that an earlier segment may hold: no segment recurrence
         "supports_segments": internal,
         "takes_start": not (binary or top_down),
+        "start_input": None if binary or top_down else "constituent_starts",
         "causal": not internal and not masked,  # Ex + Nm: nothing is ever masked (paper 003, section 3.4)
         "structure_between_pieces": binary,
         "uses_eos": not top_down,
@@ -946,7 +953,7 @@ def _grammar_class(name):
 COMPOSITIONAL_GRAMMARS = {name: _grammar_class(name) for name in COMPOSITIONAL_GRAMMAR_NAMES}
 
 
-class Gpt2TreeRules(ChoeCharniakRules):
+class Gpt2TreeRules(CausalRules):
     """Paper 003's GPT2-tree baseline (section 3): a plain causal LM over Nb-Dn linearized unlabeled trees
     `<s> ( Write ( an essay ) quickly )`, no composition and no masking. Legality is that of bracketed trees (a
     root after `<s>`, a constituent closes once it has a child, the root's `)` ends the sequence), as nb-dn's."""
@@ -963,7 +970,7 @@ class Gpt2TreeRules(ChoeCharniakRules):
                              f"{layout.close_nt_stop - layout.close_nt_start}")
 
 
-class Gpt2TokenRules(TerminalsRules):
+class Gpt2TokenRules(CausalWordsRules):
     """Paper 003's GPT2-token baseline (section 3): a plain causal LM over the words `<s> w1 ... wn </s>`."""
 
     name = "gpt2-token"

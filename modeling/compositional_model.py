@@ -10,7 +10,8 @@ The compositional family's grammars (compositional_grammars.py) give, besides th
   (start_pointer.py) scores them from the final layer's first two heads, and its loss joins the LM loss.
 
 `CompositionalInputs` is mixed into the family's model class and `StartPointerLoss` into its causal LM class
-(modeling_slm.py); the generic model calls these hooks and knows neither module.
+(`CompositionalSLMModel`, `CompositionalSLMForCausalLM`, below); the generic model (modeling_slm.py) calls these
+hooks and knows neither.
 
 Hub code: imports only numpy, torch, transformers and its sibling files.
 """
@@ -23,6 +24,8 @@ from torch import nn
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .composer import ExternalComposer
+from .compositional_config import CompositionalSLMConfig
+from .modeling_slm import SyntacticTransformerForCausalLM, SyntacticTransformerModel
 from .start_pointer import FinalLayerHeads, StartPointer
 
 IGNORE_INDEX = -100
@@ -191,3 +194,30 @@ class StartPointerLoss:
         # rather than a product, since an untrained row may pick -inf
         total = torch.where(trained, picked, torch.zeros_like(picked)).sum()
         return {"start_loss": -total / trained.sum().clamp(min=1)}
+
+
+class CompositionalSLMModel(CompositionalInputs, SyntacticTransformerModel):
+    """Paper 003's compositional SLMs (In variants: COMPOSE and STACK copies of every `)`; Ex variants: one `)`
+    position whose input is the external composer's output over its children; M or Nm masking, Ex + Nm plain
+    causal) and its GPT2-token / GPT2-tree baselines (plain causal), with absolute positions: see
+    SyntacticTransformerModel. Its family hooks (CompositionalInputs) run the Ex composer (`self.composer`) and
+    the Nb-Up start pointer (`self.start_pointer`)."""
+
+    config_class = CompositionalSLMConfig
+
+
+class CompositionalSLMForCausalLM(StartPointerLoss, SyntacticTransformerForCausalLM):
+    """Paper 003's compositional SLM language model: see SyntacticTransformerForCausalLM. Bottom-up variants end
+    each tree with `</s>`, which the last `)` predicts. A Nb-Up model also takes `constituent_starts` [B, T] (each
+    `)`'s start, the tokenizer's field) and returns a StartPointerCausalLMOutput: with labels, loss = lm_loss +
+    start_loss."""
+
+    config_class = CompositionalSLMConfig
+    base_model_class = CompositionalSLMModel
+
+
+# save_pretrained copies this file, its sibling imports and its config's file into every checkpoint (hub_code.py),
+# and config.auto_map names all the Auto classes (configuration_slm.family_auto_classes), so that
+# AutoModel / AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True) work without hf_slm.
+CompositionalSLMModel._auto_class = "AutoModel"
+CompositionalSLMForCausalLM._auto_class = "AutoModelForCausalLM"

@@ -473,6 +473,15 @@ class DependencyGrammar(GrammarProtocol):
                              "`</s>`")
         return positions
 
+    def added_token_ids(self, batch):
+        """[B, T'] the token each arc position adds, its head word's last piece (`head_token_index`), -1 for none;
+        None where arcs add no head (adds_head_tokens is False)."""
+        if not self.adds_head_tokens:
+            return None
+        slots = batch["head_token_index"].astype(np.int64)
+        tokens = np.take_along_axis(batch["input_ids"].astype(np.int64), np.maximum(slots, 0), axis=1)
+        return np.where(slots >= 0, tokens, -1)
+
     def batch(self, sequences, validate=True, require_complete=True, pad_to_multiple_of=None, max_length=None,
               with_relative_positions=True):
         """Model inputs for a batch, the fields of grammars.Grammar.batch plus the family input `head_token_index`

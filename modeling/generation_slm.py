@@ -11,10 +11,11 @@ Semantics follow rnng-pytorch's word-synchronous beam search. For each word posi
 The marginal log p(x_<=t) is the logsumexp of the word beam's joint scores (after pruning by default, or
 before, as the DTG reference); surprisal(t) = marginal(t - 1) - marginal(t).
 
-Paper 003's Nb-Up grammars (`grammar.takes_start`): a `)` also says where its constituent starts (section 2.2), so
-the search never picks a bare `)`: each hypothesis that may close gets one candidate successor per feasible start
-s in C_k (the grammar's `legal_starts`), scored log p(")") + log p(s | ")") with the decoder's start pointer, and
-the chosen start goes to the grammar's step. Their trees are ActionIds: ids that carry their starts.
+A grammar whose actions come with a start (`grammar.takes_start`, paper 003's Nb-Up `)`, section 2.2): the search
+never picks its `grammar.pointer_action_id` bare: each hypothesis that may take it gets one candidate successor per
+feasible start s (the grammar's `legal_starts`), scored log p(action) + log p(s | action) with the decoder's start
+pointer, and the chosen start goes to the grammar's step. Its trees are ActionIds: ids that carry their starts,
+and `syntactic_generate`'s output carries them as the grammar's `start_input`.
 
 Words are pieces: after the first piece of a word only its next piece is legal, and a hypothesis has
 generated word t when it generates the word's last piece. In free generation hypotheses synchronize on
@@ -212,7 +213,8 @@ class WordSynchronousBeamSearch:
             max_positions=position_limit(config)[0],
         )
         self.decoder = decoder or search_decoder_for(model, use_cache=self.options.use_cache)
-        # Nb-Up (paper 003, section 2.2): a `)` is chosen with its start, scored log p(")") + log p(start | ")")
+        # A grammar whose pointer action comes with a start (paper 003's Nb-Up `)`): it is chosen with its start,
+        # scored log p(action) + log p(start | action)
         self.takes_start = self.grammar.takes_start
 
     @property
@@ -248,16 +250,16 @@ class WordSynchronousBeamSearch:
                              "this model reads one tree per sequence")
         checked = []
         for s, prefix in enumerate(prefixes):
-            starts = getattr(prefix, "starts", None)  # a Nb-Up prefix's `)` carry their starts (ActionIds)
+            starts = getattr(prefix, "starts", None)  # a prefix's actions may carry their starts (ActionIds)
             prefix = [int(i) for i in prefix]
             start = self.grammar.start_action_id
             if not prefix or prefix[0] != start:
                 raise ValueError(f"prefix {s} must start with the start action (id {start})")
             if self.takes_start and starts is None:
-                starts = [-1] * len(prefix)  # refused below at its first `)`, naming it
+                starts = [-1] * len(prefix)  # refused below at its first action that needs one, naming it
             try:
                 self.grammar.validate(prefix, require_complete=len(prefix) > 1,
-                                      **({} if starts is None else {"starts": starts}))
+                                      **({} if starts is None else {self._starts_keyword: starts}))
             except ValueError as error:
                 raise ValueError(f"prefix {s} is not a sequence of complete trees: {error}") from None
             checked.append(prefix if starts is None else ActionIds(prefix, starts))
@@ -437,14 +439,20 @@ class WordSynchronousBeamSearch:
         beam = _Beam(status, score, history, starts=start_history)
         return beam, steps, grammar_rows.complete  # in a document: the current sentence's root closed
 
+    @property
+    def _starts_keyword(self):
+        """The keyword under which the grammar's validate and batch take the starts (grammar.action_inputs)."""
+        return self.grammar.action_inputs[self.grammar.start_input]
+
     def _with_starts(self, active, scores, completing, columns, words):
-        """Nb-Up (paper 003, section 2.2): replace the `)` column of `scores` [H, K] (joint scores of each successor)
-        by one column per feasible start (grammar.legal_starts, via the rows' start_choices; only the bottom one
-        for the last `)` that n_c allows: SearchConstraints.final_close_only), scored joint + log
-        p(start | `)`) from the decoder's pointer. Returns (scores, completing, columns: the action id of each
-        column, (starts [H, K'] the start each column takes, -1 but for the new ones; pointer [H, K'] its log
-        p(start), 0 but for the new ones)), or the inputs unchanged (and None) when no hypothesis may close."""
-        close = torch.nonzero(columns == self.layout.close_nt_start).squeeze(1)
+        """A grammar that takes_start (paper 003's Nb-Up, section 2.2): replace the column of its pointer action
+        (grammar.pointer_action_id, a `)`) in `scores` [H, K] (joint scores of each successor) by one column per
+        feasible start (grammar.legal_starts, via the rows' start_choices; only the bottom one for the last
+        constituent that n_c allows: SearchConstraints.final_close_only), scored joint + log p(start | action) from
+        the decoder's pointer. Returns (scores, completing, columns: the action id of each column, (starts [H, K']
+        the start each column takes, -1 but for the new ones; pointer [H, K'] its log p(start), 0 but for the new
+        ones)), or the inputs unchanged (and None) when no hypothesis may take the pointer action."""
+        close = torch.nonzero(columns == self.grammar.pointer_action_id).squeeze(1)
         if not len(close):
             return scores, completing, columns, None
         close = int(close[0])
@@ -585,13 +593,16 @@ class _EmptyBeam:
 _EMPTY = _EmptyBeam()
 
 
-def prompt_words(ids, layout, word_start_mask=None):
-    """Split `<s>` + word pieces (a tokenizer's output for a list of words) into words of piece ids."""
+def prompt_words(ids, grammar, word_start_mask=None):
+    """Split the start action + word pieces (a tokenizer's output for a list of words, for a model of `grammar`)
+    into words of piece ids. Padding, `<s>` and the grammar's start action (`grammar.start_action_id`) are skipped."""
+    layout = grammar.layout
     kinds = layout.kinds(np.asarray(ids, dtype=np.int64))
+    skipped = {layout.pad_token_id, layout.bos_token_id, grammar.start_action_id}
     words = []
     for position, (piece, kind) in enumerate(zip(ids, kinds)):
         piece = int(piece)
-        if kind in (ActionKind.BOS, ActionKind.PAD, ActionKind.ROOT):  # the start action (DTG: <root>)
+        if piece in skipped:
             continue
         if kind != ActionKind.TERMINAL:
             raise ValueError(
@@ -611,20 +622,22 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
     """What `model.generate` does for TG and TXL (CC): complete each prompt into a tree.
 
     Returns a LongTensor [B * num_return_sequences, L] of action ids (`<s>` first, right-padded with the pad
-    id) that `tokenizer.decode` turns into bracketed trees. For a Nb-Up model (paper 003) the tensor also has an
-    attribute `constituent_starts` [B * num_return_sequences, L] (each `)`'s start, -1 elsewhere), without which
-    its trees cannot be read: `tokenizer.decode(output[i], starts=output.constituent_starts[i].tolist())`.
+    id) that `tokenizer.decode` turns into bracketed trees. For a model whose grammar takes_start (paper 003's
+    Nb-Up) the tensor also has an attribute named by the grammar's `start_input` (Nb-Up: `constituent_starts`
+    [B * num_return_sequences, L], each `)`'s start, -1 elsewhere), without which its trees cannot be read:
+    `tokenizer.decode(output[i], starts=output.constituent_starts[i].tolist())`.
     With do_sample, every action is drawn among the
     top-k legal ones (k = top_k, default 2 as paper 003; 0 means no top-k filtering, as in transformers:
     all legal actions); otherwise word-synchronous beam search with a word
     beam of num_beams (at least num_return_sequences) and an action beam ten times larger, unless
     beam_size / word_beam_size are given.
     """
-    layout = grammar_for_config(model.config).layout
+    grammar = grammar_for_config(model.config)
+    layout = grammar.layout
     if input_ids is None:
         prompts = [[]]
     else:
-        prompts = [prompt_words(row.tolist(), layout, word_start_mask) for row in torch.as_tensor(input_ids)]
+        prompts = [prompt_words(row.tolist(), grammar, word_start_mask) for row in torch.as_tensor(input_ids)]
     word_beam = max(num_beams or 1, num_return_sequences)
     beam_options.setdefault("max_consecutive_open", 5)  # paper 003's setting for generation
     options = BeamSearchOptions(
@@ -653,7 +666,8 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
     for index, row in enumerate(rows):
         output[index, : len(row)] = torch.tensor(row, dtype=torch.long)
     if search.takes_start:
-        output.constituent_starts = torch.full((len(rows), width), -1, dtype=torch.long)
+        starts = torch.full((len(rows), width), -1, dtype=torch.long)
         for index, row in enumerate(rows):
-            output.constituent_starts[index, : len(row)] = torch.tensor(row.starts, dtype=torch.long)
+            starts[index, : len(row)] = torch.tensor(row.starts, dtype=torch.long)
+        setattr(output, grammar.start_input, starts)
     return output

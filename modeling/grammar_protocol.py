@@ -158,7 +158,14 @@ class GrammarProtocol(ABC):
     # ---- what positions carry besides their token ------------------------------------------------------------
     adds_head_tokens = False  # a position adds another position's token embedding (DTG's arcs: the head's piece)
     external_composition = False  # a position's input is composed by an external module (paper 003's Ex)
-    takes_start = False  # an action comes with a pointer to a start position (paper 003's Nb-Up `)`)
+    # An action comes with a pointer to a start position (paper 003's Nb-Up `)`): `pointer_action_id` is that
+    # action; `legal_starts` / `legal_start_positions` say where it may start; `step` takes its start (`start=`) and
+    # `batch` / `validate` the starts of every action (under the keyword action_inputs gives `start_input`); the model
+    # scores the starts (its `search_start_log_probs` hook), and the beam search chooses each with its action.
+    takes_start = False
+    # The action input (a field of action_inputs) that holds each action's start, -1 where there is none, for a
+    # grammar that takes_start (paper 003's Nb-Up: "constituent_starts"); the search's outputs carry it by this name.
+    start_input = None
     # NewPosition.extra_inputs name earlier positions whose input a position reads (DTG: an arc's head word's last
     # piece; paper 003's Ex: a `)`'s children): the search decoder maps them to the slots of its cache.
     references_positions = False
@@ -177,6 +184,10 @@ class GrammarProtocol(ABC):
 
     # ---- the action sequence ----------------------------------------------------------------------------------
     uses_eos = False  # a sequence ends with `</s>` (else when its root closes)
+    # A constituent opens with an action before its children (`(`, a top-down linearization); False: constituents
+    # only close after their children (bottom-up), or there are none. The search's brackets around the pieces of a
+    # word read it (search_constraints.py, with structure_between_pieces).
+    top_down = False
     # Whether structural actions may come between the pieces of one word (paper 003's Bi trees, binary over
     # tokens); otherwise a word's pieces follow each other (search_constraints.py reads it).
     structure_between_pieces = False
@@ -237,6 +248,12 @@ class GrammarProtocol(ABC):
     def start_action_id(self):
         """The first action of every sequence: `<s>`."""
         return self.layout.bos_token_id
+
+    @property
+    def pointer_action_id(self):
+        """The action that comes with a start (takes_start), whose starts the search scores with the model's pointer;
+        None for a grammar whose actions take none."""
+        return None
 
     # ---- legality: the one source ----------------------------------------------------------------------------
     @abstractmethod
@@ -301,6 +318,22 @@ class GrammarProtocol(ABC):
         """How many constituents the prefix in `state` has begun (what the search's n_c counts); 0 for grammars
         without nonterminals."""
         return 0
+
+    def legal_starts(self, state):
+        """The starts (action indices, `<s>` = 0, increasing) that `pointer_action_id` may take after the prefix in
+        `state`; empty where it is not legal, and for a grammar that takes no start."""
+        return np.zeros(0, dtype=np.int64)
+
+    def legal_start_positions(self, state):
+        """The positions whose outputs the model's pointer reads for `legal_starts(state)`, in the same order."""
+        return np.zeros(0, dtype=np.int64)
+
+    def added_token_ids(self, batch):
+        """[B, T'] int64, from batch()'s arrays: for a grammar whose positions add another position's token embedding
+        (adds_head_tokens), the token each position adds, -1 for none; None for the others. Segment recurrence
+        carries these tokens with each segment (the other position may lie in an earlier one) to the model's
+        `added_token_embeddings` hook (segments.py)."""
+        return
 
     def stack_lifetimes(self, ids, validate=True, require_complete=True):
         """(pushed [T'] bool, removal [T'] int64) of one sequence, for grammars whose positions leave a stack

@@ -1,4 +1,4 @@
-"""Grammars: which positions an action sequence expands to, what each position attends, where it sits.
+"""Grammars of bracketed trees: which positions an action sequence expands to, what each attends, where it sits.
 
 A grammar turns a sequence of action ids (starting with `<s>`) into the model's inputs: expanded ids,
 a boolean attention mask [T', T'], integer relative positions [T', T'] and labels [T'] (-100 where
@@ -14,15 +14,18 @@ may follow a prefix. `step` validates with it, the sampler and the beam search s
 constraints such as forced words or p_c are a separate layer, search_constraints.py), and the vectorized
 validation of whole batches is a fast path that tests hold equal to it.
 
-Grammars:
-- `tg` (Transformer Grammars, paper 000, Algorithm 1): each closing nonterminal is duplicated into a
-  COMPOSE copy (attends its opening NT, its children still on the stack and itself; predicts nothing)
-  and a STACK copy (attends the stack and itself; predicts the next action). Every other position uses
-  STACK attention and is pushed. Relative position = depth(i) - depth(j), where depth(<s>) = 0,
-  depth(child) = depth(parent) + 1, and both closing copies take the depth of their opening NT.
-  As the reference implementation, every position attends itself (Algorithm 1 leaves CNT2's own cell out).
-- `choe_charniak` (TXL (CC)): the same actions, causal mask, relative position i - j, no duplication.
-- `terminals` (TXL (terminals)): words only, causal mask, relative position i - j, ends with `</s>`.
+What every family over bracketed trees builds on (a family's grammars are in its own file, e.g.
+transformer_grammars.py for paper 000's):
+- `ActionLayout`: where each action kind lives in the vocabulary.
+- `Grammar`: the legality of bracketed trees (top-down, `(X ... X)`; a document of several trees), validation,
+  and `batch`, which pads what a subclass's `_expanded_vectors` and `_attention` give. A subclass says where each
+  position sits (`_positions_for`) and what it attends.
+- `CausalRules`: those trees under causal attention, relative positions i - j; `CausalWordsRules`: words only,
+  `<s> w1 ... wn </s>`, under causal attention.
+- The vectorized form's pieces, for a subclass's `_expanded_vectors`: `FlatBatch` (a batch as one array),
+  `expand_actions` (positions of the actions, closing NTs optionally duplicated into COMPOSE and STACK copies),
+  `ExpandedPositions`, `POSITION_KIND_OF_ACTION` / `POSITION_KIND_BY_ACTION` and `any_per_sequence`.
+- `grammar_for_config(config)`: the grammar a model config names.
 
 This file is hub code: it is copied into checkpoints and must import nothing from hf_slm.
 """
@@ -119,8 +122,8 @@ class _GrammarState:
 
     def __init__(self):
         self.length = 0  # positions emitted so far
-        self.stack = []  # TG: positions attendable by STACK attention
-        self.stack_depths = []  # TG: their depths
+        self.stack = []  # positions attendable by STACK attention (a grammar with a stack)
+        self.stack_depths = []  # their depths
         self.open_positions = []  # positions of the open NTs, innermost last
         self.open_ids = []  # their action ids
         self.children = []  # number of children of each open NT
@@ -151,8 +154,9 @@ class Grammar(GrammarProtocol):
     """
 
     duplicated_actions = "closing nonterminals"  # what duplicates_closing duplicates, in words (model cards)
-    compose_kinds = frozenset({PositionKind.CLOSE_COMPOSE})  # TG's COMPOSE copy of a closing NT
+    compose_kinds = frozenset({PositionKind.CLOSE_COMPOSE})  # the COMPOSE copy of a duplicated closing NT
     reducing_kinds = frozenset({ActionKind.CLOSE_NT})
+    top_down = True  # a constituent opens with `(X` before its children
     # What a tokenizer for this grammar must produce ("top_down" bracketed trees, or "terminals" only).
     linearization = "top_down"
     layout_class = ActionLayout
@@ -308,18 +312,18 @@ class Grammar(GrammarProtocol):
 
     def validate(self, ids, require_complete=True):
         """Check one sequence against the rules; raise ValueError naming the first illegal action."""
-        flat = _FlatBatch([np.asarray(ids, dtype=np.int64)], self.layout)
+        flat = FlatBatch([np.asarray(ids, dtype=np.int64)], self.layout)
         if not self._valid_sequences(flat, require_complete)[0]:
             self._raise_first_error(flat.sequences[0], require_complete)
 
     def valid_sequences(self, sequences, require_complete=True):
         """A bool per sequence: whether it follows the rules (the vectorized fast path of `legal_actions`)."""
-        return self._valid_sequences(_FlatBatch([np.asarray(ids, dtype=np.int64) for ids in sequences], self.layout),
+        return self._valid_sequences(FlatBatch([np.asarray(ids, dtype=np.int64) for ids in sequences], self.layout),
                                      require_complete)
 
     def validate_batch(self, sequences, require_complete=True):
         """Check many sequences at once (vectorized); raise ValueError naming the first bad one and its action."""
-        self._validate_flat(_FlatBatch([np.asarray(ids, dtype=np.int64) for ids in sequences], self.layout),
+        self._validate_flat(FlatBatch([np.asarray(ids, dtype=np.int64) for ids in sequences], self.layout),
                             require_complete)
 
     def _validate_flat(self, flat, require_complete):
@@ -356,7 +360,7 @@ class Grammar(GrammarProtocol):
             is_eos = kinds == ActionKind.EOS
             bad |= is_eos & ~flat.is_last  # </s> only at the end
             bad |= is_eos & (flat.local_position == 1)  # and after at least one word
-            valid = ~_any_per_sequence(bad, seq, count)
+            valid = ~any_per_sequence(bad, seq, count)
             if require_complete:
                 valid &= is_eos[last]
             return valid
@@ -372,7 +376,7 @@ class Grammar(GrammarProtocol):
             bad |= (level <= 0) & ~flat.is_first & ~flat.is_last
         bad |= level < 0
         bad[1:] |= is_close[1:] & is_open[:-1]  # a constituent closed with no child
-        valid = ~_any_per_sequence(bad, seq, count)
+        valid = ~any_per_sequence(bad, seq, count)
         if require_complete:
             valid &= (level[last] == 0) & (flat.lengths >= 2)
         if self.layout.labeled and valid.any():
@@ -392,7 +396,7 @@ class Grammar(GrammarProtocol):
                 wrong = ~is_open[pairs[:, 0]] | ~is_close[pairs[:, 1]]
                 wrong |= seq[pairs[:, 0]] != seq[pairs[:, 1]]
                 wrong |= flat.ids[pairs[:, 1]] != self.layout.closing_id_for(flat.ids[pairs[:, 0]])
-                valid &= ~_any_per_sequence(wrong, seq[pairs[:, 0]], count)
+                valid &= ~any_per_sequence(wrong, seq[pairs[:, 0]], count)
             else:
                 valid &= np.array([self._labels_match(ids) for ids in flat.sequences])
         return valid
@@ -431,7 +435,7 @@ class Grammar(GrammarProtocol):
                     f"{self.name} grammar: sequence {index}: expected a non-empty 1-D list of action ids, "
                     f"got shape {ids.shape}"
                 )
-        flat = _FlatBatch(sequences, self.layout)
+        flat = FlatBatch(sequences, self.layout)
         if validate:
             self._validate_flat(flat, require_complete)
         expanded = self._expanded_vectors(flat)
@@ -503,8 +507,12 @@ class Grammar(GrammarProtocol):
         raise NotImplementedError
 
 
-class _FlatBatch:
-    """Sequences concatenated into one array, with where each one starts."""
+class FlatBatch:
+    """Sequences of action ids concatenated into one array, with where each one starts: every step of a grammar's
+    vectorized form (validation, expansion) is then a handful of numpy calls per batch, not per sequence.
+
+    sequences: the [T_b] arrays; lengths, starts [B]; ids, kinds (ActionKind, from `layout`), sequence_index,
+    local_position, is_first, is_last [sum T_b]."""
 
     def __init__(self, sequences, layout):
         self.sequences = sequences
@@ -524,12 +532,15 @@ class _FlatBatch:
         return total - before[self.sequence_index]
 
 
-def _any_per_sequence(flags, sequence_index, count):
+def any_per_sequence(flags, sequence_index, count):
+    """[count] bool: whether any of the flat `flags` of each sequence is set (`sequence_index`: each flag's sequence)."""
     return np.bincount(sequence_index, weights=flags, minlength=count) > 0
 
 
-class _Expanded:
-    """Flat per-position vectors after expansion, with each position's sequence and local position."""
+class ExpandedPositions:
+    """Flat per-position vectors of a batch after expansion (`expand_actions`), with each position's sequence and
+    local position. A grammar's `_expanded_vectors` fills `depth`, `pushed` and `pop_time` (what `batch` pads and
+    `_attention` reads)."""
 
     def __init__(self, ids, kinds, lengths):
         self.ids, self.kinds, self.lengths = ids, kinds, lengths
@@ -541,11 +552,13 @@ class _Expanded:
         self.output_position = None  # per action (flat like the actions): its position that predicts the next
 
 
-def _expand(flat, duplicate_closing):
-    """Expanded positions: with `duplicate_closing`, each closing NT becomes a COMPOSE and a STACK copy."""
-    position_kinds = _POSITION_KIND_OF_ACTION[flat.kinds]
+def expand_actions(flat, duplicate_closing):
+    """The ExpandedPositions of a FlatBatch of bracketed actions: one position per action (its PositionKind from
+    POSITION_KIND_OF_ACTION), or with `duplicate_closing` two per closing NT, a COMPOSE copy then a STACK copy (the
+    STACK copy predicts the next action)."""
+    position_kinds = POSITION_KIND_OF_ACTION[flat.kinds]
     if not duplicate_closing:
-        expanded = _Expanded(flat.ids, position_kinds, flat.lengths)
+        expanded = ExpandedPositions(flat.ids, position_kinds, flat.lengths)
         expanded.source_action = expanded.output_position = flat.local_position
         return expanded
     is_close = flat.kinds == ActionKind.CLOSE_NT
@@ -553,156 +566,35 @@ def _expand(flat, duplicate_closing):
     kinds = np.repeat(position_kinds, repeats)
     kinds[np.cumsum(repeats)[is_close] - 2] = PositionKind.CLOSE_COMPOSE
     extra = np.bincount(flat.sequence_index, weights=is_close, minlength=len(flat.lengths)).astype(np.int64)
-    expanded = _Expanded(np.repeat(flat.ids, repeats), kinds, flat.lengths + extra)
+    expanded = ExpandedPositions(np.repeat(flat.ids, repeats), kinds, flat.lengths + extra)
     expanded.source_action = np.repeat(flat.local_position, repeats)
-    # An action's last position is the one that predicts (TG: the STACK copy of a closing NT).
+    # An action's last position is the one that predicts (the STACK copy of a duplicated closing NT).
     last = np.cumsum(repeats) - 1
     expanded.output_position = expanded.local_position[last]
     return expanded
 
 
-_POSITION_KIND_OF_ACTION = np.array(
+# The PositionKind of each ActionKind of bracketed trees (indexed by ActionKind, PAD to EOS), where an action is
+# one position: a closing NT that is not duplicated predicts like a STACK copy.
+POSITION_KIND_OF_ACTION = np.array(
     [
         PositionKind.PAD,
         PositionKind.BOS,
         PositionKind.OPEN_NT,
         PositionKind.TERMINAL,
-        PositionKind.CLOSE_STACK,  # a closing NT that is not duplicated predicts like a STACK copy
+        PositionKind.CLOSE_STACK,
         PositionKind.EOS,
     ],
     dtype=np.int8,
 )
-_POSITION_KIND_MEMBERS = {kind: PositionKind(int(_POSITION_KIND_OF_ACTION[kind])) for kind in ActionKind
-                          if kind < len(_POSITION_KIND_OF_ACTION)}  # the kinds of bracketed trees
-
-
-class TransformerGrammarRules(Grammar):
-    """STACK/COMPOSE attention with duplicated closing nonterminals (paper 000, Algorithm 1)."""
-
-    name = "tg"
-    duplicates_closing = True
-    has_stack = True
-    relative_position_range = (-1, 62)  # the reference's 64 values: depth differences beyond are clipped
-    relative_position_meaning = "tree-depth differences depth(i) - depth(j)"
-
-    @property
-    def rows_class(self):
-        """TG's states as arrays over hypotheses (transformer_grammar_rows.py, which imports torch: imported here,
-        when the search asks). A subclass that changes these rules sets rows_class = None."""
-        from .transformer_grammar_rows import TransformerGrammarRows
-
-        return TransformerGrammarRows
-
-    def _positions_for(self, state, action_id, kind):
-        # The innermost open NT's depth is the number of open NTs: roots are children of <s> (depth 0).
-        if kind == ActionKind.CLOSE_NT:
-            depth = len(state.open_ids)
-            # COMPOSE copy: attend the opening NT and its children still on the stack, pop them, push self.
-            position = state.length
-            count = sum(1 for p in state.stack if p >= state.open_positions[-1])
-            popped, popped_depths = state.stack[-count:], state.stack_depths[-count:]
-            del state.stack[-count:], state.stack_depths[-count:]
-            compose = NewPosition(action_id, PositionKind.CLOSE_COMPOSE, np.array(popped + [position], dtype=np.int64),
-                                  depth - np.array(popped_depths + [depth], dtype=np.int64), False, depth)
-            state.stack.append(position)
-            state.stack_depths.append(depth)
-            # STACK copy: attend the stack and itself, not pushed.
-            position += 1
-            state.length += 2
-            stack = NewPosition(action_id, PositionKind.CLOSE_STACK, np.array(state.stack + [position], dtype=np.int64),
-                                depth - np.array(state.stack_depths + [depth], dtype=np.int64), True, depth)
-            return [compose, stack]
-        depth = 0 if kind == ActionKind.BOS else len(state.open_ids) + 1
-        state.stack.append(state.length)
-        state.stack_depths.append(depth)
-        state.length += 1
-        attended = np.array(state.stack, dtype=np.int64)
-        relpos = depth - np.array(state.stack_depths, dtype=np.int64)
-        return [NewPosition(action_id, _POSITION_KIND_MEMBERS[kind], attended, relpos, True, depth)]
-
-    def _expanded_vectors(self, flat):
-        expanded = _expand(flat, duplicate_closing=True)
-        expanded.depth = tg_depths(expanded)
-        expanded.pushed, expanded.pop_time = tg_stack_lifetimes(expanded)
-        return expanded
-
-    def _attention(self, vectors):
-        # A position j is on the stack from its own step until the COMPOSE position that pops it.
-        # STACK rows attend what is on the stack (and themselves); COMPOSE rows attend what they pop.
-        width = vectors["input_ids"].shape[1]
-        rows = np.arange(width, dtype=np.int16)[None, :, None]
-        cols = np.arange(width, dtype=np.int16)[None, None, :]
-        pop_time = vectors["pop_time"].astype(np.int16)[:, None, :]
-        is_compose = (vectors["position_kinds"] == PositionKind.CLOSE_COMPOSE)[:, :, None]
-        mask = (cols <= rows) & (pop_time > rows) & vectors["pushed"][:, None, :]
-        mask &= ~is_compose
-        mask |= (pop_time == rows) & is_compose
-        depth = vectors["depth"].astype(np.int16)  # half the memory traffic of int64 on [B, T', T']
-        return mask, depth[:, :, None] - depth[:, None, :]
-
-    def _coordinates(self, vectors):
-        return vectors["depth"]
-
-    def stack_lifetimes(self, ids, validate=True, require_complete=True):
-        """(pushed [T'] bool, removal [T'] int64) of one sequence: once position t is read, position j is on the
-        stack (a later position may attend it) iff pushed[j] and j <= t < removal[j] (its COMPOSE position; past
-        any sequence if never popped). Segment recurrence keeps these in its memory (segments.py)."""
-        flat = _FlatBatch([np.asarray(ids, dtype=np.int64)], self.layout)
-        if validate:
-            self._validate_flat(flat, require_complete)
-        expanded = self._expanded_vectors(flat)
-        return expanded.pushed, expanded.pop_time
-
-
-def tg_depths(expanded):
-    """Tree depth of every expanded TG position (<s> 0, root NT 1, its children 2, ...), flat over a batch."""
-    kinds = expanded.kinds
-    opens = kinds == PositionKind.OPEN_NT
-    change = opens.astype(np.int64) - (kinds == PositionKind.CLOSE_COMPOSE)
-    total = np.cumsum(change)
-    starts = np.concatenate([[0], np.cumsum(expanded.lengths)[:-1]]).astype(np.int64)
-    level = total - (total[starts] - change[starts])[expanded.sequence_index]  # open NTs after each position
-    # An opening NT sits at the level it opens; words and closed constituents one below their parent.
-    # After a COMPOSE copy the level has dropped back to the parent's, so both closing copies get
-    # level + 1, the depth of their opening NT.
-    depth = np.where(opens, level, level + 1)
-    depth[(kinds == PositionKind.BOS) | (kinds == PositionKind.PAD)] = 0
-    return depth
-
-
-def tg_stack_lifetimes(expanded):
-    """For every position: whether it is pushed on the stack, and the COMPOSE position that pops it.
-
-    An opening NT is popped by its own COMPOSE copy; a word or a composed constituent is popped by its
-    parent's COMPOSE copy, the first COMPOSE position after it one level up. Positions never popped
-    (<s>, anything still open at the end) get a pop time past any sequence. Pop times are local positions.
-    """
-    kinds, depth, sequence_index = expanded.kinds, expanded.depth, expanded.sequence_index
-    total = len(kinds)
-    pushed = (kinds != PositionKind.CLOSE_STACK) & (kinds != PositionKind.PAD)
-    compose = np.flatnonzero(kinds == PositionKind.CLOSE_COMPOSE)
-    target_depth = np.where(kinds == PositionKind.OPEN_NT, depth, depth - 1)
-    depth_span = int(depth.max(initial=0)) + 2
-
-    # Among COMPOSE positions sorted by (sequence, depth, position), find the first one at
-    # (same sequence, target depth) after each position.
-    def key(sequence, level, position):
-        return (sequence * depth_span + level + 1) * (total + 1) + position
-
-    compose_keys = key(sequence_index[compose], depth[compose], compose)
-    order = np.argsort(compose_keys, kind="stable")
-    found = np.searchsorted(compose_keys[order], key(sequence_index, target_depth, np.arange(total)), side="right")
-    pop_time = np.full(total, np.iinfo(np.int32).max, dtype=np.int64)
-    if len(compose):
-        candidate = compose[order][np.minimum(found, len(compose) - 1)]
-        ok = (found < len(compose)) & pushed & (kinds != PositionKind.BOS)
-        ok &= (sequence_index[candidate] == sequence_index) & (depth[candidate] == target_depth)
-        pop_time = np.where(ok, expanded.local_position[candidate], pop_time)
-    return pushed, pop_time
+# The same, as enum members by ActionKind (an incremental `step` reads one at a time, and enum lookups are slow).
+POSITION_KIND_BY_ACTION = {kind: PositionKind(int(POSITION_KIND_OF_ACTION[kind])) for kind in ActionKind
+                           if kind < len(POSITION_KIND_OF_ACTION)}
 
 
 class CausalRules(Grammar):
-    """Causal attention and linear relative positions i - j (Transformer-XL)."""
+    """Bracketed trees under causal attention, relative positions i - j (Transformer-XL over the actions): the
+    legality of `Grammar`, one position per action. A family's grammar sets its `name`."""
 
     # One position per action, each attending every earlier one, coordinate = its index: a model may build
     # this structure itself for any layout of the batch (left padding, a KV cache).
@@ -712,11 +604,11 @@ class CausalRules(Grammar):
         position = state.length
         state.length += 1
         attended = np.arange(position + 1, dtype=np.int64)
-        kind_of_position = _POSITION_KIND_MEMBERS[kind]
+        kind_of_position = POSITION_KIND_BY_ACTION[kind]
         return [NewPosition(action_id, kind_of_position, attended, position - attended, True, position)]
 
     def _expanded_vectors(self, flat):
-        expanded = _expand(flat, duplicate_closing=False)
+        expanded = expand_actions(flat, duplicate_closing=False)
         total = len(expanded.ids)
         expanded.depth = np.zeros(total, dtype=np.int64)
         expanded.pushed = np.ones(total, dtype=bool)
@@ -735,19 +627,14 @@ class CausalRules(Grammar):
         return np.broadcast_to(np.arange(width, dtype=np.int64), (batch, width)).copy()
 
 
-class ChoeCharniakRules(CausalRules):
-    """TXL (CC): trees as plain sequences `(S (NP the bird NP) S)`."""
+class CausalWordsRules(CausalRules):
+    """Words only under causal attention: `<s> w1 ... wn </s>` (a plain causal LM over a tree's words). A family's
+    grammar sets its `name`."""
 
-    name = "choe_charniak"
-
-
-class TerminalsRules(CausalRules):
-    """TXL (terminals): words only, `<s> w1 ... wn </s>`."""
-
-    name = "terminals"
     uses_eos = True
     linearization = "terminals"
     words_only = True
+    top_down = False  # no constituents
 
     def _legal_after_start(self, state):
         """Words, and `</s>` once there is at least one."""
@@ -758,16 +645,10 @@ class TerminalsRules(CausalRules):
     def _check_action(self, state, action_id, kind):
         if kind in (ActionKind.OPEN_NT, ActionKind.CLOSE_NT):
             raise ValueError(
-                f"terminals grammar: action {state.num_actions} (id {action_id}) is a nonterminal; "
+                f"{self.name} grammar: action {state.num_actions} (id {action_id}) is a nonterminal; "
                 "this grammar reads words only"
             )
         super()._check_action(state, action_id, kind)
-
-
-# Each family's grammars by name (its config's `grammar`), the default first: the config classes
-# (configuration_slm.py) and hf_slm's family records (hf_slm/families) both read these.
-TRANSFORMER_GRAMMAR_GRAMMARS = {"tg": TransformerGrammarRules}
-TRANSFORMER_XL_GRAMMARS = {"choe_charniak": ChoeCharniakRules, "terminals": TerminalsRules}
 
 
 def grammar_for_config(config):

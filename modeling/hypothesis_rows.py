@@ -56,7 +56,7 @@ class NewPositions:
         return np.arange(self.input_id.shape[1])[None, :] < self.count[:, None]
 
     def select(self, rows):
-        rows = _numpy_rows(rows)
+        rows = numpy_rows(rows)
         return NewPositions(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[rows]
                                for f in fields(self)})
 
@@ -99,7 +99,9 @@ class NewPositions:
         return made
 
 
-def _numpy_rows(rows):
+def numpy_rows(rows):
+    """Row indices or per-row values (a torch tensor on the CPU, or a sequence) as an int64 numpy array: what a
+    rows class (a family's fast form too) steps and selects with."""
     return rows.numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows, dtype=np.int64)
 
 
@@ -134,7 +136,7 @@ class StateListRows(HypothesisRows):
         return len(self.states)
 
     def select(self, rows):
-        return StateListRows(self.grammar, [self.states[i] for i in _numpy_rows(rows).tolist()])
+        return StateListRows(self.grammar, [self.states[i] for i in numpy_rows(rows).tolist()])
 
     @staticmethod
     def _concat(rows_list):
@@ -145,8 +147,8 @@ class StateListRows(HypothesisRows):
         states, steps = [], []
         step = self.grammar.step
         # only the grammars that take a start have the `start` argument
-        with_start = [{}] * len(self.states) if starts is None else [{"start": s} for s in _numpy_rows(starts).tolist()]
-        for state, action, extra in zip(self.states, _numpy_rows(actions).tolist(), with_start):
+        with_start = [{}] * len(self.states) if starts is None else [{"start": s} for s in numpy_rows(starts).tolist()]
+        for state, action, extra in zip(self.states, numpy_rows(actions).tolist(), with_start):
             state = state.clone()
             steps.append(step(state, action, check=False, **extra))  # the caller took it from legal_actions
             states.append(state)

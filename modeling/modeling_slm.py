@@ -1,9 +1,8 @@
-"""Transformer syntactic LMs as transformers models: thin family classes over the shared backbone.
+"""Transformer syntactic LMs as transformers models: the shared classes that every Transformer family extends.
 
-Families: Transformer Grammars (paper 000; `TransformerGrammar*`), the Transformer-XL baselines over the
-same actions or over words (`TransformerXL*`), DTG and TXL (trans) (paper 002; `DependencyTransformer*`) and
-paper 003's compositional SLMs with its GPT-2 baselines (`CompositionalSLM*`). A family is a config class
-(which grammars it takes) and two thin model classes; everything else is shared:
+A family (in its own files: transformer_grammar_model.py for paper 000's, dependency_model.py for paper 002's,
+compositional_model.py for paper 003's) is a config class (which grammars it takes) and two thin model classes
+over the ones below, with hooks where its inputs or outputs differ; everything else is shared:
 
 - `SyntacticTransformerModel` (AutoModel) and `SyntacticTransformerForCausalLM` (AutoModelForCausalLM) follow
   the HuggingFace causal-LM contract. `input_ids` [B, T] are the tokenizer's action ids (`<s>` first) with
@@ -40,13 +39,8 @@ from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
-from .compositional_model import CompositionalInputs, StartPointerLoss
-from .configuration_slm import (
-    CompositionalSLMConfig, DependencyTransformerGrammarConfig, DependencyTransformerXLConfig, SyntacticTransformerConfig,
-    TransformerGrammarConfig, TransformerXLConfig,
-)
+from .configuration_slm import SyntacticTransformerConfig
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
-from .dependency_model import HeadTokenEmbeddings
 from .grammars import PositionKind, grammar_for_config
 from .hub_code import SavesHubCode
 from .safe_loading import SafetensorsOnlyLoading
@@ -592,90 +586,3 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         (surprisals in nats, log p(x) lower bound, best trees). See generation_slm.BeamSearchOptions."""
         options = options or BeamSearchOptions(**option_fields)
         return WordSynchronousBeamSearch(self, options, word_start_mask=word_start_mask).search(words)
-
-
-
-
-class TransformerGrammarModel(SyntacticTransformerModel):
-    """Transformer Grammar (paper 000) backbone: see SyntacticTransformerModel."""
-
-    config_class = TransformerGrammarConfig
-
-
-class TransformerGrammarForCausalLM(SyntacticTransformerForCausalLM):
-    """Transformer Grammar (paper 000) language model: see SyntacticTransformerForCausalLM."""
-
-    config_class = TransformerGrammarConfig
-    base_model_class = TransformerGrammarModel
-
-
-class DependencyTransformerGrammarModel(HeadTokenEmbeddings, SyntacticTransformerModel):
-    """Dependency Transformer Grammar (paper 002) backbone: see SyntacticTransformerModel. Its grammar gives
-    COMPOSE rows explicit relative positions and each arc position its head word's last piece, whose embedding the
-    family hooks add (dependency_model.py)."""
-
-    config_class = DependencyTransformerGrammarConfig
-
-
-class DependencyTransformerGrammarForCausalLM(SyntacticTransformerForCausalLM):
-    """Dependency Transformer Grammar (paper 002) language model: see SyntacticTransformerForCausalLM."""
-
-    config_class = DependencyTransformerGrammarConfig
-    base_model_class = DependencyTransformerGrammarModel
-
-
-class DependencyTransformerXLModel(SyntacticTransformerModel):
-    """TXL (trans), paper 002's baseline (grammar "txl_trans"): causal attention over DTG's transitions."""
-
-    config_class = DependencyTransformerXLConfig
-
-
-class DependencyTransformerXLForCausalLM(SyntacticTransformerForCausalLM):
-    """TXL (trans) language model: see SyntacticTransformerForCausalLM."""
-
-    config_class = DependencyTransformerXLConfig
-    base_model_class = DependencyTransformerXLModel
-
-
-class TransformerXLModel(SyntacticTransformerModel):
-    """Transformer-XL baseline backbone (TXL (CC) / TXL (terminals)): see SyntacticTransformerModel."""
-
-    config_class = TransformerXLConfig
-
-
-class TransformerXLForCausalLM(SyntacticTransformerForCausalLM):
-    """Transformer-XL baseline language model (TXL (CC) / TXL (terminals)): see SyntacticTransformerForCausalLM."""
-
-    config_class = TransformerXLConfig
-    base_model_class = TransformerXLModel
-
-
-class CompositionalSLMModel(CompositionalInputs, SyntacticTransformerModel):
-    """Paper 003's compositional SLMs (In variants: COMPOSE and STACK copies of every `)`; Ex variants: one `)`
-    position whose input is the external composer's output over its children; M or Nm masking, Ex + Nm plain
-    causal) and its GPT2-token / GPT2-tree baselines (plain causal), with absolute positions: see
-    SyntacticTransformerModel. Its family hooks (compositional_model.py) run the Ex composer (`self.composer`) and
-    the Nb-Up start pointer (`self.start_pointer`)."""
-
-    config_class = CompositionalSLMConfig
-
-
-class CompositionalSLMForCausalLM(StartPointerLoss, SyntacticTransformerForCausalLM):
-    """Paper 003's compositional SLM language model: see SyntacticTransformerForCausalLM. Bottom-up variants end
-    each tree with `</s>`, which the last `)` predicts. A Nb-Up model also takes `constituent_starts` [B, T] (each
-    `)`'s start, the tokenizer's field) and returns a StartPointerCausalLMOutput: with labels, loss = lm_loss +
-    start_loss."""
-
-    config_class = CompositionalSLMConfig
-    base_model_class = CompositionalSLMModel
-
-
-# save_pretrained copies this file, its sibling imports and the configuration into every checkpoint, and
-# config.auto_map names all the Auto classes (see SyntacticTransformerConfig), so that
-# AutoModel / AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True) work without hf_slm.
-for _model, _causal_lm in ((TransformerGrammarModel, TransformerGrammarForCausalLM), (TransformerXLModel, TransformerXLForCausalLM),
-                          (DependencyTransformerGrammarModel, DependencyTransformerGrammarForCausalLM),
-                          (DependencyTransformerXLModel, DependencyTransformerXLForCausalLM),
-                          (CompositionalSLMModel, CompositionalSLMForCausalLM)):
-    _model._auto_class = "AutoModel"
-    _causal_lm._auto_class = "AutoModelForCausalLM"

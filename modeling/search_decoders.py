@@ -222,10 +222,9 @@ class TransformerSearchDecoder(SearchDecoder):
         (segment_recurrence.read_prefixes). The search then continues from the memory the prefix leaves: its slots'
         keys and values are the memory's, through each layer's own LayerNorm and projections; the prefix positions
         the memory does not hold are holes, never read. (The search's own positions are not cut into segments:
-        they attend the memory and each other, an approximation where a sentence is longer than a segment.)"""
-        if self.grammar.takes_start:
-            raise ValueError(f"a {self.model.config.grammar} model's start pointer reads the outputs of earlier positions, "
-                             "which a segment model's memory does not keep; search it without segments")
+        they attend the memory and each other, an approximation where a sentence is longer than a segment.) A grammar
+        whose model reads inputs beside the ids (a start pointer's starts) has no segment model: its config refuses
+        segment_length (segments.check_segments_carry_inputs)."""
         config, model = self.model.config, self.model
         found = {}
 

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from .backbone import PositionStructure
 from .grammars import IGNORE_INDEX
+from .segments import check_segments_carry_inputs
 
 
 @dataclass
@@ -38,8 +39,8 @@ class SegmentBatch:
     [B, L, M + L], positions [B, M + L] (the original position of each memory slot, then of each row; -1 for an
     empty slot or padding), update_from_segment [B, M, L] and update_from_memory [B, M, M] bool, memory_reset [B]
     bool; coordinates [B, M + L] (R = c_i - c_j: the attention's fast paths; None for grammars with explicit
-    relative positions, which then take the gathered bias) and head_ids [B, L] (DTG: the head word's piece each arc
-    position adds, -1 none; None for other grammars).
+    relative positions, which then take the gathered bias) and added_token_ids [B, L] (the token each position adds,
+    grammar.added_token_ids: DTG's arcs, their head word's piece; -1 none; None for other grammars).
     """
 
     input_ids: torch.Tensor
@@ -52,7 +53,7 @@ class SegmentBatch:
     update_from_memory: torch.Tensor
     memory_reset: torch.Tensor
     coordinates: torch.Tensor | None = None
-    head_ids: torch.Tensor | None = None
+    added_token_ids: torch.Tensor | None = None
 
     def to(self, device):
         return SegmentBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
@@ -74,7 +75,7 @@ def collate_segments(rows):
     positions = np.stack([np.concatenate([sequence.memory_positions[tau], sequence.segment_positions[tau]])
                           for sequence, tau in rows])
     optional = {}
-    for name in ("coordinates", "head_ids"):
+    for name in ("coordinates", "added_token_ids"):
         present = {getattr(sequence, name) is not None for sequence, _ in rows}
         if len(present) != 1:
             raise ValueError(f"segments of one batch must all have {name} or none (segments of one grammar)")
@@ -97,7 +98,8 @@ def empty_memory(model, batch_size, memory_length, device=None, dtype=None):
 
 def check_segment_model(model):
     """ValueError unless `model` can run segments: relative positions (absolute position embeddings index the
-    whole sequence) and a grammar that supports them (grammar.supports_segments: not an external composition)."""
+    whole sequence) and a grammar that supports them (grammar.supports_segments: not an external composition) and
+    reads nothing beside the action ids (segments.check_segments_carry_inputs: not a start pointer's starts)."""
     config = model.config
     if config.position_encoding != "relative":
         raise ValueError(f"a {config.grammar} model with {config.position_encoding} positions has no segment recurrence: "
@@ -106,6 +108,7 @@ def check_segment_model(model):
         raise ValueError(f"a {config.grammar} model's positions read earlier positions' inputs (an external "
                          "composition, its children's), which may lie in earlier segments: it has no segment recurrence "
                          "(grammar.supports_segments; the In variants have)")
+    check_segments_carry_inputs(model.model.grammar)
 
 
 @dataclass
@@ -134,7 +137,7 @@ def segment_forward(model, batch, memory, compute_loss=True):
     structure = PositionStructure(batch.attention_mask.bool(), coordinates, _renumbered(batch.positions), kinds,
                                   model.config.min_relative_position, model.config.relative_attention, relative)
     core = model.model
-    extra = core.added_token_embeddings(batch.input_ids, batch.head_ids)
+    extra = core.added_token_embeddings(batch.input_ids, batch.added_token_ids)
     hidden, layer_inputs = core.decoder.forward_segment(batch.input_ids, structure, memory, extra_embeddings=extra)
     logits = model._logits(hidden)
     # The next memory: U^{m->m} m + U^{h->m} h per layer, exact (each row of [U^{m->m} U^{h->m}] holds at most one 1).
@@ -169,7 +172,7 @@ def _read_together(model, grammar, segmented):
     device = next(model.parameters()).device
     memory = empty_memory(model, len(segmented), first.memory_length)
     padding = padding_segment(first.segment_length, first.memory_length, int(grammar.layout.pad_token_id),
-                              first.coordinates is not None, first.head_ids is not None)
+                              first.coordinates is not None, first.added_token_ids is not None)
     for tau in range(max(s.num_segments for s in segmented)):
         rows = [(s, tau) if tau < s.num_segments else (padding, 0) for s in segmented]
         batch = collate_segments(rows).to(device)

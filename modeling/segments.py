@@ -81,9 +81,10 @@ class SegmentedSequence:
     # memory slot, then of each row (0 where empty), for grammars whose relative positions are such differences
     # (the model's fast attention paths need them); None for grammars with explicit relative positions.
     coordinates: np.ndarray | None = None
-    # [n, L] int64: for a dependency grammar, the token each arc position adds (its head word's last piece; the
-    # head may lie in an earlier segment), -1 for none; None for other grammars.
-    head_ids: np.ndarray | None = None
+    # [n, L] int64: for a grammar whose positions add another position's token (grammar.added_token_ids: DTG's arcs,
+    # their head word's last piece), the token each position adds, -1 for none (that position may lie in an earlier
+    # segment, so the segment carries its token); None for other grammars.
+    added_token_ids: np.ndarray | None = None
 
     @property
     def num_segments(self):
@@ -95,16 +96,16 @@ class SegmentedSequence:
                                    self.update_from_memory)
 
 
-# The per-segment arrays of a SegmentedSequence (coordinates and head_ids may be None).
+# The per-segment arrays of a SegmentedSequence (coordinates and added_token_ids may be None).
 SEGMENT_ARRAYS = ("input_ids", "position_kinds", "labels", "depth", "segment_positions", "memory_positions",
                   "attention_mask", "relative_positions", "update_from_segment", "update_from_memory", "memory_reset",
-                  "coordinates", "head_ids")
+                  "coordinates", "added_token_ids")
 
 
-def padding_segment(segment_length, memory_length, pad_token_id, coordinates=False, head_ids=False):
+def padding_segment(segment_length, memory_length, pad_token_id, coordinates=False, added_token_ids=False):
     """A SegmentedSequence of one segment that reads and predicts nothing, for a batch row with no segment left
     (`segment_batch`; a training stream that has ended): padding rows that attend only their own column (no
-    softmax row is empty), an empty memory that stays empty, no labels; with `coordinates` / `head_ids`, those
+    softmax row is empty), an empty memory that stays empty, no labels; with `coordinates` / `added_token_ids`, those
     fields too (zeros / -1), so that it stacks with a grammar's segments."""
     L, M = segment_length, memory_length
     mask = np.zeros((1, L, M + L), dtype=bool)
@@ -118,7 +119,7 @@ def padding_segment(segment_length, memory_length, pad_token_id, coordinates=Fal
         attention_mask=mask, relative_positions=np.zeros((1, L, M + L), dtype=np.int64),
         update_from_segment=np.zeros((1, M, L), dtype=bool), update_from_memory=np.zeros((1, M, M), dtype=bool),
         memory_reset=np.zeros(1, dtype=bool), coordinates=np.zeros((1, M + L), dtype=np.int64) if coordinates else None,
-        head_ids=np.full((1, L), -1, dtype=np.int64) if head_ids else None,
+        added_token_ids=np.full((1, L), -1, dtype=np.int64) if added_token_ids else None,
     )
 
 
@@ -151,6 +152,18 @@ def check_segment_options(grammar, segment_length, memory_length, memory_update)
         raise ValueError(f"memory update 'structure' needs the grammar's stack, and the {name} grammar exposes "
                          "none (no stack_lifetimes); expected memory update 'shift' for it")
     return int(segment_length), int(memory_length), memory_update
+
+
+def check_segments_carry_inputs(rules):
+    """ValueError naming the grammar (a grammar class or instance) when its model reads inputs beside the action ids
+    (grammar.action_inputs, paper 003's Nb-Up starts): a segment carries its ids and their memory only (and the
+    tokens positions add, grammar.added_token_ids), so a model reading segments would train and score without them.
+    The config's segment fields and the segment model check both ask here."""
+    if rules.action_inputs:
+        raise ValueError(f"the {rules.name} grammar reads {list(rules.action_inputs)} beside the action ids "
+                         "(grammar.action_inputs), and a segment carries only its ids and their memory: a model "
+                         "reading segments would train and score without them (no loss of their own, e.g. no start "
+                         "loss); it has no segment recurrence")
 
 
 def _has_stack(grammar):
@@ -284,11 +297,9 @@ def segment_sequence(grammar, ids, segment_length, memory_length=None, memory_up
     slot_coordinates = None
     if not explicit:
         slot_coordinates = np.where(real_columns, whole["position_coordinates"][0].astype(np.int64)[np.maximum(columns, 0)], 0)
-    head_ids = None
-    if "head_token_index" in whole:
-        head_slot = whole["head_token_index"][0][:total].astype(np.int64)
-        token = whole["input_ids"][0].astype(np.int64)
-        head_ids = by_segment(np.where(head_slot >= 0, token[np.maximum(head_slot, 0)], -1), -1)
+    added_token_ids = grammar.added_token_ids(whole)
+    if added_token_ids is not None:
+        added_token_ids = by_segment(added_token_ids[0][:total].astype(np.int64), -1)
     padding = np.flatnonzero(~real_rows.reshape(-1))
     mask.reshape(width, M + L)[padding, M + padding % L] = True  # a padding row attends only itself
 
@@ -300,7 +311,7 @@ def segment_sequence(grammar, ids, segment_length, memory_length=None, memory_up
         depth=by_segment(whole["depth"][0].astype(np.int64), 0),
         segment_positions=segment_positions, memory_positions=memory_positions, attention_mask=mask,
         relative_positions=relative, update_from_segment=from_segment, update_from_memory=from_memory,
-        memory_reset=np.arange(count) == 0, coordinates=slot_coordinates, head_ids=head_ids,
+        memory_reset=np.arange(count) == 0, coordinates=slot_coordinates, added_token_ids=added_token_ids,
     )
 
 
@@ -321,7 +332,7 @@ def segment_batch(grammar, sequences, segment_length, memory_length=None, memory
     first = parts[0]
     L, M, count = first.segment_length, first.memory_length, max(part.num_segments for part in parts)
     padding = padding_segment(L, M, int(grammar.layout.pad_token_id), first.coordinates is not None,
-                              first.head_ids is not None)
+                              first.added_token_ids is not None)
     result = {}
     for field in SEGMENT_ARRAYS:
         if getattr(first, field) is None:

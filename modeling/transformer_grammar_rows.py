@@ -1,5 +1,5 @@
 """TG's incremental states as arrays over hypotheses: the fast form of hypothesis_rows.StateListRows for
-grammars.TransformerGrammarRules (its `rows_class`).
+transformer_grammars.TransformerGrammarRules (its `rows_class`).
 
 rnng-pytorch likewise keeps its whole beam state in tensors. tests/test_hypothesis_rows.py holds it equal to
 StateListRows (which steps each hypothesis with grammar.step) on random walks of thousands of hypotheses.
@@ -10,15 +10,15 @@ Hub code: imports only numpy, torch and its sibling files.
 import numpy as np
 import torch
 
-from .grammars import _POSITION_KIND_OF_ACTION, NEED_KINDS, UNREACHABLE, ActionKind, PositionKind
-from .hypothesis_rows import HypothesisRows, NewPositions, _numpy_rows
+from .grammars import NEED_KINDS, POSITION_KIND_OF_ACTION, UNREACHABLE, ActionKind, PositionKind
+from .hypothesis_rows import HypothesisRows, NewPositions, numpy_rows
 
 # Columns added at once when a row's stack or open NTs outgrow the arrays.
 _SPARE_COLUMNS = 8
 
 
 class TransformerGrammarRows(HypothesisRows):
-    """TG's incremental state (grammars.TransformerGrammarRules) as arrays over hypotheses.
+    """TG's incremental state (transformer_grammars.TransformerGrammarRules) as arrays over hypotheses.
 
     Per row: the stack (positions and depths; `stack_size` used), the open nonterminals (ids, the stack index
     of each, where its COMPOSE copy starts popping, and its children so far), and the counters of
@@ -65,7 +65,7 @@ class TransformerGrammarRows(HypothesisRows):
         return {name: getattr(self, name) for name in self.ARRAYS}
 
     def select(self, rows):
-        rows = _numpy_rows(rows)
+        rows = numpy_rows(rows)
         return TransformerGrammarRows(self.grammar, **{name: array[rows] for name, array in self._arrays().items()})
 
     @staticmethod
@@ -82,7 +82,7 @@ class TransformerGrammarRows(HypothesisRows):
     def step(self, actions):
         """The successors and their positions: the vectorized form of TransformerGrammarRules._positions_for
         and Grammar._advance (actions are legal: the caller took them from legal_actions)."""
-        actions = _numpy_rows(actions)
+        actions = numpy_rows(actions)
         grammar = self.grammar
         kinds = grammar.action_kinds[actions]
         rows = np.arange(len(actions))
@@ -127,7 +127,7 @@ class TransformerGrammarRows(HypothesisRows):
         attended[push_rows, 0, : stack_attended.shape[1]] = stack_attended[push_rows]
         input_id = np.repeat(actions[:, None], slots, axis=1)
         kind = np.zeros((len(rows), slots), np.int64)
-        kind[:, 0] = _POSITION_KIND_OF_ACTION[kinds]  # the closing NTs' are set below
+        kind[:, 0] = POSITION_KIND_OF_ACTION[kinds]  # the closing NTs' are set below
         coordinate = np.repeat(np.where(closing, opened, depth)[:, None], slots, axis=1)
         predicts = np.zeros((len(rows), slots), bool)
         predicts[:, 0] = pushing

@@ -15,7 +15,7 @@ import hf_slm
 from conftest import ISOLATION_PREAMBLE
 from hf_slm.collator import SyntacticDataCollator
 from hf_slm.families import config_for_grammar, grammar_class, preset_config, presets
-from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS, CompositionalSLMConfig
+from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS, CompositionalSLMConfig
 from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES
 from hf_slm.families import get_grammar
 from hf_slm.modeling.grammars import ActionLayout

@@ -18,9 +18,10 @@ import torch
 from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.collator import SyntacticDataCollator
 from hf_slm.modeling.backbone import PositionStructure
-from hf_slm.modeling.configuration_slm import TransformerGrammarConfig
-from hf_slm.modeling.grammars import PositionKind, TransformerGrammarRules
-from hf_slm.modeling.modeling_slm import TransformerGrammarForCausalLM, TransformerGrammarModel
+from hf_slm.modeling.transformer_grammar_config import TransformerGrammarConfig
+from hf_slm.modeling.grammars import PositionKind
+from hf_slm.modeling.transformer_grammar_model import TransformerGrammarForCausalLM, TransformerGrammarModel
+from hf_slm.modeling.transformer_grammars import TransformerGrammarRules
 
 VOCAB = ActionVocabulary(["a", "b", "c"], ["S", "NP"])
 TREES = ["(S a (NP b c NP) S)", "(S (NP c NP) S)", "(S b S)"]

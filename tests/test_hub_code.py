@@ -66,15 +66,17 @@ def test_checkpoint_files_and_auto_map(checkpoint):
     directory, model, _ = checkpoint
     family = GRAMMARS[model.config.grammar][1]
     files = set(os.listdir(directory))
+    # the shared hub files, and the family's own (paper 000's families: transformer_grammar_*.py)
     assert {"model.safetensors", "config.json", "modeling_slm.py", "configuration_slm.py", "backbone.py", "grammars.py",
             "generation_slm.py", "search_constraints.py", "safe_loading.py", "tokenization_slm.py", "trees.py",
-            "linearizers.py", "tree_type.py"} <= files
+            "linearizers.py", "tree_type.py", "transformer_grammar_model.py", "transformer_grammar_config.py",
+            "transformer_grammars.py", "preset_settings.py"} <= files
     assert not any(name.endswith((".bin", ".pt", ".pth")) for name in files)
     auto_map = json.loads((directory / "config.json").read_text())["auto_map"]
     assert auto_map == {
-        "AutoConfig": f"configuration_slm.{family}Config",
-        "AutoModel": f"modeling_slm.{family}Model",
-        "AutoModelForCausalLM": f"modeling_slm.{family}ForCausalLM",
+        "AutoConfig": f"transformer_grammar_config.{family}Config",
+        "AutoModel": f"transformer_grammar_model.{family}Model",
+        "AutoModelForCausalLM": f"transformer_grammar_model.{family}ForCausalLM",
     }
     tokenizer_map = json.loads((directory / "tokenizer_config.json").read_text())["auto_map"]
     assert tokenizer_map["AutoTokenizer"][0] == "tokenization_slm.SyntacticTokenizer"

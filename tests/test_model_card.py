@@ -524,7 +524,7 @@ def test_dependency_card_says_what_the_model_is_and_its_examples_run(grammar, sy
 def _compositional_cards():
     """Every paper 003 model that exists (the variants COMPOSITIONAL_MODEL_VARIANTS names, as they land) and
     GPT2-tree: a card needs no per-variant code."""
-    from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
+    from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS
 
     return list(COMPOSITIONAL_MODEL_VARIANTS) + ["gpt2-tree"]
 

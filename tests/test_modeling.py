@@ -10,10 +10,11 @@ from hf_slm.action_vocab import ActionVocabulary
 from hf_slm.collator import SyntacticDataCollator
 from hf_slm.modeling.backbone import PositionStructure
 from hf_slm.families import all_presets, config_for_grammar, preset_config
-from hf_slm.modeling.configuration_slm import TransformerGrammarConfig
+from hf_slm.modeling.transformer_grammar_config import TransformerGrammarConfig
 from hf_slm.families import get_grammar
 from hf_slm.families import causal_lm_for_config
-from hf_slm.modeling.modeling_slm import CACHE_FIELD, TransformerGrammarModel
+from hf_slm.modeling.modeling_slm import CACHE_FIELD
+from hf_slm.modeling.transformer_grammar_model import TransformerGrammarModel
 
 TREES = [
     "(S (NP the blue bird NP) (VP sings VP) S)",

@@ -20,7 +20,7 @@ from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArgum
 from hf_slm import SyntacticDataCollator, TransformerGrammarForCausalLM
 from hf_slm.cli import main
 from hf_slm.families import registered_families
-from hf_slm.modeling.modeling_slm import TransformerGrammarModel
+from hf_slm.modeling.transformer_grammar_model import TransformerGrammarModel
 from hf_slm.modeling.safe_loading import PickleWeightsRefusedError
 from hf_slm.publishing import check_checkpoint, push_checkpoint, tokenizer_files
 
@@ -34,7 +34,9 @@ TREES = [
     "(ROOT (NP (NP (DT the) (NN end)) (PP (IN of) (NP (PRP it)))))",
 ]
 HUB_CODE = {"modeling_slm.py", "configuration_slm.py", "backbone.py", "grammars.py", "generation_slm.py", "search_constraints.py", "safe_loading.py", "tokenization_slm.py",
-            "trees.py", "linearizers.py", "tree_type.py"}
+            "trees.py", "linearizers.py", "tree_type.py",
+            # the TG family's own files (the published model is a TG)
+            "transformer_grammar_model.py", "transformer_grammar_config.py", "transformer_grammars.py"}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl")
 
 # Runs in a fresh interpreter without hf_slm (see conftest.ISOLATION_PREAMBLE), HF_ENDPOINT = the local hub.
@@ -325,7 +327,9 @@ def test_check_checkpoint_names_what_is_missing(published, tmp_path):
 
     cases = {
         "model.safetensors": "it has no weights",
-        "modeling_slm.py": r"config.json needs modeling_slm.py \(named by its auto_map\)",
+        # a TG checkpoint: its auto_map names its family's files, which import the shared ones
+        "transformer_grammar_model.py": r"config.json needs transformer_grammar_model.py \(named by its auto_map\)",
+        "modeling_slm.py": r"config.json needs modeling_slm.py \(imported by transformer_grammar_model\.py\)",
         "grammars.py": r"config.json needs grammars.py \(imported by \w+\.py\)",
         "tokenization_slm.py": r"tokenizer_config.json needs tokenization_slm.py \(named by its auto_map\)",
         "tokenizer_config.json": r"no tokenizer \(tokenizer_config.json\)",

@@ -26,7 +26,7 @@ from hf_slm.evaluation.syntaxgym import (
     parse_formula,
     run_syntaxgym,
 )
-from hf_slm.modeling.modeling_slm import TransformerGrammarForCausalLM
+from hf_slm.modeling.transformer_grammar_model import TransformerGrammarForCausalLM
 
 FIXTURES = Path(__file__).parent / "fixtures" / "syntaxgym"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

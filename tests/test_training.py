@@ -364,7 +364,7 @@ def _one_variant_per_composition():
     """The first paper 003 model of each composition kind that exists (In; Ex once it lands), from
     COMPOSITIONAL_MODEL_VARIANTS: the training path has no per-variant code, so one of each stands for the rest."""
     from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMARS
-    from hf_slm.modeling.configuration_slm import COMPOSITIONAL_MODEL_VARIANTS
+    from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS
 
     first = {}
     for name in COMPOSITIONAL_MODEL_VARIANTS:

@@ -17,12 +17,12 @@ import numpy as np
 try:  # inside a checkpoint: hf-slm's hub files lie beside this one
     from .configuration_slm import SyntacticTransformerConfig
     from .grammar_protocol import ActionKind, NewPosition, PositionKind
-    from .grammars import ChoeCharniakRules
+    from .grammars import CausalRules
     from .modeling_slm import SyntacticTransformerForCausalLM, SyntacticTransformerModel
 except ImportError:  # imported by the tests, with hf-slm installed
     from hf_slm.modeling.configuration_slm import SyntacticTransformerConfig
     from hf_slm.modeling.grammar_protocol import ActionKind, NewPosition, PositionKind
-    from hf_slm.modeling.grammars import ChoeCharniakRules
+    from hf_slm.modeling.grammars import CausalRules
     from hf_slm.modeling.modeling_slm import SyntacticTransformerForCausalLM, SyntacticTransformerModel
 
 # Same kinds of positions as the actions (no duplication), by ActionKind
@@ -30,7 +30,7 @@ _POSITION_KIND = {ActionKind.BOS: PositionKind.BOS, ActionKind.OPEN_NT: Position
                   ActionKind.TERMINAL: PositionKind.TERMINAL, ActionKind.CLOSE_NT: PositionKind.CLOSE_STACK}
 
 
-class DepthCausalRules(ChoeCharniakRules):
+class DepthCausalRules(CausalRules):
     """Causal attention over bracketed trees, relative position = depth(i) - depth(j) (module docstring).
 
     Its legality is that of bracketed trees (inherited); what it adds is where each position sits."""

@@ -16,9 +16,9 @@ COMPOSITIONAL_SLM = register_family(Family(
     name="compositional_slm",
     model_type="compositional_slm",
     paper="003",
-    config_class="hf_slm.modeling.configuration_slm:CompositionalSLMConfig",
-    model_class="hf_slm.modeling.modeling_slm:CompositionalSLMModel",
-    causal_lm_class="hf_slm.modeling.modeling_slm:CompositionalSLMForCausalLM",
+    config_class="hf_slm.modeling.compositional_config:CompositionalSLMConfig",
+    model_class="hf_slm.modeling.compositional_model:CompositionalSLMModel",
+    causal_lm_class="hf_slm.modeling.compositional_model:CompositionalSLMForCausalLM",
     tokenizer_classes=("hf_slm.tokenization.tokenization_compositional:CompositionalTokenizer",),
     # nb-dn-in-m first: a new config's default
     variants=tuple(Variant(name, _paper_name(name), "compositional-slm", "compositional.md",
@@ -29,7 +29,7 @@ COMPOSITIONAL_SLM = register_family(Family(
     grammar_classes="hf_slm.modeling.compositional_grammars:COMPOSITIONAL_SLM_GRAMMARS",
     card_details="hf_slm.families.compositional_card:model_details",
     card_values="hf_slm.families.compositional_card:card_values",
-    presets="hf_slm.modeling.configuration_slm:COMPOSITIONAL_PRESETS",
+    presets="hf_slm.modeling.compositional_config:COMPOSITIONAL_PRESETS",
     unlabelled_trees=True,  # CompositionalTokenizer.unlabel
     # unlabelled trees: no labelled bracketing F1 (eval parse, rerank)
     evaluations=("ppl", "sg", "blimp"),

@@ -3,8 +3,8 @@ Transformer-XL baseline over the arc-standard transitions, TXL (trans)."""
 
 from .registry import Family, Variant, register_family
 
-_CONFIGS = "hf_slm.modeling.configuration_slm"
-_MODELS = "hf_slm.modeling.modeling_slm"
+_CONFIGS = "hf_slm.modeling.dependency_config"
+_MODELS = "hf_slm.modeling.dependency_model"
 _TOKENIZERS = ("hf_slm.tokenization.tokenization_dependency:DependencyTokenizer",)
 _HERE = "hf_slm.families.dependency_grammars"
 # What both families share beyond their classes: the tokenizer, its variant and the data prepared for it.

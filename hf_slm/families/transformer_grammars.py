@@ -3,8 +3,8 @@ or over words only (TXL (terminals))."""
 
 from .registry import Family, Variant, register_family
 
-_CONFIGS = "hf_slm.modeling.configuration_slm"
-_MODELS = "hf_slm.modeling.modeling_slm"
+_CONFIGS = "hf_slm.modeling.transformer_grammar_config"
+_MODELS = "hf_slm.modeling.transformer_grammar_model"
 # A word vocabulary with Berkeley unknown-word classes (the PTB set-up of the papers), or SentencePiece (the default).
 _TOKENIZERS = ("hf_slm.tokenization.tokenization_slm:SyntacticWordTokenizer",
                "hf_slm.tokenization.tokenization_slm:SyntacticTokenizer")
@@ -18,7 +18,7 @@ TRANSFORMER_GRAMMAR = register_family(Family(
     causal_lm_class=f"{_MODELS}:TransformerGrammarForCausalLM",
     tokenizer_classes=_TOKENIZERS,
     variants=(Variant("tg", "Transformer Grammar (TG)", "transformer-grammar", "tg.md"),),
-    grammar_classes="hf_slm.modeling.grammars:TRANSFORMER_GRAMMAR_GRAMMARS",
+    grammar_classes="hf_slm.modeling.transformer_grammars:TRANSFORMER_GRAMMAR_GRAMMARS",
     presets=f"{_CONFIGS}:TRANSFORMER_GRAMMAR_PRESETS",
 ))
 
@@ -36,6 +36,6 @@ TRANSFORMER_XL = register_family(Family(
         Variant("terminals", "TXL (terminals)", "txl-terminals", "txl_terminals.md", syntactic=False,
                 tree_format="words"),
     ),
-    grammar_classes="hf_slm.modeling.grammars:TRANSFORMER_XL_GRAMMARS",
+    grammar_classes="hf_slm.modeling.transformer_grammars:TRANSFORMER_XL_GRAMMARS",
     presets=f"{_CONFIGS}:TRANSFORMER_XL_PRESETS",
 ))

@@ -1,0 +1,57 @@
+"""Configurations of paper 000's families, and their presets.
+
+- `TransformerGrammarConfig`: Transformer Grammars, grammar "tg" (transformer_grammars.py).
+- `TransformerXLConfig`: the Transformer-XL baselines over the same actions ("choe_charniak", TXL (CC)) or over
+  words only ("terminals", TXL (terminals)).
+Every field is the shared backbone's (configuration_slm.SyntacticTransformerConfig); the model classes are in
+transformer_grammar_model.py.
+
+Hub code: copied into every checkpoint; imports nothing from hf_slm.
+"""
+
+from .configuration_slm import SyntacticTransformerConfig, family_auto_classes
+from .preset_settings import BLLIP, PTB_SYNTACTIC, PTB_TERMINALS, preset
+from .transformer_grammars import TRANSFORMER_GRAMMAR_GRAMMARS, TRANSFORMER_XL_GRAMMARS
+
+# The hub files of these families' classes (their Auto classes name them: config.auto_map).
+_CONFIG_FILE, _MODEL_FILE = "transformer_grammar_config", "transformer_grammar_model"
+
+
+class TransformerGrammarConfig(SyntacticTransformerConfig):
+    """Transformer Grammars (paper 000): grammar "tg", STACK/COMPOSE attention, depth relative positions."""
+
+    model_type = "transformer_grammar"
+    grammar_classes = TRANSFORMER_GRAMMAR_GRAMMARS
+    auto_classes = family_auto_classes("TransformerGrammar", _CONFIG_FILE, _MODEL_FILE)
+
+    def __init__(self, **kwargs):  # an explicit __init__: transformers would otherwise generate a dataclass one
+        super().__init__(**kwargs)
+
+
+class TransformerXLConfig(SyntacticTransformerConfig):
+    """Transformer-XL language models, paper 000's baselines: causal attention with relative position i - j
+    over the TG actions ("choe_charniak": TXL (CC)) or over words only ("terminals": TXL (terminals))."""
+
+    model_type = "slm_transformer_xl"
+    grammar_classes = TRANSFORMER_XL_GRAMMARS
+    auto_classes = family_auto_classes("TransformerXL", _CONFIG_FILE, _MODEL_FILE)
+
+    def __init__(self, **kwargs):  # an explicit __init__: transformers would otherwise generate a dataclass one
+        super().__init__(**kwargs)
+
+
+# Each family's presets (hf_slm/families records name them; hf_slm.all_presets() lists every family's).
+TRANSFORMER_GRAMMAR_PRESETS = {
+    "tg-ptb": preset(PTB_SYNTACTIC, "tg", "TG, PTB setting of paper 000 (Figure 9): 16 layers, d 192, ~12M parameters"),
+    "tg-bllip": preset(BLLIP, "tg", "TG, BLLIP-LG setting of paper 000: 16 layers, d 1024, 251,887,616 parameters"),
+}
+TRANSFORMER_XL_PRESETS = {
+    "txl-cc-ptb": preset(PTB_SYNTACTIC, "choe_charniak", "TXL (CC) twin of tg-ptb"),
+    "txl-terminals-ptb": preset(PTB_TERMINALS, "terminals", "TXL (terminals) twin of tg-ptb (its own dropouts and LR)"),
+    "txl-cc-bllip": preset(BLLIP, "choe_charniak", "TXL (CC) twin of tg-bllip"),
+    "txl-terminals-bllip": preset(BLLIP, "terminals", "TXL (terminals) twin of tg-bllip"),
+}
+
+
+TransformerGrammarConfig._auto_class = "AutoConfig"
+TransformerXLConfig._auto_class = "AutoConfig"
