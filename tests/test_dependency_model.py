@@ -1,16 +1,13 @@
 """The DTG model (DependencyTransformerGrammarConfig / ...ForCausalLM): the HF causal-LM contract for the three
 transition systems, the grammar's mask and explicit relative positions in the model, the arc representation of
-paper 002 section 3.3 (Table 4), and loading through the Auto classes without hf-slm."""
+paper 002 section 3.3 (Table 4). Loading through the Auto classes without hf-slm: tests/test_families.py."""
 
 import json
-import subprocess
-import sys
 import warnings
 
 import pytest
 import torch
 
-from conftest import ISOLATION_PREAMBLE
 from hf_slm.modeling.backbone import PositionStructure
 from hf_slm.families import config_for_grammar
 from hf_slm.modeling.grammars import PositionKind
@@ -118,46 +115,6 @@ def test_explicit_relative_positions_equal_the_coordinate_path():
         a, _ = model.model.decoder(ids, implicit)
         b, _ = model.model.decoder(ids, explicit)
     assert torch.allclose(a, b, atol=1e-5)
-
-
-@pytest.mark.parametrize("grammar, class_name", [("dtg_eager", "DependencyTransformerGrammarForCausalLM"),
-                                                  ("txl_trans", "DependencyTransformerXLForCausalLM")])
-def test_a_saved_dependency_model_loads_through_the_auto_classes_without_hf_slm(tmp_path, grammar, class_name):
-    model, tokenizer = tiny(grammar)
-    model.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
-    batch = tokenizer(TREES, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        expected = float(model(**batch, labels=batch["input_ids"]).loss)
-    script = ISOLATION_PREAMBLE + f"""
-import json, torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-model = AutoModelForCausalLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()
-tokenizer = AutoTokenizer.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)
-batch = tokenizer({TREES!r}, padding=True, return_tensors="pt")
-with torch.no_grad():
-    loss = float(model(**batch, labels=batch["input_ids"]).loss)
-# Parse (the beam's best tree of given words) and generate (trees continuing a prompt), as the card shows.
-words = ["a", "b", "c"]
-pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
-parsed = model.word_synchronous_beam_search([pieces], beam_size=50, word_beam_size=10,
-                                            word_start_mask=tokenizer.word_start_mask)[0]
-prompt = tokenizer(["a", "b"], is_split_into_words=True, return_tensors="pt")["input_ids"]
-generated = model.generate(prompt, num_beams=3, max_new_tokens=2, tokenizer=tokenizer)
-print(json.dumps({{"loss": loss, "class": type(model).__name__, "grammar": model.config.grammar,
-                  "parse": tokenizer.decode(parsed.trees[0][0]), "parse_log_prob": parsed.trees[0][1],
-                  "generated": tokenizer.decode(generated[0])}}))
-"""
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                            env={"HF_HOME": str(tmp_path / ".hf"), "PATH": "/usr/bin:/bin"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    found = json.loads(result.stdout.strip().splitlines()[-1])
-    assert found["class"] == class_name and found["grammar"] == grammar
-    import hf_slm  # the same search with hf-slm installed finds the same tree
-    best = hf_slm.score(model, tokenizer, [["a", "b", "c"]], beam_size=50, word_beam_size=10, progress=False)[0]
-    assert found["parse"] == best["tree"] and found["parse_log_prob"] == pytest.approx(best["trees"][0]["log_prob"], abs=1e-4)
-    assert [item.rpartition("/")[0] for item in found["generated"].split()][:2] == ["a", "b"]  # the prompt first
-    assert found["loss"] == pytest.approx(expected, abs=1e-5)
 
 
 def test_config_refuses_what_dtg_does_not_take():

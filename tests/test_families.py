@@ -296,12 +296,17 @@ def hub(tmp_path_factory):
 
 
 def test_every_family_is_pushed_and_loads_pinned_without_hf_slm(checkpoints, hub, tmp_path, capsys):
+    from huggingface_hub import hf_hub_download
+
     cases = []
     for variant in CASES:
         _, output, _ = checkpoints(variant)
         repo = f"org/{variant}-tiny"
         assert main(["push", str(output), "--repo", repo]) == 0
         sha = capsys.readouterr().out.split("commit ", 1)[1].split()[0]
+        card = open(hf_hub_download(repo, "README.md", revision=sha), encoding="utf-8").read()
+        assert f'REVISION = "{sha}"' in card  # the card's code loads exactly this commit
+        assert f"\n- {variant_family(variant).variant(variant).hub_tag}\n" in card  # the family's own card
         trees, sentences = _examples(variant)
         cases.append({"variant": variant, "repo": repo, "sha": sha, "trees": trees, "sentence": sentences[0],
                       "directory": str(output)})

@@ -347,21 +347,7 @@ def test_check_checkpoint_names_what_is_missing(published, tmp_path):
         check_checkpoint(sharded)
 
 
-# ---- 5. every other family (dependency, paper 003's compositional) publishes as a TG does ------------------
-FAMILY_CHILD = ISOLATION_PREAMBLE + r'''
-import json, sys, torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
-repo, pinned, trees = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-model = AutoModelForCausalLM.from_pretrained(repo, revision=pinned, trust_remote_code=True).eval()
-tokenizer = AutoTokenizer.from_pretrained(repo, revision=pinned, trust_remote_code=True)
-batch = tokenizer(trees, padding=True, return_tensors="pt")
-with torch.no_grad():
-    loss = float(model(**batch, labels=batch["input_ids"]).loss)
-print(json.dumps({"loss": loss, "classes": [type(model).__module__, type(tokenizer).__module__]}))
-'''
-
-
+# ---- 6. every other family's checkpoint keeps its hub code (tests/test_families.py pushes them all) -------
 def _family_checkpoint(grammar, directory):
     """(model, tokenizer, the trees its tokenizer reads) of a tiny model of `grammar`, saved to `directory`."""
     from hf_slm.modeling.compositional_grammars import BASELINE_GRAMMARS, COMPOSITIONAL_GRAMMARS
@@ -406,7 +392,9 @@ def test_the_checks_know_the_vocabulary_files_of_every_familys_tokenizers():
 
 
 @pytest.mark.parametrize("grammar", list(FAMILY_HUB_CODE))
-def test_a_family_checkpoint_is_pushed_and_loads_pinned_without_hf_slm(hub, api, tmp_path, capsys, grammar):
+def test_a_family_checkpoint_keeps_its_hub_code_and_needs_its_vocabulary(tmp_path, grammar):
+    """What `hf-slm push` uploads of each family's checkpoint (its pushing and loading without hf-slm, for every
+    registered family: tests/test_families.py)."""
     directory = tmp_path / "run"
     model, tokenizer, trees = _family_checkpoint(grammar, directory)
     kept, _ = check_checkpoint(directory)
@@ -416,24 +404,3 @@ def test_a_family_checkpoint_is_pushed_and_loads_pinned_without_hf_slm(hub, api,
     assert vocabulary
     with pytest.raises(ValueError, match=f"the {type(tokenizer).__name__} tokenizer needs"):
         check_checkpoint(copy_checkpoint(directory, tmp_path / "no-vocabulary", drop=vocabulary))
-
-    repo = f"org/{grammar}-tiny"
-    assert main(["push", str(directory), "--repo", repo]) == 0
-    sha = capsys.readouterr().out.split("commit ", 1)[1].split()[0]
-    batch = tokenizer(trees, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        expected = float(model(**batch, labels=batch["input_ids"]).loss)
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE"))}
-    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "fresh_hf_home"), HF_HUB_DISABLE_TELEMETRY="1",
-               PYTHONPATH="", PYTHONNOUSERSITE="1")
-    (tmp_path / "child.py").write_text(textwrap.dedent(FAMILY_CHILD))
-    result = subprocess.run([sys.executable, str(tmp_path / "child.py"), repo, sha, json.dumps(trees)],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    found = json.loads(result.stdout.strip().splitlines()[-1])
-    assert all(module.startswith("transformers_modules") for module in found["classes"]), found["classes"]
-    assert found["loss"] == pytest.approx(expected, abs=1e-5)
-    card = open(hf_hub_download(repo, "README.md"), encoding="utf-8").read()
-    assert f'REVISION = "{sha}"' in card
-    variant = next(variant for family in registered_families() for variant in family.variants if variant.name == grammar)
-    assert f"\n- {variant.hub_tag}\n" in card  # the family's own card (its hub tag in the metadata)

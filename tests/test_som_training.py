@@ -1,7 +1,7 @@
 """`hf-slm train` for Syntactic Ordered Memory (hf_slm/som_training.py): a tiny SOM trained by the command line on
-the tests' CoNLL-U treebank, saved, loaded through the Auto classes without hf-slm with the same logits, resumed
-after an interruption with the losses of an uninterrupted run, trained on PTB trees (converted to dependencies, or
-as constituency trees), and bad inputs named."""
+the tests' CoNLL-U treebank and saved with its record and card (loaded without hf-slm: test_som_model and
+test_families), resumed after an interruption with the losses of an uninterrupted run, trained on PTB trees
+(converted to dependencies, or as constituency trees), and bad inputs named."""
 
 import json
 import os
@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from hf_slm.cli import main
 
-from conftest import ISOLATION_PREAMBLE, run_without_hf_slm, write_conllu_treebank
+from conftest import write_conllu_treebank
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY = ["--set", "hidden_size=16", "--set", "num_slots=6", "--set", "intermediate_size=24", "--set", "parser_size=8"]
@@ -35,23 +35,7 @@ def train_command(treebank, output, *extra, preset="esom-tiny", steps=4):
             "--eval-steps", "2", "--warmup-steps", "1", *TINY, *extra]
 
 
-CHILD = ISOLATION_PREAMBLE + r'''
-import sys, torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
-checkpoint, output_path = sys.argv[1:3]
-model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True).eval()
-tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)
-inputs = tokenizer([["Sam", "likes", "tea"], ["The", "cat", "sleeps", "on", "the", "mat"]], is_split_into_words=True,
-                   padding=True, return_tensors="pt")
-with torch.no_grad():
-    logits = model(**inputs).logits
-torch.save({"logits": logits, "input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"],
-            "modules": [type(model).__module__, type(tokenizer).__module__]}, output_path)
-'''
-
-
-def test_train_saves_a_checkpoint_that_loads_without_hf_slm_with_the_same_logits(treebank, tmp_path, capsys):
+def test_train_saves_a_checkpoint_and_its_record(treebank, tmp_path, capsys):
     output = tmp_path / "dsom"
     assert main(train_command(treebank, output, *DSOM, preset="dsom-tiny")) == 0
     files = {path.name for path in output.iterdir()}
@@ -67,16 +51,6 @@ def test_train_saves_a_checkpoint_that_loads_without_hf_slm_with_the_same_logits
     config = json.loads((output / "config.json").read_text())
     assert config["model_type"] == "syntactic_ordered_memory" and config["disentangle"] is True
     assert config["hidden_size"] == 16 and config["num_slots"] == 6
-
-    out = run_without_hf_slm(CHILD, [output], tmp_path)
-    assert all(module.startswith("transformers_modules") for module in out["modules"]), out["modules"]
-    from hf_slm.loading import load_checkpoint
-
-    model, _ = load_checkpoint(str(output))
-    with torch.no_grad():
-        expected = model.eval()(input_ids=out["input_ids"], attention_mask=out["attention_mask"]).logits
-    real = out["attention_mask"].bool()
-    assert torch.allclose(out["logits"][real], expected[real], atol=1e-6)
 
     # The card quotes training_setup.json.
     capsys.readouterr()
