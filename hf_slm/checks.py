@@ -1,17 +1,12 @@
 """Checks that a tokenizer and a model were made for each other."""
 
-from .families import family_for_config, grammar_class, grammar_names
+from .families import family_for_config, grammar_class
 from .modeling.grammars import grammar_for_config
 
 
 def linearization_of(grammar):
     """What a tokenizer must produce for `grammar` (its grammar class says it)."""
     return grammar_class(grammar).linearization
-
-
-def grammars_reading(linearization):
-    """The registered grammars whose tokenizers produce `linearization`."""
-    return [name for name in grammar_names() if linearization_of(name) == linearization]
 
 
 def check_tokenizer_matches(config, tokenizer):

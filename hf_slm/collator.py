@@ -80,7 +80,17 @@ class SyntacticDataCollator:
         self.host_counts = host_counts
 
     @classmethod
-    def from_tokenizer(cls, tokenizer, grammar="tg", **kwargs):
+    def from_tokenizer(cls, tokenizer, grammar=None, **kwargs):
+        """The collator of `grammar` over the tokenizer's id layout; by default the first registered grammar that
+        reads the tokenizer's linearization (a top-down tokenizer's: Transformer Grammars')."""
+        if grammar is None:
+            from .families.tree_formats import grammars_of_linearization
+
+            readers = grammars_of_linearization(tokenizer.linearization)
+            if not readers:
+                raise ValueError(f"no registered grammar reads the tokenizer's {tokenizer.linearization!r} sequences; "
+                                 "name one with grammar=")
+            grammar = readers[0]
         return cls(grammar, tokenizer.action_layout, **kwargs)
 
     def __call__(self, features):

@@ -57,7 +57,7 @@ import warnings
 from pathlib import Path
 
 from .beam import SentencesLeftOut, _without_prefix, tree_string
-from .checks import grammars_reading
+from .families.tree_formats import grammars_of_linearization
 from .data.prepare import trees_for_tokenizer
 from .families import family_for_grammar, get_grammar, grammar_class, grammar_names
 from .families.tree_formats import BRACKETED_PROMPT, TREE_FORMATS, format_of_grammar, format_of_tokenizer, recognizing
@@ -189,7 +189,7 @@ def document_grammar(tokenizer):
     linearization, so any grammar of that linearization serves, with the options the tokenizer fixes:
     Family.tokenizer_grammar_options); a ValueError when no grammar of that linearization reads documents (its
     class refuses: e.g. arc-eager, arc-swift, the reference variant)."""
-    readers = grammars_reading(tokenizer.linearization)
+    readers = grammars_of_linearization(tokenizer.linearization)
     if not readers:
         raise ValueError(f"no grammar reads the tokenizer's linearization {tokenizer.linearization!r}")
     options = family_for_grammar(readers[0]).tokenizer_grammar_options(tokenizer)

@@ -38,7 +38,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import get_last_checkpoint
 
-from .checks import check_tokenizer_matches, grammars_reading, linearization_of
+from .checks import check_tokenizer_matches, linearization_of
 from .data.prepare import (PREPARE_RECORD, TOKENIZER_FOLDER, TREE_LOADERS, holds_trees, load_syntactic_tokenizer,
                            trees_for_tokenizer)
 from .distributed import (barrier, is_distributed, is_main_process, main_process_context, on_main_process, rank,
@@ -46,7 +46,7 @@ from .distributed import (barrier, is_distributed, is_main_process, main_process
 from .families import (causal_lm_for_config, data_preparations, doubled_id_ranges, families_of_tokenizer,
                        family_for_config, family_for_grammar, grammar_class, preset_config)
 from .families import preset as preset_of
-from .families.tree_formats import format_of_grammar, format_of_tokenizer
+from .families.tree_formats import format_of_grammar, format_of_tokenizer, grammars_of_linearization
 from .modeling.segment_recurrence import check_segment_model
 from .modeling.segments import check_segment_options
 from .run_journal import output_lock
@@ -299,7 +299,7 @@ def prepared_inputs(directory, setup, grammar, log=print):
         raise ValueError(f"prepared dataset {str(directory)!r} has no train split; its splits are {list(dataset)}")
     tokenizer = prepared_tokenizer(directory, setup.tokenizer)
     if tokenizer.linearization != linearization_of(grammar):
-        readers = grammars_reading(tokenizer.linearization)
+        readers = grammars_of_linearization(tokenizer.linearization)
         hint = f" (read by {' or '.join(readers)}: e.g. --set grammar={readers[0]})" if readers else ""
         raise ValueError(
             f"the tokenizer of {str(directory)!r} linearizes {tokenizer.linearization!r}{hint}; the {grammar} grammar "

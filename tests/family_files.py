@@ -1,8 +1,8 @@
 """The families' own files, listed once: the scans that generic code names no family read them (issue 27).
 
 tests/test_hub_code_names_no_family.py scans every other hub module (modeling/, tokenization/);
-tests/test_layers_name_no_family.py and tests/test_cli_names_no_family.py scan hf_slm's generic layers, which may
-reach a family's code only through its record (hf_slm/families/*), so they may import none of these modules.
+tests/test_layers_name_no_family.py scans every other module of hf_slm, which may reach a family's code only
+through its record, so it may import none of these modules.
 """
 
 # Each family's own hub files, by folder (paper 000: TG and TXL; paper 002: DTG and TXL (trans); paper 003: the
@@ -28,6 +28,13 @@ FAMILY_HUB_FILES = {
 FAMILY_PACKAGE_MODULES = {
     "som_data", "som_evaluation", "som_scorer", "som_training",  # SOM
     "dependency_conversion", "prepare_dependency",  # paper 002's data
+}
+
+
+# The records of hf-slm's own families and their card modules (hf_slm/families/), by module name.
+FAMILY_RECORD_MODULES = {
+    "transformer_grammars", "dependency_grammars", "compositional", "ordered_memory",
+    "dependency_card", "compositional_card", "ordered_memory_card",
 }
 
 

@@ -376,10 +376,12 @@ def get_grammar(name, layout, document_level=False, **options):
     return grammar_class(name)(layout, document_level=document_level, **options)
 
 
-def config_for_grammar(grammar="tg", **fields):
-    """A config of the family that reads `grammar` ("tg" -> TransformerGrammarConfig, ...). Every field must be
-    one the config knows, with a value of its type (a misspelled field would otherwise be stored and silently do
-    nothing)."""
+def config_for_grammar(grammar=None, **fields):
+    """A config of the family that reads `grammar` ("tg" -> TransformerGrammarConfig, ...; by default the first
+    registered grammar, Transformer Grammars'). Every field must be one the config knows, with a value of its type
+    (a misspelled field would otherwise be stored and silently do nothing)."""
+    if grammar is None:
+        grammar = grammar_names()[0]
     config_class = family_for_grammar(grammar).config_class
     config_class.check_fields(fields)
     return config_class(grammar=grammar, **fields)
