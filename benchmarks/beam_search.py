@@ -38,7 +38,7 @@ def load_model(path):
         return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path), f"checkpoint {path}"
     from hf_slm import SyntacticTokenizer, preset_config, read_trees
     from hf_slm.families import causal_lm_for_config
-    from hf_slm.quickstart import QUICKSTART_MODEL
+    from hf_slm.cli.quickstart import QUICKSTART_MODEL
 
     trees = read_trees(SAMPLE / "train.txt")
     labels = {t.label() for tree in read_trees(SAMPLE / "test.txt") for t in tree.subtrees()}
@@ -60,7 +60,7 @@ def sample_sentences(tokenizer, lengths, count):
     """Word pieces of the first `count` GUM test / dev sentences (the sample shipped in the package) whose number of
     words is in `lengths`; exits saying so when the sample has fewer."""
     from hf_slm import read_trees
-    from hf_slm.beam import words_to_pieces
+    from hf_slm.search.beam import words_to_pieces
 
     trees = read_trees(SAMPLE / "test.txt") + read_trees(SAMPLE / "dev.txt")
     chosen = [words_to_pieces(tokenizer, t.leaves())[0] for t in trees if len(t.leaves()) in lengths][:count]
@@ -73,7 +73,7 @@ def sample_sentences(tokenizer, lengths, count):
 def paper003_search(model, tokenizer, beam, **extra):
     """A WordSynchronousBeamSearch of `model` with paper003_settings(beam) (and `extra` BeamSearchOptions)."""
     from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch
-    from hf_slm.beam import _incomplete_word_ids
+    from hf_slm.search.beam import _incomplete_word_ids
 
     return WordSynchronousBeamSearch(model, BeamSearchOptions(**paper003_settings(beam), **extra),
                                      word_start_mask=tokenizer.word_start_mask,

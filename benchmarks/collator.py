@@ -24,8 +24,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from hf_slm.action_vocab import ActionVocabulary  # noqa: E402
-from hf_slm.collator import SyntacticDataCollator  # noqa: E402
+from hf_slm.families.action_vocab import ActionVocabulary
+from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.tokenization.linearizers import top_down_actions  # noqa: E402
 from hf_slm.tokenization.trees import read_trees  # noqa: E402
 

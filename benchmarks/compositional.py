@@ -5,9 +5,10 @@
 
 Table 3's shape: seconds per sentence of word-synchronous beam search at each action beam, over five sentences of
 20 tokens (word pieces, as the paper's are 20 GPT-2 BPE tokens) from the GUM sample shipped in the package (test,
-then dev, then train sentences), searched one at a time, averaged over `--repeats` runs (the paper: 5). Table 5's: forward calls of the main Transformer for the first of those sentences (calls of the Ex
-variants' composer are not counted, as in the paper). Settings as paper 003: word beam = beam / 10, fast track 5,
-n_c = sentence length, p_c = 3 (CONSTRAINT_SETTINGS["paper003-sg"]; benchmarks/beam_search.py's helpers).
+then dev, then train sentences), searched one at a time, averaged over `--repeats` runs (the paper: 5). Table 5's:
+forward calls of the main Transformer for the first of those sentences (calls of the Ex variants' composer are not
+counted, as in the paper). Settings as paper 003: word beam = beam / 10, fast track 5, n_c = sentence length, p_c = 3
+(CONSTRAINT_SETTINGS["paper003-sg"]; benchmarks/beam_search.py's helpers).
 
 Models: `DIR/<variant>` when `--models DIR` holds one (e.g. the output of examples/train_compositional.py), else a
 randomly initialized `<variant>-tiny` (4 layers, d 128) with a CompositionalTokenizer trained on the GUM sample.
@@ -95,7 +96,7 @@ def sentences_of_tokens(tokenizer, tokens, count):
     """Word pieces of the first `count` GUM sentences (test, then dev, then train: the sample is small) of exactly
     `tokens` pieces; exits saying so when the sample has fewer."""
     from hf_slm import read_trees
-    from hf_slm.beam import words_to_pieces
+    from hf_slm.search.beam import words_to_pieces
 
     chosen = []
     for split in ("test", "dev", "train"):

@@ -82,7 +82,7 @@ def measure(configuration, segment_length, streams, steps):
 
     from hf_slm.families import get_grammar
     from hf_slm.modeling.segment_recurrence import SegmentBatch, empty_memory, segment_forward
-    from hf_slm.segment_training import DocumentStreams
+    from hf_slm.training.segment_training import DocumentStreams
 
     tokenizer, ids, _ = document_ids()
     grammar_name = "choe_charniak" if configuration.startswith("txl-cc") else "tg"

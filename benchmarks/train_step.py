@@ -10,11 +10,12 @@ training trees that fit (../shared/data/ud_english_ewt; those rows are left out 
 transitions (DTG: arcs doubled). Paper 003: one internal-composition (Nb-Dn-In-M) and one external-composition
 (Nb-Dn-Ex-M, its composer included: the paper's 256-d, 4 layers) variant, when they are models, over the longest
 GUM trees whose expansion fits, unlabeled (CompositionalTokenizer). Models: d 256, 8 heads, 4 layers, d_ff 1024
-(`--size paper`: GPT-2 small's d 768, 12 heads, 12 layers, d_ff 3072, the composer still 256-d), vocabulary 8K, dropout 0 (so that every model runs its fused attention kernel). A step is forward, backward
-and an Adam update. Tokens/s counts the B x T' positions. Peak memory is the growth of the process's peak
-resident set over the steps, each model measured in its own process. Ratios are against GPT-2, measured in
-the same run. SOM (paper 001), a recurrent model over words, reads the words of the same GUM trees (with its
-structural loss); its tokens/s counts B x T of its own batch (measure_som).
+(`--size paper`: GPT-2 small's d 768, 12 heads, 12 layers, d_ff 3072, the composer still 256-d), vocabulary 8K, dropout
+0 (so that every model runs its fused attention kernel). A step is forward, backward and an Adam update. Tokens/s counts
+the B x T' positions. Peak memory is the growth of the process's peak resident set over the steps, each model measured
+in its own process. Ratios are against GPT-2, measured in the same run. SOM (paper 001), a recurrent model over words,
+reads the words of the same GUM trees (with its structural loss); its tokens/s counts B x T of its own batch
+(measure_som).
 """
 
 import argparse
@@ -140,7 +141,7 @@ def build_compositional_batch(name, batch_size, length):
     from hf_slm import SyntacticDataCollator, read_trees
     from hf_slm.families import grammar_class
     from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
-    from hf_slm.training import doubled_id_ranges
+    from hf_slm.training.train import doubled_id_ranges
 
     trees = read_trees(next(p for p in TREE_SOURCES if p.exists()))
     tokenizer = CompositionalTokenizer.train(trees, vocab_size=VOCAB - 600,
@@ -165,7 +166,7 @@ def measure_som(steps, batch_size, length):
     from hf_slm import SyntacticTokenizer, read_trees
     from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
     from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
-    from hf_slm.som_data import SyntacticOrderedMemoryCollator, som_example
+    from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, som_example
 
     torch.manual_seed(0)
     trees = read_trees(next(p for p in TREE_SOURCES if p.exists()))

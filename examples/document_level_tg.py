@@ -23,10 +23,10 @@ from pathlib import Path
 from transformers import AutoModelForCausalLM
 
 from hf_slm import SyntacticTokenizer, presets, read_trees
-from hf_slm.checks import linearization_of
+from hf_slm.checkpoints.checks import linearization_of
 from hf_slm.data.prepare import prepare_dataset
 from hf_slm.evaluation.perplexity import word_perplexity
-from hf_slm.training import TrainingSetup, train
+from hf_slm.training.train import TrainingSetup, train
 
 SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
 

@@ -45,7 +45,7 @@ from hf_slm.modeling.generation_slm import CONSTRAINT_SETTINGS
 from hf_slm.families import grammar_class
 from hf_slm.families import causal_lm_for_config
 from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
-from hf_slm.training import make_optimizer
+from hf_slm.training.train import make_optimizer
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "hf_slm" / "sample_data" / "gum"

@@ -37,7 +37,7 @@ from hf_slm.evaluation.syntaxgym import run_syntaxgym
 from hf_slm.families import causal_lm_for_config
 from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 from hf_slm.tokenization.trees import escape_word
-from hf_slm.training import make_optimizer
+from hf_slm.training.train import make_optimizer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 MODELS = {"dtg": ("DTG", "dtg-tiny"), "txl_trans": ("TXL (trans)", "txl-trans-tiny")}

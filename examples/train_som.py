@@ -5,14 +5,14 @@
 
 One model through the command line instead, with checkpoints, --resume and training_setup.json:
 `hf-slm train --preset esom-tiny --train en_ewt-ud-train.conllu --eval en_ewt-ud-dev.conllu --output runs/esom`
-(hf_slm/som_training.py).
+(hf_slm/families/ordered_memory/training.py).
 
 Everything in view: CoNLL-U sentences (hf_slm.data.conllu_loader) -> gold trees Gamma (Figure 4: each head and
 its dependents form a constituent, left-binarized) -> Algorithm 1's first siblings per token (the collator) ->
 a plain Adam loop over the same batches for every model. Printed per model on the dev sentences: the exact
 perplexity (SOM's structure is marginalized by its soft parser, so p(x) needs no beam and is no bound), p and
 p' accuracy against Algorithm 1's labels, and UF1 of the greedy incremental parses against Gamma (brackets of
-2+ words, whole sentence excluded, punctuation kept; see hf_slm.som_evaluation).
+2+ words, whole sentence excluded, punctuation kept; see hf_slm.families.ordered_memory.evaluation).
 
 One run on a shared 2-core CPU (torch 2.13, one thread; `--steps 800 --ablations`, the other options at their
 defaults: 2,000 training sentences of at most 25 words, 300 dev sentences, D = 64, N = 10, batch 32):
@@ -26,8 +26,8 @@ defaults: 2,000 training sentences of at most 25 words, 300 dev sentences, D = 6
     LSTM-84      248795    117.08      -      -       -       16
 
 At this size and length of training SOM's perplexity is the LSTM's within noise (an earlier run, without the
-ablations and before theta was kept a valid tree: eSOM 117.4, dSOM 118.0, LSTM 123.0); teacher forcing costs perplexity as in Table 2, and the
-left-branching labels cost UF1.
+ablations and before theta was kept a valid tree: eSOM 117.4, dSOM 118.0, LSTM 123.0); teacher forcing costs perplexity
+as in Table 2, and the left-branching labels cost UF1.
 """
 
 import argparse
@@ -40,12 +40,12 @@ import torch
 from torch import nn
 
 from hf_slm.data.conllu_loader import read_conllu_file
-from hf_slm.model_card import write_model_card
+from hf_slm.publishing.model_card import write_model_card
 from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
 from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
-from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
-from hf_slm.scorers import scorer_for
-from hf_slm.som_evaluation import som_parse_eval
+from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, gold_tree, som_example
+from hf_slm.search.scorers import scorer_for
+from hf_slm.families.ordered_memory.evaluation import som_parse_eval
 from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
@@ -53,7 +53,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt
 
 def exact_perplexity(model, tokenizer, sentences):
     """exp(-sum log p(x) / N), N counting the words and one </s> per sentence, as `hf-slm eval ppl` does for a model
-    that scores words exactly (its Scorer, hf_slm/scorers.py)."""
+    that scores words exactly (its Scorer, hf_slm/search/scorers.py)."""
     log_probs = scorer_for(model, tokenizer).log_probs(sentences, progress=False)
     return math.exp(-math.fsum(log_probs) / (sum(len(words) for words in sentences) + len(sentences)))
 

@@ -16,8 +16,8 @@ from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
 from hf_slm import SyntacticDataCollator, SyntacticTokenizer, preset_config, read_trees
 from hf_slm.families import causal_lm_for_config
-from hf_slm.scoring import action_log_probs, action_perplexity
-from hf_slm.training import make_optimizer
+from hf_slm.search.scoring import action_log_probs, action_perplexity
+from hf_slm.training.train import make_optimizer
 
 SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
 

@@ -16,12 +16,12 @@ __version__ = "0.1.0"
 # public name -> submodule that defines it
 _NAMES = {
     "register_auto_classes": "auto",
-    "generate_trees": "beam",
-    "parse": "beam",
-    "score": "beam",
-    "check_tokenizer_matches": "checks",
-    "SyntacticDataCollator": "collator",
-    "UniformMixture": "ensemble",
+    "generate_trees": "search.beam",
+    "parse": "search.beam",
+    "score": "search.beam",
+    "check_tokenizer_matches": "checkpoints.checks",
+    "SyntacticDataCollator": "data.collator",
+    "UniformMixture": "search.ensemble",
     "Family": "families",
     "Variant": "families",
     "register_family": "families",
@@ -51,17 +51,17 @@ _NAMES = {
     "TransformerXLModel": "modeling.transformer_grammar_model",
     "SyntacticTransformerForCausalLM": "modeling.modeling_slm",
     "SyntacticTransformerModel": "modeling.modeling_slm",
-    "sample_trees": "sampling",
-    "Scorer": "scorers",
-    "scorer_for": "scorers",
-    "split_sentences": "sentence_splitting",
-    "treebank_words": "sentence_splitting",
-    "parse_sentences": "silver",
-    "silver_trees": "silver",
-    "summarize": "summarization",
-    "action_log_probs": "scoring",
-    "action_perplexity": "scoring",
-    "joint_log_probs": "scoring",
+    "sample_trees": "search.sampling",
+    "Scorer": "search.scorers",
+    "scorer_for": "search.scorers",
+    "split_sentences": "data.sentence_splitting",
+    "treebank_words": "data.sentence_splitting",
+    "parse_sentences": "summarization.silver",
+    "silver_trees": "summarization.silver",
+    "summarize": "summarization.summaries",
+    "action_log_probs": "search.scoring",
+    "action_perplexity": "search.scoring",
+    "joint_log_probs": "search.scoring",
     "bottom_up_actions": "tokenization.linearizers",
     "terminal_actions": "tokenization.linearizers",
     "top_down_actions": "tokenization.linearizers",
@@ -76,7 +76,7 @@ _NAMES = {
     "SyntacticOrderedMemoryConfig": "modeling.configuration_som",
     "SyntacticOrderedMemoryForCausalLM": "modeling.modeling_som",
     "SyntacticOrderedMemoryModel": "modeling.modeling_som",
-    "SyntacticOrderedMemoryCollator": "som_data",
+    "SyntacticOrderedMemoryCollator": "families.ordered_memory.data",
     "transition_system": "tokenization.transitions",
     "SyntacticTokenizer": "tokenization.tokenization_slm",
     "SyntacticWordTokenizer": "tokenization.tokenization_slm",
@@ -88,8 +88,11 @@ _NAMES = {
 }
 
 # Submodules that need neither torch nor transformers (numpy, nltk): handing out their names registers nothing.
-_WITHOUT_TRANSFORMERS = {"checks", "families", "scorers", "sentence_splitting", "modeling.grammars", "modeling.dependency_grammars", "tokenization.linearizers",
-                         "tokenization.trees", "tokenization.dependency_trees", "tokenization.transitions"}
+_WITHOUT_TRANSFORMERS = {
+    "checkpoints.checks", "families", "search.scorers", "data.sentence_splitting", "modeling.grammars",
+    "modeling.dependency_grammars", "tokenization.linearizers", "tokenization.trees", "tokenization.dependency_trees",
+    "tokenization.transitions",
+}
 
 __all__ = sorted(_NAMES) + ["__version__"]
 
@@ -97,7 +100,7 @@ watch_transformers()
 
 
 def __getattr__(name):
-    """A public name (imported from its submodule, then cached here), or a submodule such as `hf_slm.beam`."""
+    """A public name (imported from its submodule, then cached here), or a submodule such as `hf_slm.search.beam`."""
     if name in _NAMES:
         module = _NAMES[name]
         value = getattr(import_module(f".{module}", __name__), name)

@@ -26,7 +26,7 @@ FAMILY_HUB_FILES = {
 # hf_slm's modules that hold one family's code (or one paper's families'), by module name: a module may move
 # between hf_slm's sub-packages and keep its place here.
 FAMILY_PACKAGE_MODULES = {
-    "som_data", "som_evaluation", "som_scorer", "som_training",  # SOM
+    "ordered_memory",  # SOM
     "dependency_conversion", "prepare_dependency",  # paper 002's data
 }
 

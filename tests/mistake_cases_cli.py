@@ -1,8 +1,8 @@
 """Class 3 of issue 12: an ordinary mistake is one line naming the input and what was expected, with no
 traceback: a model folder that is missing, incomplete, cut short or of another kind, a hub that cannot be
-reached, a compressed or binary file given as text, a bad --set. (The boundary: hf_slm/cli_errors.py; model
-folders: hf_slm/loading.py; text files: hf_slm/text_files.py. --debug, Ctrl-C and an unreachable HF_ENDPOINT
-are in test_cli_errors.py.)"""
+reached, a compressed or binary file given as text, a bad --set. (The boundary: hf_slm/cli/errors.py; model
+folders: hf_slm/checkpoints/loading.py; text files: hf_slm/data/text_files.py. --debug, Ctrl-C and an unreachable
+HF_ENDPOINT are in test_cli_errors.py.)"""
 
 import gzip
 import json

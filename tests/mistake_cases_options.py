@@ -2,7 +2,7 @@
 is expected is a TypeError."""
 
 import hf_slm
-from hf_slm.action_vocab import ActionVocabulary
+from hf_slm.families.action_vocab import ActionVocabulary
 
 from mistake_cases import ApiCase, CliCase
 
@@ -24,7 +24,7 @@ CASES = [
               getattr(hf_slm, call)(model, tokenizer, "the bird sings .", progress=False),
               TypeError, r"got one string; wrap it in a list: \['the bird sings .'\]") for call in ("score", "parse")],
     ApiCase("score_documents given a document that is a string", lambda model, tokenizer, tmp, directory:
-            hf_slm.beam.score_documents(model, tokenizer, ["the bird sings ."], progress=False),
+            hf_slm.search.beam.score_documents(model, tokenizer, ["the bird sings ."], progress=False),
             TypeError, "document 0 must be a list of sentences"),
     *[ApiCase(f"action vocabulary given the word {word}", lambda model, tokenizer, tmp, directory, word=word:
               ActionVocabulary.from_action_sequences([["(S", "the", word, "S)"]]),

@@ -1,6 +1,6 @@
 """Class 2 of issue 12, lost work: a trained model or a quoted result is never replaced silently, two runs never
 write one folder at once, and an interrupted run resumes where it stopped with the numbers of an uninterrupted
-one (hf_slm/run_journal.py).
+one (hf_slm/runs/journal.py).
 
 An interruption is simulated by cutting an uninterrupted run's journal after a few entries (and half a line, as
 a killed process leaves it) and removing its results; tests/test_resume.py interrupts a real run with SIGINT.

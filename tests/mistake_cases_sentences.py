@@ -17,7 +17,7 @@ import warnings
 import pytest
 
 import hf_slm
-from hf_slm.beam import SentencesLeftOut
+from hf_slm.search.beam import SentencesLeftOut
 
 from mistake_cases import ApiCase, CliCase
 
@@ -31,7 +31,7 @@ ESCAPED = ["naïve", "-LRB-sic-RRB-", "café"]
 
 @functools.lru_cache(maxsize=None)
 def _load(model_dir):
-    from hf_slm.cli import _load as load
+    from hf_slm.cli.commands import _load as load
 
     return load(model_dir)
 

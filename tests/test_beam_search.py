@@ -13,12 +13,12 @@ import torch
 
 import hf_slm
 from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch
-from hf_slm.action_vocab import ActionVocabulary
+from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.families import config_for_grammar
 from hf_slm.families import get_grammar
 from hf_slm.modeling.grammars import ActionKind
 from hf_slm.families import causal_lm_for_config
-from hf_slm.scoring import action_log_probs, joint_log_probs
+from hf_slm.search.scoring import action_log_probs, joint_log_probs
 
 from conftest import ISOLATION_PREAMBLE, save_tiny_checkpoint
 

@@ -88,7 +88,7 @@ LAZINESS_CHILD = textwrap.dedent(f"""
 
     heavy = {HEAVY!r}
     seen = {{}}
-    hf_slm.cli.build_parser()
+    hf_slm.cli.commands.build_parser()
     seen["build_parser"] = [name for name in heavy if name in sys.modules]
     assert hf_slm.cli.main(["masks", {FIGURE_2!r}, "--grammar", "tg", "--json"]) == 0
     seen["masks"] = [name for name in heavy if name in sys.modules]

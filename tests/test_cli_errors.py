@@ -1,4 +1,4 @@
-"""The `hf-slm` error boundary (hf_slm/cli_errors.py) and the text-file reader (hf_slm/text_files.py): which
+"""The `hf-slm` error boundary (hf_slm/cli/errors.py) and the text-file reader (hf_slm/data/text_files.py): which
 exceptions are a user's mistake, --debug, Ctrl-C on a running command, an unreachable hub. The mistakes
 themselves are issue 12's table (tests/mistake_cases_cli.py)."""
 
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 from conftest import save_tiny_checkpoint
 
-from hf_slm.cli_errors import EXIT_ERROR, EXIT_INTERRUPTED, run_command, user_error_message
-from hf_slm.text_files import read_text
+from hf_slm.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, run_command, user_error_message
+from hf_slm.data.text_files import read_text
 from test_beam_search import TREES
 
 

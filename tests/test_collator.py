@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from hf_slm.action_vocab import ActionVocabulary
-from hf_slm.collator import SyntacticDataCollator
+from hf_slm.families.action_vocab import ActionVocabulary
+from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.families import config_for_grammar
 from hf_slm.modeling.grammars import PositionKind
 from hf_slm.families import causal_lm_for_config
@@ -146,8 +146,8 @@ def test_a_model_without_host_counts_gets_a_collator_without_them():
     (scoring.collator_for, hf-slm train / finetune) leaves them out; today's models take them."""
     import torch.nn as nn
 
-    from hf_slm.collator import takes_host_counts
-    from hf_slm.scoring import collator_for
+    from hf_slm.data.collator import takes_host_counts
+    from hf_slm.search.scoring import collator_for
 
     config = config_for_grammar("tg", vocab_size=20, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                 intermediate_size=32)

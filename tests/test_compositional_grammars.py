@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from nltk import Tree
 from tree_strategies import action_vocabulary_trees, assert_positions_equal_sequence
 
-from hf_slm.action_vocab import ActionVocabulary
+from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.cli import main
 from hf_slm.families.mask_examples import unlabelled_actions as compositional_actions
 from hf_slm.modeling.compositional_grammars import (COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_GRAMMARS,
@@ -631,7 +631,7 @@ def test_minimum_positions_match_the_smallest_trees():
 # ---- registration, the CLI -------------------------------------------------------------------------------------
 
 def test_every_variant_is_registered():
-    from hf_slm.cli import build_parser
+    from hf_slm.cli.commands import build_parser
 
     masks = build_parser()._subparsers._group_actions[0].choices["masks"]
     [grammar] = [action for action in masks._actions if action.dest == "grammar"]

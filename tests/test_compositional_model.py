@@ -9,7 +9,7 @@ import torch
 from nltk import Tree
 
 import hf_slm
-from hf_slm.collator import SyntacticDataCollator
+from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.families import config_for_grammar, grammar_class, preset_config, presets
 from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS, CompositionalSLMConfig
 from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES
@@ -522,7 +522,7 @@ def test_processes_weight_the_start_loss_by_their_share_of_starts(one_thread):
     """Under N processes each one's loss is weighted (training.process_share_loss) so that the average of their
     gradients, what DistributedDataParallel takes, is the whole batch's gradient, the pointer's loss included:
     rows split unevenly between two processes give the gradient of the batch read at once."""
-    from hf_slm.training import predicted_actions, predicted_starts, process_share_loss
+    from hf_slm.training.train import predicted_actions, predicted_starts, process_share_loss
 
     model, tokenizer = tiny("nb-up-in-m", vocab_size=30, sentencepiece_options={"model_type": "word"})
     trees = unlabeled_trees(tokenizer)
@@ -650,7 +650,7 @@ def test_an_exhaustive_beam_finds_every_nb_up_tree_with_its_brute_force_score(gr
     """With n_c = 3 and a beam wider than the tree space, the search's trees over three words are exactly the trees
     enumerated here (one-child constituents included), each scored as a forward pass over the whole tree scores it:
     sum of log p(action) + log p(start) of every `)`; the best is the brute-force best, log p(x) their logsumexp."""
-    from hf_slm.beam import gold_tree_coverage
+    from hf_slm.search.beam import gold_tree_coverage
 
     model, tokenizer = tiny(grammar, vocab_size=30, sentencepiece_options={"model_type": "word"})
     pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in SENTENCE]
@@ -720,8 +720,8 @@ def test_a_start_outside_c_k_is_a_clear_error_in_the_model_and_the_search(one_th
 def test_nb_up_generation_and_sampling_give_trees_that_read_back_with_their_starts(grammar, one_thread):
     """Beam search, top-k sampling (generate) and ancestral sampling draw each `)` with a start, and their trees read
     back through the tokenizer: every tree continues the prompt's words; generate's tensor carries the starts."""
-    from hf_slm.beam import generate_trees
-    from hf_slm.sampling import sample_trees
+    from hf_slm.search.beam import generate_trees
+    from hf_slm.search.sampling import sample_trees
 
     model, tokenizer = tiny(grammar, vocab_size=30, sentencepiece_options={"model_type": "word"})
     beam = generate_trees(model, tokenizer, prompt=["the", "dog"], num_trees=2, max_new_words=2)

@@ -1,4 +1,4 @@
-"""PTB trees -> dependency trees by Collins-style head rules (hf_slm/dependency_conversion.py): hand-worked
+"""PTB trees -> dependency trees by Collins-style head rules (hf_slm/data/dependency_conversion.py): hand-worked
 conversions, one root and projectivity on every fixture tree, CoNLL-U output that the conllu loader and DTG's
 `hf-slm data prepare` read, and (when ../shared/data is there) the NLTK PTB sample."""
 
@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 
 from hf_slm.data.conllu_loader import read_conllu_file
-from hf_slm.dependency_conversion import (
-    RAW_TREE_OPTIONS, conllu_lines, convert_tree_files, main, ptb_to_dependencies, write_conllu,
+from hf_slm.data.dependency_conversion import (
+    RAW_TREE_OPTIONS,
+    conllu_lines,
+    convert_tree_files,
+    main,
+    ptb_to_dependencies,
+    write_conllu,
 )
 from hf_slm.tokenization.dependency_trees import is_projective
 from hf_slm.tokenization.som_trees import dependency_to_constituency

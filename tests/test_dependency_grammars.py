@@ -440,7 +440,7 @@ def test_the_vectorized_legality_equals_legal_actions(tree, seed):
 
 
 def test_masks_report_of_an_inline_tree_is_figure_2():
-    from hf_slm.mask_inspection import mask_report
+    from hf_slm.cli.mask_inspection import mask_report
 
     report = mask_report("There/2 is/0 a/4 difference/2", "dtg")
     assert report["tokens"] == "<root> There is LA LA a difference LA LA RA RA RA RA </s>".split()
@@ -478,7 +478,7 @@ def test_masks_cli_for_dependency_grammars(tmp_path):
 
 
 def test_the_cli_knows_every_dependency_grammar():
-    from hf_slm.cli import build_parser
+    from hf_slm.cli.commands import build_parser
 
     masks = build_parser()._subparsers._group_actions[0].choices["masks"]
     [grammar] = [action for action in masks._actions if action.dest == "grammar"]

@@ -95,7 +95,7 @@ def test_arc_inputs_follow_the_arc_representation(representation):
 
 def test_explicit_relative_positions_equal_the_coordinate_path():
     # The machinery DTG needs, checked where both exist: a TG batch given R = c_i - c_j explicitly.
-    from hf_slm.action_vocab import ActionVocabulary
+    from hf_slm.families.action_vocab import ActionVocabulary
 
     trees = [["(S", "(NP", "the", "bird", "NP)", "(VP", "sings", "VP)", "S)"], ["(S", "(NP", "a", "dog", "NP)", "S)"]]
     vocab = ActionVocabulary.from_action_sequences(trees)
@@ -131,7 +131,7 @@ def test_config_refuses_what_dtg_does_not_take():
 
 @pytest.mark.parametrize("grammar", sorted(SYSTEMS))
 def test_the_collators_fast_path_gives_the_contracts_loss_and_gradients(grammar):
-    from hf_slm.collator import SyntacticDataCollator
+    from hf_slm.data.collator import SyntacticDataCollator
 
     model, tokenizer = tiny(grammar)
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout)
@@ -160,7 +160,7 @@ def test_trainer_trains_on_the_collators_batches(tmp_path, grammar):
     from datasets import Dataset
     from transformers import Trainer, TrainingArguments
 
-    from hf_slm.collator import SyntacticDataCollator
+    from hf_slm.data.collator import SyntacticDataCollator
 
     model, tokenizer = tiny(grammar)
     collator = SyntacticDataCollator(grammar, tokenizer.action_layout)

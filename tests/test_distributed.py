@@ -147,8 +147,8 @@ def test_two_processes_train_segments_like_one_and_resume_with_their_memories(tr
 
 def test_the_parameters_a_configuration_leaves_unused_are_found(tmp_path):
     from conftest import save_tiny_checkpoint
-    from hf_slm.collator import SyntacticDataCollator
-    from hf_slm.training import tree_dataset, unused_parameter_names
+    from hf_slm.data.collator import SyntacticDataCollator
+    from hf_slm.training.train import tree_dataset, unused_parameter_names
 
     trees = (SAMPLE / "train.txt").read_text().splitlines()[:6]
     _, model, tokenizer = save_tiny_checkpoint(tmp_path / "model", trees, vocab_size=60)
@@ -277,8 +277,8 @@ def _progress_bars(stderr, evaluation):
 
 SHARING_SCRIPT = r'''
 import json, sys
-from hf_slm.distributed import is_main_process, rank
-from hf_slm.run_journal import journaled_chunks, map_in_chunks
+from hf_slm.runs.distributed import is_main_process, rank
+from hf_slm.runs.journal import journaled_chunks, map_in_chunks
 
 def compute(chunk):
     if sys.argv[1] == "fail" and rank() == 1:

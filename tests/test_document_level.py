@@ -15,13 +15,13 @@ import hf_slm
 from hf_slm import SyntacticDataCollator
 from hf_slm.families import config_for_grammar
 from hf_slm.families import causal_lm_for_config
-from hf_slm.action_vocab import ActionVocabulary
-from hf_slm.beam import score, score_documents, words_to_pieces
+from hf_slm.families.action_vocab import ActionVocabulary
+from hf_slm.search.beam import score, score_documents, words_to_pieces
 from hf_slm.evaluation.perplexity import word_perplexity
 from hf_slm.modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
 from hf_slm.families import get_grammar
 from hf_slm.modeling.grammars import PositionKind
-from hf_slm.scoring import joint_log_probs
+from hf_slm.search.scoring import joint_log_probs
 from hf_slm.tokenization.linearizers import top_down_actions
 
 NONE = -100

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from hf_slm.ensemble import UniformMixture
+from hf_slm.search.ensemble import UniformMixture
 from hf_slm.families import causal_lm_for_config, config_for_grammar
-from hf_slm.scoring import action_log_probs
+from hf_slm.search.scoring import action_log_probs
 from hf_slm.tokenization.tokenization_slm import SyntacticTokenizer
 
 TREES = ["(S (NP (DT the) (NN bird)) (VP (VBZ sings)))", "(S (NP (DT a) (NN dog)) (VP (VBZ barks)))"]

@@ -20,7 +20,7 @@ from hf_slm.evaluation.parsing import (
 )
 from hf_slm.families import config_for_grammar
 from hf_slm.families import causal_lm_for_config
-from hf_slm.scoring import joint_log_probs
+from hf_slm.search.scoring import joint_log_probs
 from hf_slm.tokenization.trees import normalize_tree, parse_tree, parse_trees
 
 PTB_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb_sample"

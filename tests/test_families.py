@@ -30,7 +30,7 @@ from hf_slm import Family, Variant, register_family
 from hf_slm.cli import main
 from hf_slm.families import family_for_config, family_named, grammar_class, registered_families, unregister_family
 from hf_slm.families.tree_formats import tree_format
-from hf_slm.scorers import scorer_for
+from hf_slm.search.scorers import scorer_for
 from hf_slm.tokenization.dependency_trees import DependencyTree
 
 from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, write_conllu_treebank

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from hf_slm.action_vocab import ActionVocabulary
-from hf_slm.collator import SyntacticDataCollator
+from hf_slm.families.action_vocab import ActionVocabulary
+from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.modeling.backbone import PositionStructure
 from hf_slm.modeling.transformer_grammar_config import TransformerGrammarConfig
 from hf_slm.modeling.grammars import PositionKind
@@ -133,8 +133,10 @@ FAMILY_NAMES = {"head_token_index", "head_slots", "composition_children", "compo
                 "composition_schedule_levels", "constituent_starts", "start_candidates", "composer", "start_pointer",
                 "final_heads"}
 ROOT = Path(__file__).resolve().parent.parent
-GENERIC_MODULES = ("hf_slm/collator.py", "modeling/modeling_slm.py", "modeling/backbone.py", "modeling/search_decoders.py",
-                   "modeling/hypothesis_rows.py")
+GENERIC_MODULES = (
+    "hf_slm/data/collator.py", "modeling/modeling_slm.py", "modeling/backbone.py", "modeling/search_decoders.py",
+    "modeling/hypothesis_rows.py",
+)
 
 
 def _names_in_code(path):

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from nltk import Tree
 from tree_strategies import assert_positions_equal_sequence
 
-from hf_slm.action_vocab import ActionVocabulary
+from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.families import get_grammar
 from hf_slm.modeling.grammars import ActionKind, PositionKind
 from hf_slm.tokenization.linearizers import top_down_actions

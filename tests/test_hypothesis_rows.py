@@ -9,7 +9,7 @@ positions (ids, kinds, what each predicts, coordinates, attended positions).
 import numpy as np
 import pytest
 
-from hf_slm.action_vocab import ActionVocabulary
+from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.families import get_grammar
 from hf_slm.modeling.grammars import NEED_KINDS, UNREACHABLE, ActionKind
 from hf_slm.families import grammar_class, grammar_names

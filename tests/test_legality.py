@@ -8,14 +8,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hf_slm
-from hf_slm.action_vocab import ActionVocabulary
+from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.families import config_for_grammar
 from hf_slm.families import get_grammar
 from hf_slm.modeling.grammars import ActionKind, ActionLayout
 from hf_slm.families import causal_lm_for_config
 from hf_slm.modeling.hypothesis_rows import hypothesis_rows
 from hf_slm.modeling.search_constraints import DecodingStatus, SearchConstraints, SentenceWords
-from hf_slm.sampling import sample_trees
+from hf_slm.search.sampling import sample_trees
 from hf_slm.tokenization.linearizers import top_down_actions
 
 from tree_strategies import action_vocabulary_trees
@@ -98,8 +98,8 @@ def test_default_constraints_keep_gold_trees_reachable_and_paper003_settings_exc
     measured), and each of paper 003's settings excludes exactly the trees a plain count says it must: a
     run of more than p_c opening NTs, or more NTs than words."""
     from hf_slm import SyntacticTokenizer, read_trees
-    from hf_slm.beam import gold_tree_coverage
-    from hf_slm.cli import CONSTRAINT_SETTING_NAMES
+    from hf_slm.search.beam import gold_tree_coverage
+    from hf_slm.cli.commands import CONSTRAINT_SETTING_NAMES
     from hf_slm.modeling.generation_slm import CONSTRAINT_SETTINGS
 
     assert CONSTRAINT_SETTING_NAMES == tuple(CONSTRAINT_SETTINGS)

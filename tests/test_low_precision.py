@@ -135,7 +135,7 @@ def sentence_words(family, tree):
 
 # ---- training under autocast (hf-slm train --bf16) -----------------------------------------------------------
 def train_tiny(output, **options):
-    from hf_slm.training import TrainingSetup, train
+    from hf_slm.training.train import TrainingSetup, train
 
     trees = Path(output).parent / "trees.txt"  # 40 sample trees
     trees.write_text("\n".join(SAMPLE.read_text().splitlines()[:40]) + "\n")

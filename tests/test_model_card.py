@@ -1,4 +1,4 @@
-"""Model cards (`hf_slm.model_card`, model_cards/*.md, `hf-slm card`): metadata, tables, family text, errors.
+"""Model cards (`hf_slm.publishing.model_card`, model_cards/*.md, `hf-slm card`): metadata, tables, family text, errors.
 
 The checkpoints are tiny random models; their training records and evaluation results are written by the
 library's own writers (write_training_record, and real evaluations on a few sentences), so the card is
@@ -21,8 +21,8 @@ from hf_slm.evaluation.blimp import run_blimp
 from hf_slm.evaluation.parsing import parse_eval, rerank
 from hf_slm.evaluation.perplexity import word_perplexity
 from hf_slm.evaluation.syntaxgym import run_syntaxgym
-from hf_slm.model_card import build_model_card, count_parameters, write_model_card
-from hf_slm.training import TrainingSetup, write_training_record
+from hf_slm.publishing.model_card import build_model_card, count_parameters, write_model_card
+from hf_slm.training.train import TrainingSetup, write_training_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TREES = [

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from hf_slm.action_vocab import ActionVocabulary
-from hf_slm.collator import SyntacticDataCollator
+from hf_slm.families.action_vocab import ActionVocabulary
+from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.modeling.backbone import PositionStructure
 from hf_slm.families import all_presets, config_for_grammar, preset_config
 from hf_slm.modeling.transformer_grammar_config import TransformerGrammarConfig

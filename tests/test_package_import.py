@@ -56,7 +56,7 @@ def test_import_hf_slm_alone_imports_nothing_heavy_and_registers_once_transforme
 @pytest.mark.parametrize("imports", [
     "import transformers\nimport hf_slm",  # transformers first
     "from hf_slm.modeling.grammars import ActionLayout\nimport transformers",  # numpy-only submodule, then transformers
-    "from hf_slm.beam import score",  # a submodule that brings torch
+    "from hf_slm.search.beam import score",  # a submodule that brings torch
     "from hf_slm import SyntacticTokenizer",  # a name that needs transformers
 ])
 def test_auto_classes_are_registered_whatever_the_import_order(checkpoint, imports):
@@ -79,6 +79,6 @@ def test_every_public_name_resolves():
     for name in hf_slm.__all__:
         assert getattr(hf_slm, name) is not None, name
     assert set(hf_slm.__all__) <= set(dir(hf_slm))
-    assert hf_slm.beam.score is hf_slm.score  # submodules are attributes too, as with the eager package
+    assert hf_slm.search.beam.score is hf_slm.score  # submodules are attributes too, as with the eager package
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         hf_slm.no_such_name  # noqa: B018

@@ -22,7 +22,7 @@ from hf_slm.cli import main
 from hf_slm.families import registered_families
 from hf_slm.modeling.transformer_grammar_model import TransformerGrammarModel
 from hf_slm.modeling.safe_loading import PickleWeightsRefusedError
-from hf_slm.publishing import check_checkpoint, push_checkpoint, tokenizer_files
+from hf_slm.publishing.hub import check_checkpoint, push_checkpoint, tokenizer_files
 
 from conftest import ISOLATION_PREAMBLE, save_tiny_checkpoint
 from hub_server import LocalHub
@@ -358,7 +358,7 @@ def _family_checkpoint(grammar, directory):
     if grammar == "syntactic_ordered_memory":  # paper 001: no grammar; a word vocabulary, sentences of words
         from test_som_model import SENTENCES, tiny_model
 
-        from hf_slm.som_data import gold_tree
+        from hf_slm.families.ordered_memory.data import gold_tree
         from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 
         tokenizer = SyntacticWordTokenizer.train([gold_tree(w, h) for w, h in SENTENCES], linearization="terminals",

@@ -1,4 +1,4 @@
-"""Lost work (issue 12, class 2): the journal and lock of hf_slm/run_journal.py, a real run interrupted with
+"""Lost work (issue 12, class 2): the journal and lock of hf_slm/runs/journal.py, a real run interrupted with
 SIGINT and resumed, and the quickstart run twice into one folder. The table's cases are in
 mistake_cases_outputs.py."""
 
@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import save_tiny_checkpoint
-from hf_slm.run_journal import LOCK_NAME, RunJournal, map_in_chunks, output_lock
+from hf_slm.runs.journal import LOCK_NAME, RunJournal, map_in_chunks, output_lock
 from test_beam_search import TREES
 
 
@@ -119,7 +119,7 @@ def test_an_evaluation_stopped_with_ctrl_c_resumes_with_the_same_numbers(tmp_pat
 
 
 def test_quickstart_run_twice_into_one_folder_reuses_its_model(tmp_path):
-    from hf_slm.quickstart import run_quickstart
+    from hf_slm.cli.quickstart import run_quickstart
 
     lines = []
     first = run_quickstart(tmp_path / "quick", max_steps=2, max_seconds=60, log=lines.append)

@@ -155,7 +155,7 @@ def test_the_xsum_samples_lead_system_scores_as_our_lead_one():
 
 
 def test_a_model_card_reports_the_rouge_results(tmp_path):
-    from hf_slm.model_card import read_eval_results, report_evaluations
+    from hf_slm.publishing.model_card import read_eval_results, report_evaluations
 
     evaluate_rouge(ROWS, data="xsum-test", output_dir=tmp_path / "eval_results", bootstrap_samples=100)
     [entry] = report_evaluations(read_eval_results(tmp_path), "tg", tmp_path)

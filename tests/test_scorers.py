@@ -1,4 +1,4 @@
-"""The scorer interface (hf_slm/scorers.py) over every registered family's tiny model: what the commands and the
+"""The scorer interface (hf_slm/search/scorers.py) over every registered family's tiny model: what the commands and the
 evaluation drivers ask of a model holds whatever its family (word surprisals that add up to log p(x), one number
 per sentence in input order, left-out sentences named, trees over the given words, generated text), and a
 scorer without a search refuses search options by name."""
@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from hf_slm.beam import SentenceResults
+from hf_slm.search.beam import SentenceResults
 from hf_slm.families import config_for_grammar, family_for_config, grammar_class, registered_families
 from hf_slm.families import causal_lm_for_config
 from hf_slm.families.tree_formats import tree_format
-from hf_slm.scorers import Scorer, scorer_class_for, scorer_for
+from hf_slm.search.scorers import Scorer, scorer_class_for, scorer_for
 from hf_slm.tokenization.trees import parse_tree
 
 from conftest import DEPENDENCY_TREEBANK
@@ -42,7 +42,7 @@ def grammar_model(variant, family):
 
 
 def ordered_memory_model(variant, family):
-    from hf_slm.som_data import gold_tree
+    from hf_slm.families.ordered_memory.data import gold_tree
 
     tokenizer = family.default_tokenizer.train([gold_tree(w, h) for w, h in DEPENDENCY_TREEBANK["train"]]
                                                + [parse_tree(tree) for tree in PTB_TREES],

@@ -1,5 +1,5 @@
-"""Training with segment recurrence (hf_slm/segment_training.py, issue 16): documents four times longer than the
-model's max_sequence_length train through `hf-slm train --segment-length`, a resumed run gives the losses of an
+"""Training with segment recurrence (hf_slm/training/segment_training.py, issue 16): documents four times longer than
+the model's max_sequence_length train through `hf-slm train --segment-length`, a resumed run gives the losses of an
 uninterrupted one (the memory is restored), the streams keep Transformer-XL's order, and a long document is
 scored."""
 
@@ -17,8 +17,8 @@ from hf_slm.cli import main
 from hf_slm.data.prepare import prepare_dataset
 from hf_slm.modeling.segment_recurrence import segment_log_probs
 from hf_slm.modeling.segments import segment_sequence, structure_memory_needed
-from hf_slm.segment_training import DocumentStreams, split_into_streams
-from hf_slm.training import TrainingSetup, train
+from hf_slm.training.segment_training import DocumentStreams, split_into_streams
+from hf_slm.training.train import TrainingSetup, train
 
 SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
 MAX_LENGTH = 64
@@ -96,7 +96,7 @@ def test_a_trained_model_scores_a_long_document_through_segments(documents, tmp_
     assert main(["train", "--preset", "tg-ptb", "--train", str(documents / "prepared"), "--output", str(tmp_path / "m"),
                  "--max-steps", "2", "--batch-size", "2", "--warmup-steps", "1", "--segment-length", "16",
                  "--save-steps", "100", *[f"--set={k}={v}" for k, v in TINY.items()]]) == 0
-    from hf_slm.model_card import build_model_card
+    from hf_slm.publishing.model_card import build_model_card
 
     card = build_model_card(tmp_path / "m").text
     assert "| segment recurrence | read 16 positions at a time with a memory of 16 positions per layer holding the " \

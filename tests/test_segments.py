@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tree_strategies import action_vocabulary_trees
 
-from hf_slm.action_vocab import ActionVocabulary
+from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.cli import main
 from hf_slm.families.mask_examples import unlabelled_actions as compositional_actions
 from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES, COMPOSITIONAL_GRAMMARS

@@ -1,5 +1,5 @@
-"""Silver trees (issue 15): the rule-based sentence splitter and PTB words (hf_slm/sentence_splitting.py) on
-hand-written cases and on the XSum sample, and parsing raw documents with a tiny model (hf_slm/silver.py):
+"""Silver trees (issue 15): the rule-based sentence splitter and PTB words (hf_slm/data/sentence_splitting.py) on
+hand-written cases and on the XSum sample, and parsing raw documents with a tiny model (hf_slm/summarization/silver.py):
 the trees' words, the on-disk cache (a rerun parses nothing), a run interrupted midway resuming with the
 numbers of an uninterrupted one, sentences left out, a dependency model, and `hf-slm parse --file`."""
 
@@ -11,12 +11,12 @@ import pytest
 from conftest import save_tiny_checkpoint
 from test_dependency_model import tiny
 
-from hf_slm import silver
-from hf_slm.beam import SentencesLeftOut
+from hf_slm.summarization import silver
+from hf_slm.search.beam import SentencesLeftOut
 from hf_slm.cli import main
-from hf_slm.sentence_splitting import lead_sentence, line_number, sentence_spans, split_sentences, treebank_words
-from hf_slm.search_scorer import BeamSearchScorer
-from hf_slm.silver import cache_path, cache_header, parse_sentences, silver_trees
+from hf_slm.data.sentence_splitting import lead_sentence, line_number, sentence_spans, split_sentences, treebank_words
+from hf_slm.search.search_scorer import BeamSearchScorer
+from hf_slm.summarization.silver import cache_path, cache_header, parse_sentences, silver_trees
 from hf_slm.tokenization.dependency_trees import DependencyTree
 from hf_slm.tokenization.trees import parse_tree
 
@@ -124,8 +124,8 @@ def tg(tmp_path_factory):
 
 
 def _count_parses(monkeypatch, fail_at=None):
-    """The sentence lists the scorer's parse is called with (hf_slm/search_scorer.py); the call numbered `fail_at`
-    (from 1) is interrupted."""
+    """The sentence lists the scorer's parse is called with (hf_slm/search/search_scorer.py); the call numbered
+    `fail_at` (from 1) is interrupted."""
     calls, original = [], BeamSearchScorer.parse
 
     def counting(scorer, sentences, **options):

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from hf_slm.cli import SEARCH_OPTION_DEFAULTS, build_parser, main
-from hf_slm.model_card import build_model_card
-from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
-from hf_slm.som_evaluation import som_parses
+from hf_slm.cli.commands import SEARCH_OPTION_DEFAULTS, build_parser
+from hf_slm.cli import main
+from hf_slm.publishing.model_card import build_model_card
+from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, gold_tree, som_example
+from hf_slm.families.ordered_memory.evaluation import som_parses
 from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 from hf_slm.tokenization.trees import parse_tree
 
@@ -155,8 +156,9 @@ def test_cli_parse_prints_one_tree_per_sentence(checkpoint, word_tokenizer, caps
 
 
 def test_cli_parse_records_its_trees_in_a_cache(checkpoint, tmp_path, capsys, monkeypatch):
-    """`hf-slm parse --cache` keeps SOM's parses as it keeps a search's (hf_slm/silver.py): a rerun reads them."""
-    from hf_slm.som_scorer import SyntacticOrderedMemoryScorer
+    """`hf-slm parse --cache` keeps SOM's parses as it keeps a search's (hf_slm/summarization/silver.py): a rerun reads
+    them."""
+    from hf_slm.families.ordered_memory.scorer import SyntacticOrderedMemoryScorer
 
     _, directory = checkpoint
     sentences = ["Sam likes tea", "The cat sleeps on the mat"]

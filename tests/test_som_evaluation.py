@@ -9,11 +9,11 @@ import torch
 
 from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
 from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
-from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
+from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, gold_tree, som_example
 from hf_slm.evaluation.blimp import run_blimp
 from hf_slm.evaluation.perplexity import word_perplexity
 from hf_slm.evaluation.syntaxgym import run_syntaxgym
-from hf_slm.som_evaluation import som_parse_eval, som_sentence_scores, som_surprisals, word_spans
+from hf_slm.families.ordered_memory.evaluation import som_parse_eval, som_sentence_scores, som_surprisals, word_spans
 from hf_slm.tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
 
 from conftest import DEPENDENCY_TREEBANK

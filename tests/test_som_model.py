@@ -11,7 +11,7 @@ from hf_slm.modeling.modeling_som import (
     SyntacticOrderedMemoryForCausalLM, batched_gold_grid, batched_grid_labels,
 )
 from hf_slm.modeling.som_structure import adaptive_grid_labels
-from hf_slm.som_data import SyntacticOrderedMemoryCollator, gold_tree, som_example
+from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, gold_tree, som_example
 from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 
 from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, run_without_hf_slm

@@ -1,6 +1,6 @@
-"""`hf-slm train` for Syntactic Ordered Memory (hf_slm/som_training.py): a tiny SOM trained by the command line on
-the tests' CoNLL-U treebank and saved with its record and card (loaded without hf-slm: test_som_model and
-test_families), resumed after an interruption with the losses of an uninterrupted run, trained on PTB trees
+"""`hf-slm train` for Syntactic Ordered Memory (hf_slm/families/ordered_memory/training.py): a tiny SOM trained by the
+command line on the tests' CoNLL-U treebank and saved with its record and card (loaded without hf-slm: test_som_model
+and test_families), resumed after an interruption with the losses of an uninterrupted run, trained on PTB trees
 (converted to dependencies, or as constituency trees), and bad inputs named."""
 
 import json
@@ -160,7 +160,7 @@ def test_som_options_with_another_preset_are_refused(treebank, tmp_path, capsys)
 
 def test_presets_cover_table_6_and_tiny_ones(capsys):
     from hf_slm.modeling.configuration_som import SOM_PRESETS
-    from hf_slm.som_training import SOM_TRAINING_PRESETS
+    from hf_slm.families.ordered_memory.training import SOM_TRAINING_PRESETS
 
     assert set(SOM_PRESETS) | {"esom-tiny", "dsom-tiny"} == set(SOM_TRAINING_PRESETS)
     assert SOM_TRAINING_PRESETS["dsom-ptb"]["model"]["semantic_size"] == 300

@@ -1,5 +1,5 @@
-"""Summarization (issue 15, items 2-5): XSum examples as one action sequence (hf_slm/summarization.py), prepared
-data (`hf-slm data prepare --summarization`), fine-tuning (`hf-slm finetune`), generation (`hf_slm.summarize`,
+"""Summarization (issue 15, items 2-5): XSum examples as one action sequence (hf_slm/summarization/summaries.py),
+prepared data (`hf-slm data prepare --summarization`), fine-tuning (`hf-slm finetune`), generation (`hf_slm.summarize`,
 `hf-slm summarize`) and ROUGE (`hf-slm eval rouge`). The memorization tests fine-tune a tiny TG and a tiny
 TXL (terminals) on two fixture documents until they give back the reference summaries (ROUGE-L > 0.9)."""
 
@@ -15,14 +15,23 @@ from test_dependency_model import tiny
 
 import hf_slm
 from hf_slm.cli import main
-from hf_slm.collator import SyntacticDataCollator
+from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.families import config_for_grammar
 from hf_slm.families import causal_lm_for_config
-from hf_slm.sentence_splitting import split_sentences, treebank_words
-from hf_slm.silver import document_sentences
-from hf_slm.summarization import (
-    PROMPT, SummarizationFormat, check_parser, document_grammar, document_trees, first_words, summarization_examples,
-    summarization_sequence, summarize, text_to_keep, truncate_sentences,
+from hf_slm.data.sentence_splitting import split_sentences, treebank_words
+from hf_slm.summarization.silver import document_sentences
+from hf_slm.summarization.summaries import (
+    PROMPT,
+    SummarizationFormat,
+    check_parser,
+    document_grammar,
+    document_trees,
+    first_words,
+    summarization_examples,
+    summarization_sequence,
+    summarize,
+    text_to_keep,
+    truncate_sentences,
 )
 from hf_slm.tokenization.trees import parse_tree
 
@@ -106,8 +115,8 @@ def test_only_the_sentences_truncation_keeps_are_parsed(tokenizers, monkeypatch)
         parsed.extend(texts.values())
         raise Parsed
 
-    monkeypatch.setattr("hf_slm.summarization.silver_trees", recording_silver_trees)
-    monkeypatch.setattr("hf_slm.summarization.check_parser", lambda *arguments: None)
+    monkeypatch.setattr("hf_slm.summarization.summaries.silver_trees", recording_silver_trees)
+    monkeypatch.setattr("hf_slm.summarization.summaries.check_parser", lambda *arguments: None)
     tokenizer, _ = tokenizers
     with pytest.raises(Parsed):
         document_trees([{"id": "d", "document": text}], tokenizer, parser=(None, None), max_document_words=9)
@@ -257,8 +266,8 @@ def test_a_tiny_tg_memorizes_two_documents_through_the_commands(tmp_path, capsys
 def test_a_tiny_txl_terminals_memorizes_two_documents(tmp_path):
     from hf_slm.data.prepare import prepare_dataset
     from hf_slm.evaluation.rouge import evaluate_rouge
-    from hf_slm.finetuning import FinetuneSetup, finetune
-    from hf_slm.loading import load_checkpoint
+    from hf_slm.summarization.finetuning import FinetuneSetup, finetune
+    from hf_slm.checkpoints.loading import load_checkpoint
 
     rows, data, parser = _memorization_setup(tmp_path, "terminals")
     prepare_dataset("xsum", data, tmp_path / "base", tmp_path / "prepared", summarization={"max_document_words": 20},
@@ -275,7 +284,7 @@ def test_a_tiny_txl_terminals_memorizes_two_documents(tmp_path):
 
 
 def test_finetune_errors(tmp_path):
-    from hf_slm.finetuning import FinetuneSetup, finetune
+    from hf_slm.summarization.finetuning import FinetuneSetup, finetune
 
     rows, data, parser = _memorization_setup(tmp_path, "terminals")
     with pytest.raises(ValueError, match="is not a folder; expected one made by `hf-slm data prepare"):
@@ -292,7 +301,7 @@ def test_finetune_errors(tmp_path):
 def _length_setup(tokenizer):
     """(model fields, a tiny TG parser, two documents (one long), the positions each context takes under the
     document grammar, and each document's parsed sentences)."""
-    from hf_slm.summarization import context_ids
+    from hf_slm.summarization.summaries import context_ids
 
     fields = dict(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=32, **tokenizer.action_layout)
@@ -312,7 +321,7 @@ def test_summaries_sampled_near_the_model_length_close_in_time(tokenizers):
     """The long document's context leaves room for a short summary only: the search allows only actions after
     which a summary can still close within the model's max_sequence_length, so both summaries are sampled (none
     runs past the length and is lost, as 23 of 50 were in a real run) and each document with its summary fits."""
-    from hf_slm.summarization import context_ids
+    from hf_slm.summarization.summaries import context_ids
 
     tokenizer, _ = tokenizers
     grammar_fields, parser, documents, lengths, parsed = _length_setup(tokenizer)
@@ -362,8 +371,8 @@ def test_a_tiny_compositional_model_memorizes_two_documents(tmp_path, grammar):
     start pointer's starts carried from the prepared data through fine-tuning to the sampled summary."""
     from hf_slm.data.prepare import prepare_dataset
     from hf_slm.evaluation.rouge import evaluate_rouge
-    from hf_slm.finetuning import FinetuneSetup, finetune
-    from hf_slm.loading import load_checkpoint
+    from hf_slm.summarization.finetuning import FinetuneSetup, finetune
+    from hf_slm.checkpoints.loading import load_checkpoint
     from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
 
     rows = fixture_rows(2)
@@ -401,8 +410,8 @@ def test_a_tiny_dtg_memorizes_two_documents(tmp_path):
     `<root>`, each sentence closed by its arc onto the root; the sampled summary is an inline dependency tree."""
     from hf_slm.data.prepare import prepare_dataset
     from hf_slm.evaluation.rouge import evaluate_rouge
-    from hf_slm.finetuning import FinetuneSetup, finetune
-    from hf_slm.loading import load_checkpoint
+    from hf_slm.summarization.finetuning import FinetuneSetup, finetune
+    from hf_slm.checkpoints.loading import load_checkpoint
     from hf_slm.families.tree_formats import DEPENDENCY_PROMPT
     from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_slm.training import TrainingSetup, train, warmup_cosine_schedule
+from hf_slm.training.train import TrainingSetup, train, warmup_cosine_schedule
 
 SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
 TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, max_sequence_length=512)
@@ -188,7 +188,7 @@ def test_training_on_prepared_documents(tmp_path):
 
 
 def _tiny_model(grammar="tg"):
-    from hf_slm.action_vocab import ActionVocabulary
+    from hf_slm.families.action_vocab import ActionVocabulary
     from hf_slm.families import config_for_grammar
     from hf_slm.families import causal_lm_for_config
 
@@ -199,7 +199,7 @@ def _tiny_model(grammar="tg"):
 
 
 def test_the_token_embedding_gets_its_own_learning_rate_and_the_schedule_scales_both():
-    from hf_slm.training import make_optimizer
+    from hf_slm.training.train import make_optimizer
 
     model = _tiny_model()
     embedding = model.get_input_embeddings().weight
@@ -436,7 +436,7 @@ def test_a_compositional_model_trains_on_byte_level_bpe_pieces(small_trees, tmp_
     loaded = AutoTokenizer.from_pretrained(tmp_path / "bpe", trust_remote_code=True)
     assert loaded.pieces == "byte_bpe" and loaded("( ( the bird ) ( sings loudly ) )")["input_ids"] == \
         tokenizer("( ( the bird ) ( sings loudly ) )")["input_ids"]
-    from hf_slm.model_card import build_model_card
+    from hf_slm.publishing.model_card import build_model_card
 
     card = build_model_card(tmp_path / "bpe").text  # the card tells which vocabulary the model reads
     assert "`CompositionalTokenizer`: a GPT-2-style byte-level BPE trained on the words" in card

@@ -4,9 +4,9 @@ and gradient accumulation that averages over the actions of the whole step.
 - One training forward + backward of every family, on the collator's batch, with every way of reading a tensor's
   values on the host watched (item, int, bool, float, index, tolist, numpy, cpu, tensors made from host data,
   and the operators whose output size is data: nonzero, boolean indexing, masked_select, unique,
-  repeat_interleave): none happens outside the listed exceptions, each with its reason. On the CPU the model runs its device paths (backbone.on_host set to False:
-  on the CPU itself reading costs nothing, and the CPU kernel plans its chunks on the host); on CUDA, where
-  there is one, the real ones. The collator runs outside and may use the host.
+  repeat_interleave): none happens outside the listed exceptions, each with its reason. On the CPU the model runs its
+  device paths (backbone.on_host set to False: on the CPU itself reading costs nothing, and the CPU kernel plans its
+  chunks on the host); on CUDA, where there is one, the real ones. The collator runs outside and may use the host.
 - K accumulated batches of B/K rows of uneven lengths take the optimizer step of one batch of B rows (the
   gradient of the sum of the action NLLs over all the actions), the start pointer's loss (Nb-Up) included.
 """
@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import save_tiny_checkpoint
 
-from hf_slm.collator import SyntacticDataCollator
+from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.modeling import backbone
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -265,7 +265,7 @@ def _one_step(model, state, dataset, collator, batch_size, accumulation, output)
     reading `dataset` in order, `batch_size` rows per batch, `accumulation` batches per step."""
     from transformers import TrainingArguments
 
-    from hf_slm.training import SyntacticTrainer
+    from hf_slm.training.train import SyntacticTrainer
 
     model = type(model)(model.config)
     model.load_state_dict(state)

@@ -11,7 +11,7 @@ from hf_slm.families.tree_formats import (
     recognizing,
     tree_format,
 )
-from hf_slm.mask_inspection import mask_report, segment_report
+from hf_slm.cli.mask_inspection import mask_report, segment_report
 
 # One example string of each format.
 EXAMPLES = {

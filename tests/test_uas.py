@@ -229,7 +229,7 @@ def test_trees_the_model_cannot_build_get_a_reason_not_a_number():
 
 
 def test_the_model_card_reports_uas(dtg, tmp_path, capsys):
-    from hf_slm.model_card import build_model_card
+    from hf_slm.publishing.model_card import build_model_card
 
     _, model, tokenizer, gold = dtg
     model.save_pretrained(tmp_path / "model")

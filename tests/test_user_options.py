@@ -3,7 +3,7 @@
 import pytest
 
 import hf_slm
-from hf_slm.action_vocab import ActionVocabulary
+from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.modeling import generation_slm
 from hf_slm.families import config_for_grammar
 

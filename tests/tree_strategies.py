@@ -62,7 +62,7 @@ def random_trees(draw, max_depth=10, max_children=8, max_nodes=80, labels=None, 
 def action_vocabulary_trees(**kwargs):
     """random_trees whose words the test ActionVocabulary can hold: it refuses a word spelling `<pad>`, `<s>`
     or `</s>` (tested in mistake_cases_options)."""
-    from hf_slm.action_vocab import SPECIAL_TOKENS
+    from hf_slm.families.action_vocab import SPECIAL_TOKENS
 
     return random_trees(**kwargs).filter(lambda tree: not set(SPECIAL_TOKENS) & set(tree.leaves()))
 

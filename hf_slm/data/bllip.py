@@ -28,7 +28,7 @@ from pathlib import Path
 
 from datasets import Features, List, Value
 
-from ..text_files import open_text
+from .text_files import open_text
 from ..tokenization.trees import tree_to_string
 from .ptb import check_normalize_options, read_tree_lines, tree_dataset_dict
 from .split_files import (

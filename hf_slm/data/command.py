@@ -174,7 +174,7 @@ def add_data_command(commands):
     prepare.add_argument("--overwrite", action="store_true",
                          help="write into a non-empty --output, starting over (also when an interrupted prepare "
                               "there was of other data, tokenizer or options)")
-    # Summarization sequences (xsum): hf_slm/data/prepare_summarization.py and hf_slm/summarization.py.
+    # Summarization sequences (xsum): hf_slm/summarization/preparation.py and hf_slm/summarization/summaries.py.
     prepare.add_argument("--summarization", action="store_true",
                          help="xsum: one sequence per example for `hf-slm finetune`: the document's silver trees (cut "
                               "to --max-document-words at a sentence boundary), the prompt, the summary's trees; "

@@ -32,7 +32,7 @@ import conllu
 from conllu.exceptions import ParseException
 from datasets import Features, List, Value
 
-from ..text_files import open_text
+from .text_files import open_text
 from ..tokenization.dependency_trees import DependencyTree, check_heads, projective_tree
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples,

@@ -42,7 +42,7 @@ from datasets import DatasetDict, load_from_disk
 
 from ..families import data_preparations, families_of_tokenizer, family_for_grammar
 from ..families.tree_formats import format_of_grammar
-from ..run_journal import LOCK_NAME, RunJournal, data_fingerprint, output_lock
+from ..runs.journal import LOCK_NAME, RunJournal, data_fingerprint, output_lock
 from ..tokenization.trees import parse_tree
 from . import load, loader_options
 from .ptb import NORMALIZE_OPTIONS
@@ -316,7 +316,7 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
     arguments = _loader_arguments(loader, tokenizer, document_level, options)
     summarizer = None
     if summarization:  # checked (the parser loaded and matched to the tokenizer) before the data is read
-        from .prepare_summarization import SummarizationPreparation
+        from ..summarization.preparation import SummarizationPreparation
 
         summarizer = SummarizationPreparation.create(loader, tokenizer, summarization, parser, parser_beam_options)
     elif parser is not None:

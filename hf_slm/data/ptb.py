@@ -36,7 +36,7 @@ from pathlib import Path
 
 from datasets import Features, List, Value
 
-from ..text_files import _not_utf8, check_text_file, open_text
+from .text_files import _not_utf8, check_text_file, open_text
 from ..tokenization.trees import normalize_tree, parse_tree, read_tree_file, tree_to_string
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, marked_errors, require_examples,

@@ -26,8 +26,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from datasets import Features, Value
 
-from ..jsonl import iter_jsonl
-from ..text_files import open_text, read_text
+from .jsonl import iter_jsonl
+from .text_files import open_text, read_text
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples, require_path,
 )

@@ -22,12 +22,12 @@ DependencyTree objects or inline trees (`There/2 is/0 a/4 difference/2`). Gold h
 non-projective gold trees are kept (`gold_non_projective` counts them), though a projective parser cannot
 get all their heads right.
 
-Beam (`parse_uas`): the gold words are parsed with `hf_slm.beam.score` (word-synchronous beam search, the
-best tree of the final beam); a sentence that cannot be parsed (hf_slm.beam.check_sentences: too long for the
+Beam (`parse_uas`): the gold words are parsed with `hf_slm.search.beam.score` (word-synchronous beam search, the
+best tree of the final beam); a sentence that cannot be parsed (hf_slm.search.beam.check_sentences: too long for the
 model ...) is left out of the scores, counted in `sentences_left_out` and named in `left_out`.
 
 Reranking (`rerank_uas`): every proposal is scored with `dependency_log_probs` (tokenized, then
-hf_slm.scoring.joint_log_probs: the sum of its action log-probabilities, the function TG's reranking
+hf_slm.search.scoring.joint_log_probs: the sum of its action log-probabilities, the function TG's reranking
 uses); the proposal with the highest log p(x, y) is chosen (ties: the first). A proposal the model cannot
 build (a non-projective tree: the transition systems build projective trees only, so its probability is 0; or
 more positions than the model has) is not a candidate; a sentence none of whose proposals is one is left out.
@@ -53,16 +53,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..beam import _sequence_positions, check_sentences, position_limit
-from ..beam import score as beam_score
-from ..checks import check_tokenizer_matches
+from ..search.beam import _sequence_positions, check_sentences, position_limit
+from ..search.beam import score as beam_score
+from ..checkpoints.checks import check_tokenizer_matches
 from ..data.conllu_loader import read_conllu_file
 from ..modeling.generation_slm import BeamSearchOptions
-from ..distributed import is_main_process, world_size
+from ..runs.distributed import is_main_process, world_size
 from ..modeling.grammars import grammar_for_config
-from ..run_journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
-from ..scoring import joint_log_probs
-from ..text_files import open_text
+from ..runs.journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
+from ..search.scoring import joint_log_probs
+from ..data.text_files import open_text
 from ..families import variant_for_config
 from ..families.tree_formats import tree_format
 from ..tokenization.dependency_trees import DependencyTree
@@ -351,7 +351,7 @@ def dependency_log_probs(model, tokenizer, trees, batch_size=32):
     """log p(x, y) of each dependency tree (natural log), or a string saying why the model cannot build it.
 
     Trees (DependencyTree, inline trees or mappings with words and heads) are encoded by the tokenizer and scored
-    with hf_slm.scoring.joint_log_probs, the function TG's reranking scores bracketed trees with. The transition
+    with hf_slm.search.scoring.joint_log_probs, the function TG's reranking scores bracketed trees with. The transition
     systems build projective trees only, so a non-projective tree has probability 0 under the model; it, and a
     tree with more positions than the model reads, gets the reason instead of a number.
     """

@@ -4,7 +4,7 @@ Data: the BLiMP jsonl files (one paradigm per file, 1,000 pairs each) with the f
 sentence_bad, field, linguistics_term, UID and pairID. One released file spells its field
 "syntax/semantics" where the others write "syntax_semantics": fields are normalized ("/" and "-" read as "_").
 
-Scoring: log p(x) of each whole sentence (the "simple LM method") by the model's Scorer (hf_slm/scorers.py):
+Scoring: log p(x) of each whole sentence (the "simple LM method") by the model's Scorer (hf_slm/search/scorers.py):
 exact for models of words (`<s> words </s>`: words-only grammars, SOM), the final beam's mass (a lower bound on
 p(x)) for syntactic models. A pair counts as correct only when log p(good) > log p(bad) strictly (a tie is
 wrong). Any other scorer can be passed as `scorer`: a Scorer, or a function from a list of sentences (lists of
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..jsonl import iter_jsonl
-from ..run_journal import map_in_chunks
-from ..scorers import Scorer, scorer_of
+from ..data.jsonl import iter_jsonl
+from ..runs.journal import map_in_chunks
+from ..search.scorers import Scorer, scorer_of
 from .results import evaluation_run, save_results
 
 FIELDS = ("morphology", "semantics", "syntax", "syntax_semantics")
@@ -175,13 +175,13 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
             `<that stem>.journal.jsonl` there; an interrupted run resumes from the journal (evaluation.results).
         batch_size: sentences per beam search batch, or sequences per forward call for terminals models; also
             the sentences scored (and journaled) at a time.
-        scorer: the Scorer (hf_slm/scorers.py) whose `log_probs` give log p(x) (default: the model's family's, with
-            `beam_options`), or a function from a list of sentences (lists of words) to their log p(x); either is
+        scorer: the Scorer (hf_slm/search/scorers.py) whose `log_probs` give log p(x) (default: the model's family's,
+            with `beam_options`), or a function from a list of sentences (lists of words) to their log p(x); either is
             called on batch_size sentences at a time.
         scorer_description: how a scorer function computes p(x), recorded as "log_prob" (a Scorer says it).
         word_splitting: "ptb" (default) or "whitespace" (module docstring).
         overwrite: discard the journal of an earlier run into the same file and start over.
-        on_error: "skip" leaves out the pairs of a sentence that cannot be scored (hf_slm.beam.check_sentences;
+        on_error: "skip" leaves out the pairs of a sentence that cannot be scored (hf_slm.search.beam.check_sentences;
             a scorer returns None for it): `pairs_left_out` counts them, `left_out` names them; "raise" stops.
         beam_options: BeamSearchOptions fields (beam_size, word_beam_size, ...) for the default scorer.
     Returns the metrics of `blimp_accuracy` plus "log_prob" (how p(x) was computed), "units" ("fraction": the
@@ -214,7 +214,7 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
         log_prob = dict(zip(distinct, (None if v is None else float(v) for v in scores)))
         good = [log_prob[tuple(g)] for g, _ in split]
         bad = [log_prob[tuple(b)] for _, b in split]
-        # A sentence that cannot be scored (None; hf_slm.beam.check_sentences warned) takes its pairs out.
+        # A sentence that cannot be scored (None; hf_slm.search.beam.check_sentences warned) takes its pairs out.
         scored = [i for i in range(len(pairs)) if good[i] is not None and bad[i] is not None]
         metrics = blimp_accuracy([pairs[i] for i in scored], [good[i] for i in scored], [bad[i] for i in scored])
         if len(scored) < len(pairs):

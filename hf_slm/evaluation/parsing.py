@@ -21,11 +21,11 @@ proposal with the highest log p(x, y) is chosen (ties: the first), and the ORIGI
 against gold. Also reported: the first proposal of each block, and the oracle, which picks per sentence the
 proposal with the highest sentence F1 (an approximation of the best achievable corpus F1).
 
-Parsing (`parse_eval`): the gold words (traces removed) are parsed by the model's Scorer (hf_slm/scorers.py:
-word-synchronous beam search, `hf_slm.beam.parse`); the predicted
+Parsing (`parse_eval`): the gold words (traces removed) are parsed by the model's Scorer (hf_slm/search/scorers.py:
+word-synchronous beam search, `hf_slm.search.beam.parse`); the predicted
 trees have no POS tags; binarized models' intermediate nodes (labels with `|<`, nltk's CNF) are spliced out;
-their leaves are the gold words (hf_slm.beam.parse keeps the given words, <unk> spellings included). A
-sentence that cannot be parsed (hf_slm.beam.check_sentences: too long for the model...) is left out of the
+their leaves are the gold words (hf_slm.search.beam.parse keeps the given words, <unk> spellings included). A
+sentence that cannot be parsed (hf_slm.search.beam.check_sentences: too long for the model...) is left out of the
 scores, counted in `sentences_left_out`, named in `left_out`, and an empty line in the trees file.
 
 Results: with `output_dir`, `save_results` writes `<output_dir>/<stem>.json`, named by the gold data
@@ -40,13 +40,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import check_tokenizer_matches
-from ..distributed import is_main_process, world_size
+from ..checkpoints.checks import check_tokenizer_matches
+from ..runs.distributed import is_main_process, world_size
 from ..families import variant_for_config
-from ..run_journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
-from ..scorers import scorer_of
-from ..scoring import joint_log_probs
-from ..text_files import open_text
+from ..runs.journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
+from ..search.scorers import scorer_of
+from ..search.scoring import joint_log_probs
+from ..data.text_files import open_text
 from ..tokenization.tree_type import Tree
 from ..tokenization.trees import normalize_tree, parse_tree, parse_trees, read_trees, tree_to_string
 from .evalb import GoldSentence, summarize
@@ -220,7 +220,7 @@ def rerank(model, tokenizer, gold_trees, proposals, batch_size=32, limit=None, m
     """Rerank proposal trees by the model's joint log-probability and score the choice with EVALB rules.
 
     Args:
-        model: a TG / TXL (CC) checkpoint (any model `hf_slm.scoring.joint_log_probs` accepts).
+        model: a TG / TXL (CC) checkpoint (any model `hf_slm.search.scoring.joint_log_probs` accepts).
         tokenizer: its tokenizer; its `normalization` options turn each proposal into what the model reads.
         gold_trees: the gold trees (nltk.Tree or bracketed strings, with POS tags) or a gold file path.
         proposals: one list of candidate trees per gold tree, or a proposal file path (module docstring).
@@ -373,7 +373,7 @@ def parse_eval(model, tokenizer, gold_trees, limit=None, batch_size=8, max_lengt
             trees) and the journal of the parses finished so far there (module docstring).
         overwrite: discard the journal of an earlier run into the same file and start over.
         on_error: "skip" leaves out a sentence that cannot be parsed (module docstring); "raise" stops.
-        scorer: the Scorer whose `parse` gives the trees (hf_slm/scorers.py; default: the model's family's, with
+        scorer: the Scorer whose `parse` gives the trees (hf_slm/search/scorers.py; default: the model's family's, with
             `beam_options`, BeamSearchOptions fields such as beam_size, word_beam_size, fast_track).
 
     Returns:
@@ -402,7 +402,7 @@ def _score_parses(model, tokenizer, gold, gold_source, prepared, predicted, max_
     test_pos = "auto" if tokenizer.normalization.get("preterminals") is False else False
     trees, scores, left_out = [], [], []
     for index, (text, sentence) in enumerate(zip(predicted, prepared)):
-        if text is None:  # cannot be parsed (hf_slm.beam.check_sentences; warned): an empty line in the trees file
+        if text is None:  # cannot be parsed (hf_slm.search.beam.check_sentences; warned): an empty line in the trees file
             left_out.append({"index": index, "source": f"{gold_source}, tree {index}"})
             trees.append("")
             continue

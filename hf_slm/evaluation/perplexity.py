@@ -3,13 +3,13 @@
 
 PPL(D) = exp(-sum_x log p(x) / N_w).
 
-log p(x) comes from the model's Scorer (hf_slm/scorers.py, named by its family's record), which says what kind of
+log p(x) comes from the model's Scorer (hf_slm/search/scorers.py, named by its family's record), which says what kind of
 number it is:
 - Exact (`Scorer.log_prob_estimate == "exact"`): a words-only grammar gives the joint log-probability of
   `<s> words </s>`; a model that marginalizes its structure inside (a recurrent one with its own parser) gives
-  the same from its logits. The `</s>` prediction is included: following paper 000's footnote 3 ("+1 for the end-of-sequence
-  token to model the termination of the sequence. This is only needed for the word-level language models"),
-  N_w then counts one extra token per sentence for `</s>`. The metrics also give `perplexity_words_only_count`
+  the same from its logits. The `</s>` prediction is included: following paper 000's footnote 3 ("+1 for the
+  end-of-sequence token to model the termination of the sequence. This is only needed for the word-level language
+  models"), N_w then counts one extra token per sentence for `</s>`. The metrics also give `perplexity_words_only_count`
   (the same log p(x) over the words alone) for comparison with a syntactic model's number on the same
   denominator.
 - Syntactic models model p(x, y). p(x) = sum_y p(x, y) is intractable, so p(x) is
@@ -40,7 +40,7 @@ of the greedy best trees of sentences 1..i-1, and
     with proposals: log p(x_i | prefix) ~ logsumexp_j [log p(prefix + y_j) - log p(prefix)], the prefix
         growing by the highest-scoring proposal of each sentence;
     with the beam: log p(x_i | prefix) ~ the mass of the final beam of a search that starts after the
-        prefix, which grows by the best tree of each final beam (`hf_slm.beam.score_documents`).
+        prefix, which grows by the best tree of each final beam (`hf_slm.search.beam.score_documents`).
 Both are approximations, not bounds: p(x_i | x_<i) sums over every tree of the earlier sentences, and
 conditioning on their single greedy best tree instead can make sentence i more or less likely, so the
 perplexity can come out above or below the true one. They are labelled so (`estimate: "approximation"`,
@@ -60,13 +60,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..beam import describe_left_out
-from ..checks import check_tokenizer_matches
+from ..search.beam import describe_left_out
+from ..checkpoints.checks import check_tokenizer_matches
 from ..families import variant_for_config
-from ..run_journal import data_fingerprint, map_in_chunks
-from ..scorers import scorer_for, scorer_of
-from ..search_scorer import joint_in_length_order, terminal_sequences  # (terminal_sequences: in __all__ here too)
-from ..text_files import check_text_file, open_text, read_text
+from ..runs.journal import data_fingerprint, map_in_chunks
+from ..search.scorers import scorer_for, scorer_of
+from ..search.search_scorer import joint_in_length_order, terminal_sequences
+from ..data.text_files import check_text_file, open_text, read_text
 from ..tokenization.trees import labelled_closing, normalize_tree, parse_trees, read_trees, read_words
 from .parsing import iter_proposals
 from .results import evaluation_run, save_results
@@ -198,10 +198,10 @@ def check_proposal_words(sentences, proposals, source="proposals"):
 
 def sentence_log_probs(model, tokenizer, sentences, batch_size=32, progress=True, on_error="skip", sources=None,
                        **beam_options):
-    """log p(x) of each sentence (a list of words), natural log, by the model's Scorer (hf_slm/scorers.py):
-    exact for a words-only grammar or a model with its own exact scorer, the final beam's mass of word-synchronous beam search (a lower bound)
-    for syntactic models, searched with `beam_options`.
-    A sentence that cannot be scored (hf_slm.beam.check_sentences) gets None, is named in `.left_out` of the
+    """log p(x) of each sentence (a list of words), natural log, by the model's Scorer (hf_slm/search/scorers.py):
+    exact for a words-only grammar or a model with its own exact scorer, the final beam's mass of word-synchronous beam
+    search (a lower bound) for syntactic models, searched with `beam_options`.
+    A sentence that cannot be scored (hf_slm.search.beam.check_sentences) gets None, is named in `.left_out` of the
     returned SentenceResults and in a SentencesLeftOut warning; on_error="raise" raises instead. sources:
     how messages name each sentence (default "sentence i").
     """
@@ -417,7 +417,7 @@ def _sentence_names(path, count):
 
 def _scorable(scorer, documents, names, on_error, document_level):
     """(the documents without the sentences that cannot be scored, the index of each kept sentence among all,
-    the left-out sentences as hf_slm.beam.check_sentences gives them). At document level a sentence is scored
+    the left-out sentences as hf_slm.search.beam.check_sentences gives them). At document level a sentence is scored
     after those before it, so the rest of a document goes with a left-out sentence."""
     _, _, left_out = scorer.check_sentences([s for d in documents for s in d], names, on_error)
     out = {entry["index"] for entry in left_out}
@@ -457,15 +457,15 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         limit: only the first `limit` sentences (documents with document_level).
         output_dir: when given, write `ppl-<data name>.json` (save_results; `-limit<N>` added with a limit),
             `<that stem>_sentences.jsonl` and the journal `<that stem>.journal.jsonl` there; a run that was
-            interrupted resumes from the journal (evaluation.results, hf_slm.run_journal).
+            interrupted resumes from the journal (evaluation.results, hf_slm.runs.journal).
         max_proposals: keep at most this many distinct proposals per sentence (the paper: J = 300).
         progress: show progress bars.
         overwrite: discard the journal of an earlier run into the same file (another model, other settings or
             other data of the same name are refused without it) and start over.
-        scorer: the Scorer (hf_slm/scorers.py) that gives log p(x); default: the model's family's, with
+        scorer: the Scorer (hf_slm/search/scorers.py) that gives log p(x); default: the model's family's, with
             `beam_options` (which must then be left out). An exact scorer (a words-only grammar, SOM) makes the
             perplexity exact; proposals are then unused.
-        on_error: a sentence that cannot be scored (hf_slm.beam.check_sentences: empty, a word without pieces,
+        on_error: a sentence that cannot be scored (hf_slm.search.beam.check_sentences: empty, a word without pieces,
             too long for the model even as its shortest tree; or its search failed) is left out with "skip":
             the numbers are over the others, `sentences_left_out` counts and `left_out` names them
             ([{"index", "source", "error"}], source `file:line` or `file, tree k`; at document level the rest

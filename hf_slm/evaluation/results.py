@@ -4,7 +4,7 @@ Results are named by their data: `<kind>-<data name>[-limit<N>].json` (`result_s
 and `ppl-dev.json` for perplexities on test.txt and dev.txt, `sg-syntaxgym.json`, `blimp-blimp-limit20.json`;
 the files an evaluation writes beside it share the stem (`ppl-test_sentences.jsonl`, `sg-syntaxgym.csv`, ...).
 So an evaluation on other data never replaces a result a model card quotes. Each result has a journal beside
-it (`<stem>.journal.jsonl`, hf_slm.run_journal): an interrupted run resumes from it, and a run of other
+it (`<stem>.journal.jsonl`, hf_slm.runs.journal): an interrupted run resumes from it, and a run of other
 settings, another model or other data of the same name is refused unless overwrite=True (`--overwrite`).
 """
 
@@ -14,8 +14,8 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..distributed import main_process_context
-from ..run_journal import RunJournal, data_fingerprint, model_fingerprint, output_lock, text_fingerprint
+from ..runs.distributed import main_process_context
+from ..runs.journal import RunJournal, data_fingerprint, model_fingerprint, output_lock, text_fingerprint
 
 # Folder names that say nothing about the data: the name is taken from the folder above them
 # (../shared/data/syntaxgym/test_suites/json -> "syntaxgym", ../shared/data/blimp/data -> "blimp").

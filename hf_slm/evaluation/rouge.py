@@ -14,7 +14,7 @@ them x 100, as the papers do.
 Words, not actions: a syntactic model's summary is a tree, and rouge_score's tokenizer would read its labels
 as words ("(NP" -> "np"). `summary_words` takes the words out of a bracketed tree, a top-down action
 sequence, an inline dependency tree or plain words. The reference and the lead sentence are split into
-PTB-style words (hf_slm/sentence_splitting.py) like the documents the model read, so that both sides split
+PTB-style words (hf_slm/data/sentence_splitting.py) like the documents the model read, so that both sides split
 clitics alike ("don't" and the model's "do n't" would otherwise differ). PTB bracket escapes are undone
 (-LRB- -> "("). rouge_score then lowercases, drops everything but letters and digits, and stems words longer
 than 3 characters.
@@ -38,8 +38,8 @@ import re
 
 import numpy as np
 
-from ..run_journal import map_in_chunks
-from ..sentence_splitting import lead_sentence, text_words, treebank_words
+from ..runs.journal import map_in_chunks
+from ..data.sentence_splitting import lead_sentence, text_words, treebank_words
 from ..families.tree_formats import tree_format
 from ..tokenization.tree_type import Tree
 from ..tokenization.trees import input_format, tree_to_string
@@ -235,7 +235,7 @@ def evaluate_rouge(rows, data="in-memory", model=None, output_dir=None, bootstra
         model: the model that generated the summaries, recorded with the results (None: none recorded).
         output_dir: if given, write the results, the per-document rows and the journal there.
         bootstrap_samples, seed, confidence: the bootstrap (module docstring).
-        line_breaks: how documents and references split into sentences (hf_slm/sentence_splitting.py).
+        line_breaks: how documents and references split into sentences (hf_slm/data/sentence_splitting.py).
         overwrite: replace the results and journal of another run into the same files.
         progress: a progress bar over the documents.
 

@@ -658,7 +658,7 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
         raise ValueError(f"score_fn returned {len(scored)} results for {len(ordered)} sentences")
     surprisals = {}
     for words, values in zip(ordered, scored):
-        if values is None:  # a sentence that cannot be scored (hf_slm.beam.check_sentences): its items are left out
+        if values is None:  # a sentence that cannot be scored (hf_slm.search.beam.check_sentences): its items are left out
             continue
         values = [float(v) for v in values]
         if len(values) != len(words):
@@ -822,9 +822,9 @@ def _model_directory(model):
 
 def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, batch_size=8, rule="first",
                   progress=True, overwrite=False, on_error="skip", scorer=None, **beam_options):
-    """SyntaxGym for a language model: word surprisals (bits) from its Scorer (hf_slm/scorers.py; word-synchronous
-    beam search for the families with grammars, exact from the logits for SOM), then `evaluate_suites`. Writes
-    into `output_dir` (default: `<model dir>/eval_results` when the model was loaded from a local folder, else
+    """SyntaxGym for a language model: word surprisals (bits) from its Scorer (hf_slm/search/scorers.py;
+    word-synchronous beam search for the families with grammars, exact from the logits for SOM), then `evaluate_suites`.
+    Writes into `output_dir` (default: `<model dir>/eval_results` when the model was loaded from a local folder, else
     nothing is written), named by the suites (results.result_stem, e.g. `sg-syntaxgym` for
     ../shared/data/syntaxgym/test_suites/json, `-limit<N>` added with a limit): `<stem>.json` (metrics without the
     per-item rows, with the model, data and options; see results.save_results), `<stem>.csv` (per-suite accuracy),
@@ -838,8 +838,8 @@ def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, bat
     "skip" leaves out the items of a sentence that cannot be scored (see `evaluate_suites`); "raise" stops.
     Returns the metrics of `evaluate_suites` with `files`: {kind: path} of what was written.
     """
-    from ..run_journal import map_in_chunks
-    from ..scorers import scorer_of
+    from ..runs.journal import map_in_chunks
+    from ..search.scorers import scorer_of
     from .results import evaluation_run, results_directory, save_results
 
     scorer = scorer_of(model, tokenizer, scorer, **beam_options)

@@ -1,5 +1,5 @@
 """What the model card of a paper 003 checkpoint says (the compositional family's card_details and card_values;
-hf_slm/model_card.py renders model_cards/compositional.md and gpt2_token.md with them)."""
+hf_slm/publishing/model_card.py renders model_cards/compositional.md and gpt2_token.md with them)."""
 
 from .compositional import VARIANT_NAMES
 from .registry import grammar_class
@@ -38,7 +38,7 @@ def compositional_options(config):
 
 def composer_rows(config):
     """The external composer's row of an Ex variant's "Model details" (section 2.3), none for the others."""
-    from ..model_card import config_value
+    from ..publishing.model_card import config_value
 
     if config.get("grammar") not in VARIANT_NAMES or grammar_class(config["grammar"]).internal:
         return []
@@ -50,7 +50,7 @@ def composer_rows(config):
 
 def model_details(config, parameters):
     """The shared "Model details" rows and an Ex variant's composer."""
-    from ..model_card import model_details as shared_details
+    from ..publishing.model_card import model_details as shared_details
 
     return shared_details(config, parameters, architecture_rows=composer_rows(config))
 

@@ -1,5 +1,5 @@
 """What the model card of a dependency family's checkpoint says (DTG, TXL (trans): their records' card_values;
-hf_slm/model_card.py renders model_cards/dtg.md and txl_trans.md with them)."""
+hf_slm/publishing/model_card.py renders model_cards/dtg.md and txl_trans.md with them)."""
 
 from .registry import grammar_class
 

@@ -13,7 +13,7 @@ output reads against the papers' figures:
 Light: numpy and the readers of tokenization/ only (`hf-slm masks` imports no torch or transformers).
 """
 
-from ..action_vocab import ActionVocabulary
+from .action_vocab import ActionVocabulary
 from ..modeling.grammars import IGNORE_INDEX
 from ..tokenization.linearizers import (
     UNLABELED_CLOSE,

@@ -78,11 +78,11 @@ class Family:
     check_tokenizer: a reference to check(config, tokenizer), which raises ValueError naming every way a tokenizer
         disagrees with a model config (ids, vocabulary, linearization).
     train: a reference to train(setup, log), which trains a model of one of the family's presets (`hf-slm train`;
-        hf_slm.training.train checks the setup and locks the output folder first).
+        hf_slm.training.train.train checks the setup and locks the output folder first).
     card_details: a reference to details(config, parameters) -> the (label, value) rows of a card's "Model details"
         (config: config.json's dict; parameters: the count, or None).
     card_values: a reference to values(config) -> {name: value}, what the family's own card template reads beyond
-        the shared values (hf_slm/model_card.py).
+        the shared values (hf_slm/publishing/model_card.py).
     preset_columns: a reference to columns(preset) -> {column: value}, what `hf-slm presets` shows of a preset
         besides its name and description.
     doubled_id_ranges: a reference to ranges(layout) -> [(start, stop), ...], the id ranges of the actions that
@@ -98,15 +98,15 @@ class Family:
         (hf_slm/data/prepare.py, "Family preparations"); None: its data is prepared from trees or words.
     collator: a reference to collator(model, tokenizer) -> the data collator that trains the model with
         transformers.Trainer (its batches give the numbers of `model(**tokenizer(...))`).
-    scorer: a reference to the Scorer class (hf_slm/scorers.py) that `hf-slm score | parse | generate` and the
+    scorer: a reference to the Scorer class (hf_slm/search/scorers.py) that `hf-slm score | parse | generate` and the
         evaluation drivers score, parse and generate with, built as scorer(model, tokenizer, **search_options):
-        word-synchronous beam search (hf_slm/search_scorer.py) by default, or the family's own (SOM's).
+        word-synchronous beam search (hf_slm/search/search_scorer.py) by default, or the family's own (SOM's).
     evaluations: the `hf-slm eval` commands its models support (among ppl, sg, blimp, parse, rerank, uas); the
         others say so and name these.
     train_options: the options `hf-slm train` adds for the family's presets, as (flag, argparse keywords) pairs
         (e.g. ("--min-count", {"type": int, "help": ...})); `training_setup` takes each as the field argparse names
         it (`--min-count` -> min_count). They are refused with another family's preset.
-    training_setup: a reference to the TrainingSetup class (hf_slm/training.py) that `hf-slm train` builds for the
+    training_setup: a reference to the TrainingSetup class (hf_slm/training/train.py) that `hf-slm train` builds for the
         family's presets (a subclass with the fields of `train_options`).
     """
 
@@ -120,21 +120,21 @@ class Family:
     variants: tuple
     grammar_classes: object = None
     presets: object = None
-    check_tokenizer: object = "hf_slm.checks:check_grammar_tokenizer"
-    train: object = "hf_slm.training:train_grammar_model"
-    card_details: object = "hf_slm.model_card:model_details"
-    card_values: object = "hf_slm.model_card:no_card_values"
+    check_tokenizer: object = "hf_slm.checkpoints.checks:check_grammar_tokenizer"
+    train: object = "hf_slm.training.train:train_grammar_model"
+    card_details: object = "hf_slm.publishing.model_card:model_details"
+    card_values: object = "hf_slm.publishing.model_card:no_card_values"
     preset_columns: object = "hf_slm.families.registry:transformer_preset_columns"
     doubled_id_ranges: object = "hf_slm.families.registry:closing_bracket_ranges"
     unlabelled_trees: bool = False
     tokenizer_grammar_options: object = "hf_slm.families.registry:no_options"
     tokenizer_config_fields: object = "hf_slm.families.registry:no_options"
     preparation: object = None
-    collator: object = "hf_slm.collator:collator_for_model"
-    scorer: object = "hf_slm.search_scorer:BeamSearchScorer"
+    collator: object = "hf_slm.data.collator:collator_for_model"
+    scorer: object = "hf_slm.search.search_scorer:BeamSearchScorer"
     evaluations: tuple = ("ppl", "sg", "blimp", "parse", "rerank")
     train_options: tuple = ()
-    training_setup: object = "hf_slm.training:TrainingSetup"
+    training_setup: object = "hf_slm.training.train:TrainingSetup"
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __getattribute__(self, name):

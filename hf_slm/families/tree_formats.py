@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .registry import family_for_grammar, grammar_class, grammar_names, resolve
 
-# The prompt of a summary (hf_slm/summarization.py) as a tree of each format: a constituent of its own.
+# The prompt of a summary (hf_slm/summarization/summaries.py) as a tree of each format: a constituent of its own.
 BRACKETED_PROMPT = "(NP Summary :)"
 # In inline WORD/HEAD: `:` depends on `Summary`, the root.
 DEPENDENCY_PROMPT = "Summary/0 :/1"
@@ -30,7 +30,7 @@ _INLINE_ITEM = re.compile(r"^\S+/\d+$")
 
 @dataclass(frozen=True)
 class MaskExample:
-    """The inputs `hf-slm masks` shows for one tree (hf_slm/mask_inspection.py): the grammar over a vocabulary
+    """The inputs `hf-slm masks` shows for one tree (hf_slm/cli/mask_inspection.py): the grammar over a vocabulary
     made for the tree, each id's token, the action ids, what the grammar's `sequence` / `batch` take beside
     them, how many trees the ids hold, and the fields a report adds (`report_fields(sequence)`)."""
 
@@ -91,7 +91,7 @@ class TreeFormat:
 
     def first_words(self, tree, count):
         """The tree of its first `count` words (what is cut lies after everything kept), as documents hold this
-        format's trees (hf_slm/summarization.py): bracketed trees as nltk Trees, dependency trees as given (an
+        format's trees (hf_slm/summarization/summaries.py): bracketed trees as nltk Trees, dependency trees as given (an
         inline string stays a string), words as a list. A ValueError when `tree` is not one of this format."""
         raise NotImplementedError
 

@@ -1,0 +1,752 @@
+"""The `hf-slm` command line."""
+
+import argparse
+import contextlib
+import json
+import sys
+import warnings
+
+from .card_command import add_card_command
+from .errors import run_command
+from ..data.command import add_data_command
+from ..families import grammar_names
+from .publishing_command import add_publishing_commands
+from .summarization_command import add_summarization_commands, add_training_precision_options
+
+
+def _add_tree_options(parser):
+    parser.add_argument("--strip-function-tags", action="store_true", help="NP-SBJ-1 -> NP")
+    parser.add_argument("--binarize", action="store_true", help="left binarization (nltk CNF)")
+    parser.add_argument("--remove-unary", action="store_true", help="remove unary chains")
+
+
+def _tree_options(args):
+    return {
+        "strip_function_tags": args.strip_function_tags,
+        "binarize": args.binarize,
+        "remove_unary": args.remove_unary,
+    }
+
+
+def command_masks(args):
+    from .mask_inspection import format_report, format_segment_report, mask_report, plot_report, segment_report
+
+    if args.segment_length is None:
+        if args.memory is not None or args.memory_length is not None:
+            raise ValueError("--memory and --memory-length describe segment recurrence; give --segment-length too")
+    else:
+        if args.png:
+            raise ValueError("--png draws the whole-sequence mask; it does not combine with --segment-length")
+        report = segment_report(args.tree, args.grammar, args.segment_length, args.memory_length, args.memory,
+                                args.format, variant=args.variant, pieces=args.pieces, **_tree_options(args))
+        print(json.dumps(report) if args.json else format_segment_report(report))
+        return 0
+    report = mask_report(args.tree, args.grammar, args.format, variant=args.variant, pieces=args.pieces,
+                         **_tree_options(args))
+    if args.json:
+        print(json.dumps({k: report[k] for k in ("tokens", "kinds", "attention_mask", "relative_positions", "labels")}))
+    else:
+        print(format_report(report))
+    if args.png:
+        plot_report(report, args.png)
+        print(f"wrote {args.png}", file=sys.stderr)
+    return 0
+
+
+def command_quickstart(args):
+    from .quickstart import run_quickstart
+
+    run_quickstart(output=args.output, max_steps=args.max_steps, max_seconds=args.max_seconds, overwrite=args.overwrite)
+    return 0
+
+
+def command_presets(args):
+    from ..families import registered_families
+
+    for family in registered_families():  # one table per family: its own columns (Family.preset_columns)
+        presets = family.all_presets()
+        if not presets:
+            continue
+        rows = [(name, family.preset_columns(preset), preset["description"]) for name, preset in presets.items()]
+        headers = list(rows[0][1])
+        widths = [max(len(str(h)), *(len(str(columns[h])) for _, columns, _ in rows)) for h in headers]
+        name_width = max(22, *(len(name) for name, _, _ in rows))
+        print(f"{family.display_name} (paper {family.paper})")
+        print(f"{'preset':<{name_width}} " + " ".join(f"{h:>{w}}" for h, w in zip(headers, widths)) + "  description")
+        for name, columns, description in rows:
+            print(f"{name:<{name_width}} " + " ".join(f"{columns[h]!s:>{w}}" for h, w in zip(headers, widths))
+                  + f"  {description}")
+        print()
+    return 0
+
+
+def _train_option_dest(flag, keywords):
+    """The attribute argparse stores a `hf-slm train` option of a family under (`--min-count` -> min_count)."""
+    return keywords.get("dest") or flag.lstrip("-").replace("-", "_")
+
+
+def _family_train_options(args):
+    """({dest: value} of the options of the chosen preset's family, given at a value other than their default),
+    raising ValueError for an option of another family's presets (Family.train_options)."""
+    from ..families import preset, registered_families
+
+    family, _ = preset(args.preset)  # an unknown preset: the error lists every family's
+    own = {}
+    for other in registered_families():
+        for flag, keywords in other.train_options:
+            dest = _train_option_dest(flag, keywords)
+            value = getattr(args, dest, None)
+            if value is None or value is False:  # not given (--min-count 0 is given)
+                continue
+            if other.name != family.name:
+                raise ValueError(f"{flag}: an option of {other.display_name} presets (paper {other.paper}); preset "
+                                 f"{args.preset!r} is a {family.display_name} preset")
+            own[dest] = value
+    return family, own
+
+
+def command_train(args):
+    from ..training.train import train
+
+    family, own = _family_train_options(args)
+    overrides = {}
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        if not key or not value:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. --set hidden_size=128")
+        try:  # numbers, true/false, lists and objects are JSON; any other value (reference) is a string,
+            overrides[key] = json.loads(value)  # and the config's field check names a value of the wrong type
+        except json.JSONDecodeError:
+            overrides[key] = value
+    setup = family.training_setup(
+        **own,
+        preset=args.preset, train=args.train, eval=args.eval or [], output=args.output, tokenizer=args.tokenizer,
+        vocab_size=args.vocab_size, model_overrides=overrides, max_steps=args.max_steps, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
+        embedding_learning_rate_multiplier=args.embedding_lr_multiplier, eval_steps=args.eval_steps,
+        save_steps=args.save_steps, logging_steps=args.logging_steps, seed=args.seed, resume=args.resume,
+        overwrite=args.overwrite,
+        normalize_options=_tree_options(args), segment_length=args.segment_length,
+        memory_length=args.memory_length, memory_update=args.memory, pieces=args.pieces,
+        mixed_precision=args.mixed_precision, gradient_accumulation_steps=args.gradient_accumulation_steps,
+    )
+    if args.segment_length is None and (args.memory_length is not None or args.memory is not None):
+        raise ValueError("--memory-length and --memory describe segment recurrence; give --segment-length too")
+    train(setup)
+    from ..runs.distributed import is_main_process
+
+    if is_main_process():  # under torchrun the main process alone wrote them
+        print(f"saved the model and tokenizer to {args.output}")
+    return 0
+
+
+def _load(model_dir):
+    from ..checkpoints.loading import load_checkpoint
+
+    return load_checkpoint(model_dir)
+
+
+def _beam_options(args):
+    from ..modeling.generation_slm import CONSTRAINT_SETTINGS
+
+    options = dict(CONSTRAINT_SETTINGS[args.constraints]) if getattr(args, "constraints", None) else {}
+    options["fast_track"] = args.fast_track
+    if hasattr(args, "beam_size"):
+        options.update(beam_size=args.beam_size, word_beam_size=args.word_beam_size)
+    # Every value the user gives is passed on (BeamSearchOptions refuses the bad ones, 0 included).
+    if args.max_nonterminals is not None:
+        options["max_nonterminals"] = args.max_nonterminals
+    if args.max_consecutive_open is not None:
+        options["max_consecutive_open"] = args.max_consecutive_open
+    if args.no_cache:
+        options["use_cache"] = False
+    return options
+
+
+# The options of word-synchronous beam search (`_add_beam_options`) and their defaults. A model whose scorer runs
+# no search (Scorer.runs_search) refuses one set away from its default, naming it, rather than ignoring it; one given
+# at its default value cannot be told apart and is ignored.
+SEARCH_OPTION_DEFAULTS = {"beam_size": 100, "word_beam_size": 10, "fast_track": 1, "constraints": None,
+                          "max_nonterminals": None, "max_consecutive_open": None, "no_cache": False}
+
+
+def _scorer(args, model, tokenizer, command):
+    """The Scorer of the model's family (hf_slm/search/scorers.py) with the command's search options; a scorer without
+    a search refuses those set away from their defaults, naming them."""
+    from ..search.scorers import scorer_class_for
+
+    scorer_class = scorer_class_for(model)
+    if scorer_class.runs_search:
+        return scorer_class(model, tokenizer, **_beam_options(args))
+    given = [name for name, default in SEARCH_OPTION_DEFAULTS.items() if getattr(args, name, default) != default]
+    if given:
+        shown = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ValueError(f"hf-slm {command}: {shown} set(s) word-synchronous beam search, which "
+                         f"{scorer_class.without_search}; leave these options out")
+    return scorer_class(model, tokenizer)
+
+
+def _sentence_options(args):
+    """What score, parse and the evaluations do with a sentence that cannot be scored, and (for the SENTENCE
+    arguments) how messages name each one: "sentence 1" for the first."""
+    options = {"on_error": "raise" if args.stop_on_error else "skip"}
+    if hasattr(args, "sentences"):
+        options["sources"] = [f"sentence {number}" for number in range(1, len(args.sentences) + 1)]
+    return options
+
+
+@contextlib.contextmanager
+def _left_out_said_once():
+    """The commands say in one line of their own which sentences were left out (_say_left_out): the library's
+    SentencesLeftOut warnings are not shown."""
+    from ..search.beam import SentencesLeftOut
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=SentencesLeftOut)
+        yield
+
+
+def _say_left_out(command, left_out, total, noun="sentences"):
+    """One stderr line naming what was left out (entries with an "error", or a "source"); the exit status stays 0:
+    the others' results are complete."""
+    if not left_out:
+        return
+    shown = "; ".join(str(entry.get("error") or entry.get("source") or json.dumps(entry)) for entry in left_out[:10])
+    more = f"; and {len(left_out) - 10} more" if len(left_out) > 10 else ""
+    print(f"hf-slm {command}: warning: left out {len(left_out)} of {total} {noun} that cannot be scored (the others' "
+          f"results are complete; --stop-on-error stops instead): {shown}{more}", file=sys.stderr)
+
+
+def _parse_inputs(args):
+    """(sentences, how messages name them) of `hf-slm parse`: the SENTENCE arguments ("sentence 1", ...), or the
+    sentences of --file, split and tokenized (hf_slm/data/sentence_splitting.py) and named by their line."""
+    if args.file is None:
+        if args.join_lines:
+            raise ValueError("--join-lines applies to the text of --file; without --file, each SENTENCE is one sentence")
+        if not args.sentences:
+            raise ValueError("no sentences to parse: give them as arguments, or a text file with --file")
+        return args.sentences, _sentence_options(args)["sources"]
+    if args.sentences:
+        raise ValueError(f"got {len(args.sentences)} SENTENCE argument(s) and --file {args.file}; give one or the "
+                         "other")
+    from ..data.sentence_splitting import line_number
+    from ..summarization.silver import document_sentences
+    from ..data.text_files import read_text
+
+    text = read_text(args.file, "text file")
+    found = document_sentences(text, line_breaks=not args.join_lines)
+    if not found:
+        raise ValueError(f"text file {args.file} holds no sentences (no words at all)")
+    return [words for words, _ in found], [f"{args.file}, line {line_number(text, start)}" for _, start in found]
+
+
+def command_parse(args):
+    from ..families import variant_for_config
+    from ..families.tree_formats import tree_format
+    from ..summarization.silver import parse_sentences
+
+    sentences, sources = _parse_inputs(args)  # before the model loads: a missing file fails at once
+    model, tokenizer = _load(args.model)
+    scorer = _scorer(args, model, tokenizer, "parse")
+    with _left_out_said_once():
+        trees = parse_sentences(model, tokenizer, sentences, sources, cache_dir=args.cache,
+                                progress=len(sentences) > 8, on_error=_sentence_options(args)["on_error"],
+                                scorer=scorer)
+    trees_written = tree_format(variant_for_config(model.config).tree_format)
+    for tree in trees:
+        if tree is None:  # left out: an empty line keeps one line per sentence
+            print()
+        elif args.pretty:
+            trees_written.draw(tree)
+        else:
+            print(tree)
+    _say_left_out("parse", trees.left_out, len(trees))
+    return 0
+
+
+# What `hf-slm score` prints of a scorer's result, when the result has it (a search's best tree; an exact scorer's
+# "exact": true), then the units.
+SCORE_FIELDS = ("words", "surprisals", "end_surprisal", "log_prob", "tree", "exact")
+
+
+def command_score(args):
+    model, tokenizer = _load(args.model)
+    scorer = _scorer(args, model, tokenizer, "score")
+    units = "bits" if args.bits else "nats"
+    with _left_out_said_once():
+        results = scorer.score(args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
+                               **_sentence_options(args))
+    for result in results:
+        if "error" in result:  # left out: a line that says why keeps one line per sentence
+            print(json.dumps({"words": result["words"], "error": result["error"]}))
+            continue
+        # end_surprisal is printed so that a reader can check sum(surprisals) + end_surprisal == -log_prob.
+        shown = {key: result[key] for key in SCORE_FIELDS if key in result}
+        print(json.dumps({**shown, "units": units}))
+    _say_left_out("score", results.left_out, len(results))
+    return 0
+
+
+def command_generate(args):
+    model, tokenizer = _load(args.model)
+    scorer = _scorer(args, model, tokenizer, "generate")
+    for text in scorer.generate(args.prompt, num_trees=args.num_trees, num_beams=args.num_beams, top_k=args.top_k,
+                                max_new_words=args.max_new_words, seed=args.seed):
+        print(text)
+    return 0
+
+
+def _eval_setup(args):
+    from ..runs.distributed import device, is_distributed
+    from ..evaluation.results import results_directory
+
+    model, tokenizer = _load(args.model)
+    _check_evaluation(args.evaluation, model)
+    if is_distributed():  # under torchrun each process searches on its own device (hf_slm/runs/distributed.py)
+        model.to(device())
+    return model, tokenizer, results_directory(args.model, args.output)
+
+
+def _check_evaluation(evaluation, model):
+    """Refuse an `hf-slm eval` command the model's family does not support (Family.evaluations), naming those it
+    does."""
+    from ..families import family_for_config
+
+    family = family_for_config(model.config)
+    if evaluation not in family.evaluations:
+        variant = family.variant_of(model.config)
+        raise ValueError(f"hf-slm eval {evaluation}: a {variant.display_name} model does not support it (its family, "
+                         f"{family.name}, supports eval {', '.join(family.evaluations)})")
+
+
+def _reports():
+    """Whether this process prints the results: under torchrun / accelerate launch every process computes its share
+    and gets the merged metrics, and the main process alone reports them."""
+    from ..runs.distributed import is_main_process
+
+    return is_main_process()
+
+
+def _report(metrics, keys):
+    shown = {k: metrics[k] for k in keys if k in metrics}
+    print(json.dumps(shown))
+    _report_files(metrics)
+
+
+def _report_files(metrics):
+    """One line naming the files an evaluation wrote (named by its data: evaluation/results.py)."""
+    files = list(metrics.get("files", {}).values())
+    if files:
+        print(f"wrote {', '.join(files)}", file=sys.stderr)
+
+
+def command_eval_rerank(args):
+    from ..evaluation.parsing import rerank
+
+    model, tokenizer, directory = _eval_setup(args)
+    if args.chunk_size < 1:
+        raise ValueError(f"--chunk-size {args.chunk_size}: expected a positive number of proposals")
+    metrics = rerank(model, tokenizer, args.gold, args.proposals, limit=args.limit, batch_size=args.batch_size,
+                     output_dir=directory, overwrite=args.overwrite, chunk_size=args.chunk_size)
+    if not _reports():  # every process scored its share of the proposals; the main one reports
+        return 0
+    _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "oracle", "first_proposal", "units"))
+    return 0
+
+
+# What `hf-slm eval parse` prints of the metrics, when they have it: EVALB's scores, or a family's own (e.g. UF1
+# and p / p' accuracy).
+PARSE_FIELDS = ("uf1", "precision", "recall", "f1", "exact_match", "p_accuracy", "next_p_accuracy", "sentences",
+                "brackets", "units")
+
+
+def command_eval_parse(args):
+    model, tokenizer, directory = _eval_setup(args)
+    scorer = _scorer(args, model, tokenizer, "eval parse")
+    with _left_out_said_once():
+        metrics = scorer.evaluate_parses(args.gold, limit=args.limit, batch_size=args.batch_size,
+                                         output_dir=directory, overwrite=args.overwrite,
+                                         on_error=_sentence_options(args)["on_error"])
+    if not _reports():
+        return 0
+    _say_left_out("eval parse", metrics.get("left_out", []),
+                  metrics.get("sentences_left_out", 0) + metrics.get("sentences", 0))
+    _report(metrics, PARSE_FIELDS)
+    return 0
+
+
+def command_eval_sg(args):
+    from ..evaluation.syntaxgym import format_summary, run_syntaxgym
+
+    model, tokenizer, directory = _eval_setup(args)
+    scorer = _scorer(args, model, tokenizer, "eval sg")
+    with _left_out_said_once():
+        metrics = run_syntaxgym(model, tokenizer, args.suites, output_dir=directory, limit=args.limit,
+                                batch_size=args.batch_size, rule=args.rule, overwrite=args.overwrite,
+                                on_error=_sentence_options(args)["on_error"], scorer=scorer)
+    if not _reports():
+        return 0
+    _say_left_out("eval sg", metrics.get("left_out", []), metrics["counts"]["items"], "items")
+    print(format_summary(metrics))
+    _report_files(metrics)
+    return 0
+
+
+def command_eval_ppl(args):
+    from ..evaluation.perplexity import word_perplexity
+
+    model, tokenizer, directory = _eval_setup(args)
+    scorer = _scorer(args, model, tokenizer, "eval ppl")
+    with _left_out_said_once():
+        metrics = word_perplexity(model, tokenizer, args.data, proposals=args.proposals,
+                                  document_level=args.document_level, batch_size=args.batch_size, limit=args.limit,
+                                  output_dir=directory, overwrite=args.overwrite,
+                                  on_error=_sentence_options(args)["on_error"], scorer=scorer)
+    if not _reports():
+        return 0
+    _say_left_out("eval ppl", metrics.get("left_out", []), metrics["sentences"] + metrics.get("sentences_left_out", 0))
+    print(metrics["summary"])
+    _report_files(metrics)
+    return 0
+
+
+def command_eval_blimp(args):
+    from ..evaluation.blimp import run_blimp
+
+    model, tokenizer, directory = _eval_setup(args)
+    scorer = _scorer(args, model, tokenizer, "eval blimp")
+    with _left_out_said_once():
+        metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
+                            batch_size=args.batch_size, overwrite=args.overwrite,
+                            on_error=_sentence_options(args)["on_error"], scorer=scorer)
+    if not _reports():
+        return 0
+    _say_left_out("eval blimp", metrics.get("left_out", []), metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
+    print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units", "log_prob")}))
+    _report_files(metrics)
+    return 0
+
+
+def command_eval_uas(args):
+    from ..evaluation.attachment import evaluate_uas
+
+    model, tokenizer, directory = _eval_setup(args)
+    with _left_out_said_once():
+        metrics = evaluate_uas(model, tokenizer, args.data, proposals=args.proposals,
+                               include_punctuation=args.include_punctuation, limit=args.limit,
+                               batch_size=args.batch_size, output_dir=directory, overwrite=args.overwrite,
+                               **_sentence_options(args), **_beam_options(args))
+    if not _reports():
+        return 0
+    _say_left_out("eval uas", metrics.get("left_out", []), metrics["sentences"] + metrics["sentences_left_out"])
+    _report(metrics, ("uas", "correct", "scored_tokens", "sentences", "punctuation", "first_proposal", "oracle",
+                      "parses", "units"))
+    return 0
+
+
+EVAL_OUTPUTS = (
+    "Results are named by the data: KIND-DATA.json (e.g. ppl-test.json for --data test.txt; -limitN added with "
+    "--limit), so a run on other data never replaces a result a model card quotes. Finished items go to "
+    "KIND-DATA.journal.jsonl as they are done: after an interruption, the same command resumes where it stopped "
+    "(same numbers as an uninterrupted run); a run with another model, other settings or other data of the same "
+    "name is refused unless --overwrite. The results folder is locked (.hf-slm.lock) while a run writes it."
+)
+
+
+def _add_eval_command(evaluations, name, help_text, function, beam=True):
+    command = evaluations.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. "
+                                     f"{EVAL_OUTPUTS}")
+    command.add_argument("--model", required=True, help="checkpoint directory")
+    command.add_argument("--limit", type=int, help="evaluate only the first N items")
+    command.add_argument("--batch-size", type=int, default=8, help="items per batch (a resumed run may change it)")
+    command.add_argument("--output", help="results directory (default: MODEL/eval_results)")
+    command.add_argument("--overwrite", action="store_true",
+                         help="discard the journal and results of an earlier run into the same KIND-DATA files and "
+                              "start over (needed when the model, the settings or the data differ)")
+    if beam:
+        _add_beam_options(command)
+        _add_stop_option(command)
+    command.set_defaults(function=function)
+    return command
+
+
+def _add_stop_option(parser):
+    parser.add_argument("--stop-on-error", action="store_true",
+                        help="stop (exit 2, before any search) at the first sentence that cannot be scored: empty, a "
+                        "word without pieces, or too long for the model even as its shortest tree. By default such a "
+                        "sentence is left out: one 'warning' line on stderr names it (sentences numbered from 1), "
+                        "its place in the output says why, the others are scored as usual, and the exit status is 0")
+
+
+# The names of modeling.generation_slm.CONSTRAINT_SETTINGS, written out so that building the parser imports
+# no torch (a test holds them equal).
+CONSTRAINT_SETTING_NAMES = ("default", "paper003-sg", "paper003-summaries")
+
+
+def _add_beam_options(parser, sizes=True):
+    if sizes:
+        parser.add_argument("--beam-size", type=int, default=SEARCH_OPTION_DEFAULTS["beam_size"],
+                            help="action beam (paper 003: 300)")
+        parser.add_argument("--word-beam-size", type=int, default=SEARCH_OPTION_DEFAULTS["word_beam_size"])
+    parser.add_argument("--fast-track", type=int, default=SEARCH_OPTION_DEFAULTS["fast_track"])
+    parser.add_argument("--constraints", choices=CONSTRAINT_SETTING_NAMES,
+                        help="named n_c / p_c settings: 'default' (n_c = 2 x words, p_c = 6: every gold tree of the GUM "
+                             "and PTB samples stays reachable), 'paper003-sg' (n_c = words, p_c = 3) or "
+                             "'paper003-summaries' (n_c = words, p_c = 5); --max-* options override them")
+    parser.add_argument("--max-nonterminals", type=int, help="n_c (default: 2 x the number of words)")
+    parser.add_argument("--max-consecutive-open", type=int,
+                        help="p_c, the most opening nonterminals in a row (default 6; 5 for generate)")
+    parser.add_argument("--no-cache", action="store_true", help="re-encode prefixes instead of a KV cache")
+    _add_autocast_option(parser)
+
+
+def _add_autocast_option(parser):
+    parser.add_argument("--autocast", choices=sorted(AUTOCAST_DTYPES), metavar="{bf16,fp16}",
+                        help="run the model under torch.autocast in this dtype on the device it computes on (the CPU, "
+                        "or each process's GPU under torchrun): faster on GPUs, numbers within bf16's rounding of "
+                        "float32's; results journaled without it are not resumed with it")
+
+
+# --autocast's names of torch dtypes.
+AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def _autocast(args):
+    """The torch.autocast context --autocast asks for, on the device this process computes on; else none."""
+    if not getattr(args, "autocast", None):
+        return contextlib.nullcontext()
+    import torch
+
+    from ..runs.distributed import device
+
+    return torch.autocast(device().type, dtype=getattr(torch, AUTOCAST_DTYPES[args.autocast]))
+
+
+def _grammar_help():
+    """`hf-slm masks --grammar`'s help: every registered family's grammars (hf_slm.families, no torch)."""
+    from ..families import registered_families
+
+    listed = "; ".join(f"{', '.join(family.grammars)} (paper {family.paper})" for family in registered_families()
+                       if family.grammars)
+    return (f"{listed}. A grammar over dependency trees reads an inline tree: each word followed by / and its head "
+            "(0 = the root), e.g. 'There/2 is/0 a/4 difference/2'; one over unlabelled trees reads the tree "
+            "unlabelled, as its tokenizer normalizes it")
+
+
+def _preset_families():
+    """`hf-slm train --preset`'s help: the families whose presets `hf-slm presets` lists (reading the presets
+    themselves would import torch)."""
+    from ..families import registered_families
+
+    return "the presets of " + "; ".join(f"{family.name} (paper {family.paper})" for family in registered_families()
+                                         if family.reference("presets") is not None)
+
+
+def _add_family_train_options(train):
+    """Each family's own `hf-slm train` options (Family.train_options), one group per family."""
+    from ..families import registered_families
+
+    for family in registered_families():
+        if not family.train_options:
+            continue
+        group = train.add_argument_group(f"{family.display_name} presets (paper {family.paper}) only")
+        for flag, keywords in family.train_options:
+            group.add_argument(flag, **keywords)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="hf-slm", description="Syntactic language models for HuggingFace transformers.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (hf-slm --debug COMMAND ...; also HF_SLM_DEBUG=1)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    masks = commands.add_parser(
+        "masks",
+        help="show a grammar's attention mask, relative positions and labels for one tree",
+        description="Show the model inputs a grammar derives from one tree. The tree is an action string "
+        "'(S (NP the bird NP) S)' or PTB brackets '(S (NP (DT the) (NN bird)))': an action string when a token "
+        "'X)' closes an '(X' of the string, else PTB brackets (hf_slm.tokenization.trees.input_format).",
+    )
+    masks.add_argument("tree")
+    masks.add_argument("--format", default="auto", choices=["auto", "actions", "ptb"],
+                       help="how to read the tree (default: the rule above)")
+    masks.add_argument("--grammar", default=grammar_names()[0], metavar="GRAMMAR", choices=grammar_names(),
+                       help=_grammar_help())
+    masks.add_argument("--variant", default="paper", choices=["paper", "reference"],
+                       help="for a grammar with a variant that follows its authors' released code: 'reference' "
+                            "reads the tree as that code does (default: 'paper', as the paper describes it)")
+    masks.add_argument("--pieces", action="store_true",
+                       help="grammars over dependency trees: read each word as SentencePiece pieces joined by | "
+                            "(e.g. ▁Th|ere/2)")
+    masks.add_argument("--segment-length", type=int, metavar="L",
+                       help="cut the sequence into segments of L positions with a memory (Transformer-XL recurrence, "
+                            "paper 000 section 2.2, Figure 8) and show each segment's mask [L, M + L] (memory columns "
+                            "first), relative positions, memory positions and update matrices. TREE may then be a "
+                            "document: several trees one after another (read after one <s>) or one (DOC ...) tree")
+    masks.add_argument("--memory", choices=["structure", "shift"],
+                       help="with --segment-length: the memory update, 'structure' (keep what the stack may still "
+                            "attend; the default of grammars with a stack) or 'shift' (Transformer-XL's; the default "
+                            "of the others)")
+    masks.add_argument("--memory-length", type=int, metavar="M",
+                       help="with --segment-length: memory slots (default L, as paper 000's reference)")
+    masks.add_argument("--json", action="store_true", help="print one JSON object")
+    masks.add_argument("--png", metavar="FILE", help="draw the mask like paper 000 Figure 2b")
+    _add_tree_options(masks)
+    masks.set_defaults(function=command_masks)
+
+    quickstart = commands.add_parser(
+        "quickstart", help="train a small TG on the shipped GUM sample, reload it, score and sample (a few minutes)"
+    )
+    quickstart.add_argument("--output", default="hf-slm-quickstart", help="checkpoint directory")
+    quickstart.add_argument("--max-steps", type=int, default=1200)
+    quickstart.add_argument("--max-seconds", type=float, default=300, help="stop training after this long")
+    quickstart.add_argument("--overwrite", action="store_true",
+                            help="train a new model in --output; without it, a rerun reuses the model an earlier "
+                                 "quickstart finished there (an interrupted one resumes from its last checkpoint)")
+    quickstart.set_defaults(function=command_quickstart)
+
+    presets = commands.add_parser("presets", help="list the model presets")
+    presets.set_defaults(function=command_presets)
+
+    train = commands.add_parser("train", help="train a model of a preset (see `hf-slm presets`) with transformers.Trainer")
+    train.add_argument("--preset", required=True, help="see `hf-slm presets`: " + _preset_families())
+    train.add_argument("--train", nargs="+", required=True,
+                       help="tree files (PTB brackets), or one folder made by `hf-slm data prepare` (its train split; "
+                            "the only input of grammars over other trees, e.g. --loader conllu for dependency trees); "
+                            "a family's own options below may say otherwise")
+    train.add_argument("--eval", nargs="+",
+                       help="files for evaluation loss, as --train (default with a prepared --train: its validation "
+                            "split)")
+    train.add_argument("--output", required=True, help="output directory (checkpoints, final model and tokenizer)")
+    train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
+                       "prepared --train, the tokenizer saved in it)")
+    train.add_argument("--vocab-size", type=int, help="word pieces of a newly trained tokenizer (default: the preset's)")
+    train.add_argument("--pieces", choices=["sentencepiece", "byte_bpe"],
+                       help="the piece model of a newly trained tokenizer: SentencePiece's unigram model (default) or "
+                            "a GPT-2-style byte-level BPE (paper 003's models read GPT-2's vocabulary)")
+    train.add_argument("--max-steps", type=int)
+    train.add_argument("--batch-size", type=int)
+    train.add_argument("--learning-rate", type=float, help="peak learning rate")
+    train.add_argument("--warmup-steps", type=int)
+    train.add_argument("--embedding-lr-multiplier", type=float, metavar="FACTOR",
+                       help="the token embedding's (and the tied output layer's) learning rate is FACTOR times the "
+                            "schedule's (default: the preset's, e.g. 2.0 for paper 002's; 1.0 otherwise)")
+    train.add_argument("--eval-steps", type=int, default=500)
+    train.add_argument("--save-steps", type=int, default=500)
+    train.add_argument("--logging-steps", type=int, default=20, help="log the training loss every N steps")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--resume", action="store_true",
+                       help="resume from the last checkpoint in --output, with the tokenizer saved in it (never "
+                            "trained again; --tokenizer, if given, must match it)")
+    train.add_argument("--overwrite", action="store_true",
+                       help="replace a trained model (or an interrupted run's checkpoints) in --output; its "
+                            "checkpoint-* folders and eval_results/ are removed. Without it such an --output is "
+                            "refused. The folder is locked (.hf-slm.lock) while training writes it")
+    train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model config field")
+    train.add_argument("--segment-length", type=int, metavar="L",
+                       help="Transformer-XL segment recurrence (paper 000 section 2.2): read each training sequence L "
+                            "positions at a time with a memory carried from segment to segment, so that sequences "
+                            "(documents) longer than max_sequence_length train; batch rows are streams of sequences")
+    train.add_argument("--memory-length", type=int, metavar="M", help="with --segment-length: memory slots (default L)")
+    train.add_argument("--memory", choices=["structure", "shift"],
+                       help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
+                            "still attend; the default of grammars with a stack) or 'shift' (Transformer-XL's; the "
+                            "others' default)")
+    _add_family_train_options(train)
+    _add_tree_options(train)
+    add_training_precision_options(train)
+    train.set_defaults(function=command_train)
+
+    parse_command = commands.add_parser("parse", help="best tree of each sentence (word-synchronous beam search)")
+    parse_command.add_argument("--model", required=True, help="checkpoint directory or hub name")
+    parse_command.add_argument("--pretty", action="store_true", help="draw each tree over several lines")
+    parse_command.add_argument("sentences", nargs="*", metavar="SENTENCE", help="one sentence per argument, words separated by spaces")
+    parse_command.add_argument("--file", metavar="TEXTFILE",
+                               help="parse raw UTF-8 text instead: split into sentences (every line break ends one) "
+                                    "and PTB-style words (hf_slm/data/sentence_splitting.py); one tree per line, in order")
+    parse_command.add_argument("--join-lines", action="store_true",
+                               help="with --file: the text is wrapped, only blank lines and punctuation end sentences")
+    parse_command.add_argument("--cache", metavar="DIR",
+                               help="record each tree in DIR as it is found, keyed by the model and the sentence: a "
+                                    "rerun (or a run stopped midway, run again) parses only what DIR lacks "
+                                    "(hf_slm/summarization/silver.py)")
+    _add_beam_options(parse_command)
+    _add_stop_option(parse_command)
+    parse_command.set_defaults(function=command_parse)
+
+    score_command = commands.add_parser(
+        "score", help="per-word surprisals, end_surprisal, log p(x) and the best tree, as JSON lines with their units")
+    score_command.add_argument("--model", required=True)
+    score_command.add_argument("--bits", action="store_true", help="surprisals and log p(x) in bits (default nats)")
+    score_command.add_argument("sentences", nargs="+", metavar="SENTENCE")
+    _add_beam_options(score_command)
+    _add_stop_option(score_command)
+    score_command.set_defaults(function=command_score)
+
+    generate = commands.add_parser("generate", help="generate trees, optionally continuing a prompt")
+    generate.add_argument("--model", required=True)
+    generate.add_argument("--prompt", help="words to continue")
+    choice = generate.add_mutually_exclusive_group()
+    choice.add_argument("--num-beams", type=int, help="word beam of beam search (default: --num-trees)")
+    choice.add_argument("--top-k", type=int, help="sample every action among the top k legal ones (0: among all)")
+    generate.add_argument("--num-trees", type=int, default=1)
+    generate.add_argument("--max-new-words", type=int, default=20)
+    generate.add_argument("--seed", type=int)
+    _add_beam_options(generate, sizes=False)
+    generate.set_defaults(function=command_generate)
+
+    evaluate = commands.add_parser("eval", help="evaluate a checkpoint: ppl, sg, blimp, rerank, parse, uas, rouge")
+    evaluations = evaluate.add_subparsers(dest="evaluation", required=True)
+    rerank_command = _add_eval_command(evaluations, "rerank", "bracketing F1 of the highest joint-probability proposal",
+                                       command_eval_rerank, beam=False)
+    rerank_command.add_argument("--gold", required=True, help="gold trees (PTB brackets, file or .mrg folder)")
+    rerank_command.add_argument("--proposals", required=True,
+                                help="proposal trees: one per line, one blank-line separated block per sentence")
+    _add_autocast_option(rerank_command)
+    rerank_command.add_argument("--chunk-size", type=int, default=2048,
+                                help="proposals scored and journaled together (whole sentences; under torchrun, "
+                                "what one process scores at a time)")
+    parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses", command_eval_parse)
+    parse_eval_command.add_argument("--gold", required=True)
+    ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for models that score words exactly, an upper "
+                            "bound for syntactic ones, an approximation for them at document level)", command_eval_ppl)
+    ppl.add_argument("--data", required=True, help="trees (PTB brackets) or one sentence per line")
+    ppl.add_argument("--proposals", help="proposal trees per sentence (see hf_slm/evaluation/parsing.py); default: the beam")
+    ppl.add_argument("--document-level", action="store_true",
+                     help="documents separated by blank lines: each sentence after the greedy best trees of the ones "
+                     "before it, an approximation for syntactic models (needs a document-level model)")
+    blimp = _add_eval_command(evaluations, "blimp", "BLiMP accuracy per paradigm, field and overall", command_eval_blimp)
+    blimp.add_argument("--data", required=True, help="a folder of BLiMP .jsonl files")
+    sg = _add_eval_command(evaluations, "sg", "SyntaxGym: per-suite accuracy, circuits, the 31-suite SG score, a plot",
+                           command_eval_sg)
+    sg.add_argument("--suites", required=True, help="a folder of SyntaxGym suite JSON files (or one file)")
+    sg.add_argument("--rule", default="first", choices=["first", "all", "mean"],
+                    help="suites with several predictions: the first decides (default), all must hold, or their mean")
+    uas = _add_eval_command(evaluations, "uas", "unlabeled attachment score of a dependency model's parses: the beam's "
+                            "best tree, or the highest log p(x, y) proposal with --proposals", command_eval_uas)
+    uas.add_argument("--data", required=True, help="gold dependency trees: a CoNLL-U file (HEAD column filled)")
+    uas.add_argument("--proposals", help="proposal trees per gold sentence, in gold order: a CoNLL-U file of several "
+                     "analyses per sentence (grouped by # sent_id) or inline trees (one per line, blank-line separated "
+                     "blocks); the beam options are then unused (see hf_slm/evaluation/attachment.py)")
+    uas.add_argument("--include-punctuation", action="store_true",
+                     help="score punctuation too (default: not scored: gold UPOS PUNCT, or without UPOS words made only "
+                          "of Unicode punctuation characters)")
+    add_summarization_commands(commands, evaluations, _add_eval_command)  # finetune, summarize, eval rouge
+    add_card_command(commands)
+    add_data_command(commands)
+    add_publishing_commands(commands)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # The words that chose the command ("eval ppl", "data prepare") name it in error lines.
+    words = (args.command, getattr(args, "evaluation", None), getattr(args, "data_command", None))
+    command = " ".join(word for word in words if word)
+    with _autocast(args):
+        return run_command(args.function, args, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

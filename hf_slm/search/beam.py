@@ -1,0 +1,462 @@
+"""Scoring, parsing and generation with word-synchronous beam search, from words to readable results.
+
+The search itself is hub code (modeling/generation_slm.py): anyone who loads a checkpoint with
+trust_remote_code gets it through `model.generate` and `model.word_synchronous_beam_search`. This module adds
+the tokenizer side: words to pieces, batching with a progress bar, trees back to brackets.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..checkpoints.checks import check_tokenizer_matches
+from ..modeling.configuration_slm import position_limit
+from ..modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
+from ..modeling.grammars import ActionKind, ActionLayout, grammar_for_config
+from ..tokenization.linearizers import tree_from_top_down
+from ..tokenization.trees import escape_word, tree_to_string
+
+# What `score`, `parse`, `score_documents` and the evaluations do with a sentence that cannot be scored.
+ON_ERROR = ("skip", "raise")
+
+
+class SentencesLeftOut(UserWarning):
+    """Sentences that cannot be scored were left out (on_error="skip"); the others' results are complete."""
+
+
+class SentenceResults(list):
+    """Per-sentence results in input order, plus `left_out`: one dict {"index", "source", "words", "error"}
+    per sentence that could not be scored, in order. A left-out sentence's place in the list holds that dict
+    (`score`) or None (`parse`, the evaluations' log-probabilities)."""
+
+    def __init__(self, results=(), left_out=()):
+        super().__init__(results)
+        self.left_out = list(left_out)
+
+
+def sentence_words(sentence):
+    """A sentence as a list of words: a string is split on whitespace (an empty sentence gives [])."""
+    return sentence.split() if isinstance(sentence, str) else list(sentence)
+
+
+def words_to_pieces(tokenizer, words, index=0):
+    """Piece ids of each word; words the tokenizer cannot spell become <unk> pieces (warned once per call)."""
+    pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
+    unknown = [w for w, p in zip(words, pieces) if tokenizer.unk_token_id in p]
+    return pieces, unknown
+
+
+def _check_sentence_list(value, name):
+    """A lone string where a list of sentences is expected would be read character by character."""
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be a list of sentences (strings or lists of words), got one string; "
+                        f"wrap it in a list: [{value[:40]!r}]")
+
+
+def _incomplete_word_ids(tokenizer):
+    return getattr(tokenizer, "incomplete_word_ids", ())
+
+
+# ---- the sentence check: every sentence passes it before any search --------------------------------------
+
+
+def _name(index, sources):
+    return sources[index] if sources is not None else f"sentence {index}"
+
+
+def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
+    """The check every sentence passes before any search: `score`, `parse`, `score_documents` and the
+    evaluations (hf_slm.evaluation) all come here. A sentence cannot be scored when it is empty, when a word
+    of it has no pieces, or when even its shortest derivation (`<s>`, its pieces and the fewest positions the
+    grammar needs around them, `grammar.minimum_positions`) is longer than the model's maximum (`position_limit`;
+    none for a model without one).
+
+    sources: per sentence, how messages name it (e.g. "data.txt:4"); default "sentence i".
+    on_error: "skip" leaves such sentences out; "raise" raises ValueError naming the first one.
+    Returns (words, pieces, left_out): per sentence its words and each word's piece ids, and one dict
+    {"index", "source", "words", "error"} per sentence left out, in order. Words the tokenizer spells through
+    `<unk>` are warned about once.
+    """
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+    if sources is not None and len(sources) != len(sentences):
+        raise ValueError(f"got {len(sources)} sources for {len(sentences)} sentences; expected one per sentence")
+    limit, limit_field = position_limit(model.config)
+    # Only a model with a position limit has sentences too long for it; its grammar says how long the shortest
+    # tree is (a model without one, e.g. a recurrent one, needs no grammar here).
+    grammar = grammar_for_config(model.config) if limit is not None else None
+    all_words, encoded, left_out, unknown = [], [], [], set()
+    for index, sentence in enumerate(sentences):
+        words = sentence_words(sentence)
+        pieces, missing = words_to_pieces(tokenizer, words, index)
+        unknown.update(missing)
+        name, count = _name(index, sources), sum(len(p) for p in pieces)
+        empty = [k for k, p in enumerate(pieces) if not p]
+        problem = None
+        if not words:
+            problem = f"{name} is empty; expected at least one word"
+        elif empty:
+            problem = (f"{name}: word {empty[0]} ({words[empty[0]]!r}) is empty after tokenization; expected "
+                       "at least one piece")
+        elif limit is not None and grammar.minimum_positions(count, len(words)) > limit:
+            needed = grammar.minimum_positions(count, len(words))
+            problem = (f"{name} is too long for the model: its shortest tree takes {needed} positions "
+                       f"({len(words)} words in {count} pieces, <s> and {needed - 1 - count} for the structure), more "
+                       f"than the model's maximum of {limit} (config.{limit_field})")
+        if problem is not None:
+            if on_error == "raise":
+                raise ValueError(f"{problem}; stopped before any search (without stopping, such sentences are "
+                                 "left out and reported)")
+            left_out.append({"index": index, "source": name, "words": words, "error": problem})
+        all_words.append(words)
+        encoded.append(pieces)
+    if unknown:
+        warnings.warn(f"{len(unknown)} word(s) go through <unk> (characters the tokenizer cannot spell, or words "
+                      "outside a word vocabulary): "
+                      f"{sorted(unknown)[:10]}", stacklevel=3)
+    return all_words, encoded, left_out
+
+
+def describe_left_out(left_out, total, noun="sentences"):
+    """One line: how many of `total` were left out, and each one with why (the first 10)."""
+    shown = "; ".join(entry["error"] for entry in left_out[:10])
+    more = f"; and {len(left_out) - 10} more" if len(left_out) > 10 else ""
+    return (f"left out {len(left_out)} of {total} {noun} that cannot be scored (the others' results are complete): "
+            f"{shown}{more}")
+
+
+def warn_left_out(left_out, total):
+    """One SentencesLeftOut warning naming the sentences left out, if any."""
+    if left_out:
+        warnings.warn(describe_left_out(left_out, total), SentencesLeftOut, stacklevel=3)
+
+
+def _search_each(search, pieces, prefixes=None):
+    """`search.search` on a batch; if the batch fails (a hypothesis outgrew the model's positions), each
+    sentence alone, so that one sentence's failure costs only its own result. Returns per sentence a
+    SentenceResult or the ValueError its search raised."""
+    try:
+        return search.search(pieces, prefixes=prefixes)
+    except ValueError as error:
+        if len(pieces) == 1:
+            return [error]
+    return [_search_each(search, [p], None if prefixes is None else [prefixes[i]])[0] for i, p in enumerate(pieces)]
+
+
+def _search_failed(index, name, words, error, on_error):
+    problem = f"{name}: the search failed: {error}"
+    if on_error == "raise":
+        raise ValueError(problem) from error
+    return {"index": index, "source": name, "words": words, "error": problem}
+
+
+# ---- the API -----------------------------------------------------------------------------------------------
+
+
+def score(model, tokenizer, sentences, bits=False, batch_size=8, progress=True, num_trees=1, on_error="skip",
+          sources=None, **beam_options):
+    """Per-word surprisals, log p(x) (a lower bound: the final beam's mass) and the best tree per sentence.
+
+    Returns a SentenceResults: one dict per sentence, {"words", "surprisals", "end_surprisal", "log_prob",
+    "tree", "trees"}. Surprisals and log_prob are in nats, or bits with bits=True (log_prob then in log2); the
+    surprisals plus end_surprisal add up to -log_prob. Trees carry the given words as leaves, brackets escaped
+    (`(` -> `-LRB-`, `)` -> `-RRB-`). beam_options are BeamSearchOptions fields (beam_size, word_beam_size,
+    fast_track, max_nonterminals, max_consecutive_open, ...).
+
+    on_error: a sentence that cannot be scored (`check_sentences`: empty, a word without pieces, too long for
+        the model even as its shortest tree) is, with "skip" (the default), left out: its place holds
+        {"index", "source", "words", "error"}, `.left_out` lists it, and one SentencesLeftOut warning names
+        every such sentence; with "raise", ValueError before any search. A batch whose search fails is
+        searched again sentence by sentence, so that only the failing sentence is left out (or raises).
+    sources: per sentence, how messages name it (e.g. "data.txt:4"); default "sentence i".
+    """
+    check_tokenizer_matches(model.config, tokenizer)
+    _check_sentence_list(sentences, "sentences")
+    options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
+    all_words, encoded, left_out = check_sentences(model, tokenizer, sentences, sources, on_error)
+    search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
+                                       incomplete_word_ids=_incomplete_word_ids(tokenizer))
+    unit = 1 / math.log(2) if bits else 1.0
+    skipped = {entry["index"] for entry in left_out}
+    kept = [index for index in range(len(all_words)) if index not in skipped]
+    results = [None] * len(all_words)
+    starts = range(0, len(kept), batch_size)
+    for start in tqdm(starts, desc="beam search", unit="batch", disable=not progress):
+        batch = kept[start : start + batch_size]
+        for index, result in zip(batch, _search_each(search, [encoded[i] for i in batch])):
+            if isinstance(result, ValueError):
+                left_out.append(_search_failed(index, _name(index, sources), all_words[index], result, on_error))
+            else:
+                results[index] = _readable(tokenizer, all_words[index], encoded[index], result, unit)
+    left_out.sort(key=lambda entry: entry["index"])
+    for entry in left_out:
+        results[entry["index"]] = entry
+    warn_left_out(left_out, len(all_words))
+    return SentenceResults(results, left_out)
+
+
+def bracketed_tree(tokenizer, ids, words=(), pieces=()):
+    """The bracketed tree of action ids `ids` whose first leaves are `words`: word i of a forced-word search is
+    the given word i (`pieces[i]` its piece ids), whatever the tokenizer made of it (`<unk>` pieces
+    included). Leaves after them (free generation) are spelled from their pieces. Brackets in words are
+    escaped (trees.escape_word). `<s>`, `</s>` and padding are left out; ids that are not one tree give their
+    actions joined by spaces, as tokenizer.decode does."""
+    ids = [int(i) for i in ids]
+    kinds = ActionLayout(**tokenizer.action_layout).kinds(np.array(ids, dtype=np.int64))
+    starts_word = tokenizer.word_start_mask
+    actions, position, word = [], 0, 0
+    while position < len(ids):
+        kind = kinds[position]
+        if kind == ActionKind.TERMINAL:
+            if word < len(words):  # a given word: its pieces follow each other
+                end, text = position + len(pieces[word]), words[word]
+                word += 1
+            else:
+                end = position + 1
+                while end < len(ids) and kinds[end] == ActionKind.TERMINAL and not starts_word[ids[end]]:
+                    end += 1
+                text = "".join(tokenizer.decode_actions(ids[position:end]))
+            actions.append(escape_word(text))
+            position = end
+        else:
+            if kind in (ActionKind.OPEN_NT, ActionKind.CLOSE_NT):
+                actions.append(tokenizer.convert_ids_to_tokens(ids[position]))
+            position += 1
+    if not any(kind in (ActionKind.OPEN_NT, ActionKind.CLOSE_NT) for kind in kinds):  # words only
+        return " ".join(actions)
+    try:
+        return tree_to_string(tree_from_top_down(actions))
+    except ValueError:
+        return " ".join(actions)
+
+
+def tree_string(tokenizer, ids, words=(), pieces=(), starts=None):
+    """The tree of action ids with the given words as its first words: a dependency tokenizer writes its own
+    (inline `There/2 is/0 ...`), a constituency one gets `bracketed_tree`. `starts`: a Nb-Up tree's constituent
+    starts (indices into `ids`; by default those the ids carry, generation_slm.ActionIds)."""
+    if hasattr(tokenizer, "tree_with_words"):
+        starts = getattr(ids, "starts", None) if starts is None else starts
+        if starts is not None:
+            return tokenizer.tree_with_words([int(i) for i in ids], words, starts=list(starts))
+        return tokenizer.tree_with_words([int(i) for i in ids], words)
+    return bracketed_tree(tokenizer, ids, words, pieces)
+
+
+def _without_prefix(ids, prefix_length):
+    """(ids, starts) after the first `prefix_length` actions; a Nb-Up tree's starts (ActionIds) shift with them."""
+    starts = getattr(ids, "starts", None)
+    if starts is None:
+        return ids[prefix_length:], None
+    return ids[prefix_length:], [s - prefix_length if s >= 0 else -1 for s in starts[prefix_length:]]
+
+
+def _readable(tokenizer, words, pieces, result, unit, prefix_length=1):
+    """A SentenceResult as a dict of words, numbers in `unit` and trees (the prefix left out)."""
+    trees = [tree_string(tokenizer, *_with_pieces(_without_prefix(ids, prefix_length), words, pieces))
+             for ids, _ in result.trees]
+    return {
+        "words": words,
+        "surprisals": [s * unit for s in result.surprisals],
+        "end_surprisal": result.end_surprisal * unit,
+        "log_prob": result.log_prob * unit,
+        "tree": trees[0],
+        "trees": [{"tree": t, "log_prob": lp * unit} for t, (_, lp) in zip(trees, result.trees)],
+    }
+
+
+def _with_pieces(ids_and_starts, words, pieces):
+    ids, starts = ids_and_starts
+    return ids, words, pieces, starts
+
+
+def _sequence_positions(grammar, ids):
+    """How many positions the grammar expands action ids (`<s>` first; a Nb-Up prefix's ActionIds with their
+    starts) to."""
+    state = grammar.start()
+    starts = getattr(ids, "starts", None)
+    if starts is None:
+        return sum(len(grammar.step(state, action, check=False)) for action in ids)
+    return sum(len(grammar.step(state, action, check=False, start=start)) for action, start in zip(ids, starts))
+
+
+def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progress=True, num_trees=1,
+                    on_error="skip", sources=None, **beam_options):
+    """Document-level scoring with greedy best-tree prefixes (paper 000, section 3.1).
+
+    `documents` is a list of documents, each a list of sentences (strings or word lists). Sentence i of a
+    document is searched after the best trees found for its sentences 1..i-1 (each the top of its own
+    final beam), so its numbers are conditional on them: log_prob is an approximation of log p(x_i | x_<i),
+    not a bound. It is the beam's mass of p(x_i | that one prefix tree), while log p(x_i | x_<i) averages
+    over every tree of x_<i, which can make x_i more or less likely than the greedy trees do.
+    Needs a document-level model (config.document_level). Returns per document a list of `score`-like
+    dicts, one per sentence; "tree" is that sentence's tree alone. Sentence i of all documents is batched.
+
+    on_error, sources: as in `score` (sources: per document, per sentence; default "document d, sentence i").
+    Since a sentence is searched after the trees of the ones before it, the rest of a document is left out
+    with a sentence that is, and with the sentence whose shortest tree no longer fits after its document's
+    prefix. A left-out sentence's place holds {"document", "index", "source", "words", "error"} ("index"
+    counts sentences over all documents); the returned SentenceResults (one list per document) has them all
+    in `.left_out`.
+    """
+    check_tokenizer_matches(model.config, tokenizer)
+    _check_sentence_list(documents, "documents")
+    for index, document in enumerate(documents):
+        _check_sentence_list(document, f"document {index}")
+        if not document:
+            raise ValueError(f"document {index} is empty; expected at least one sentence")
+    if not getattr(model.config, "document_level", False):
+        raise ValueError("score_documents needs a document-level model (config.document_level=True); this model "
+                         "reads one sentence per sequence: use score()")
+    grammar = grammar_for_config(model.config)
+    if grammar.words_only:
+        raise ValueError("a words-only model has no trees to search: score its documents exactly with "
+                         "hf_slm.joint_log_probs on tokenizer.encode_document(...) ids")
+    options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
+    search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
+                                       incomplete_word_ids=_incomplete_word_ids(tokenizer))
+    if sources is None:
+        sources = [[f"document {d}, sentence {i}" for i in range(len(document))] for d, document in enumerate(documents)]
+    if [len(names) for names in sources] != [len(document) for document in documents]:
+        raise ValueError("sources must hold one name per sentence of each document")
+    flat_names = [name for names in sources for name in names]
+    flat_words, flat_pieces, left_out = check_sentences(
+        model, tokenizer, [s for document in documents for s in document], flat_names, on_error)
+    offsets = np.cumsum([0] + [len(document) for document in documents])
+    limit, limit_field = position_limit(model.config)
+    stopped = {}  # document -> the name of its first left-out sentence: nothing after it is searched
+
+    def leave_out(index, problem):
+        if on_error == "raise":
+            raise ValueError(f"{problem}; stopped (without stopping, such sentences are left out and reported)")
+        left_out.append({"index": index, "source": flat_names[index], "words": flat_words[index], "error": problem})
+
+    checked_out = {entry["index"] for entry in left_out}
+    if on_error == "raise" and limit is not None:  # stop before any search if even the shortest trees overflow
+        for k, document in enumerate(documents):
+            sentences = [flat_pieces[int(offsets[k]) + i] for i in range(len(document))]  # their `<s>` is shared
+            needed = 1 + np.cumsum([grammar.minimum_positions(sum(map(len, p)), len(p)) - 1 for p in sentences])
+            if needed[-1] > limit:
+                index = int(offsets[k]) + int(np.argmax(needed > limit))
+                leave_out(index, f"{flat_names[index]} does not fit after its document's earlier sentences: even "
+                          f"their shortest trees and its own end at position {needed[index - int(offsets[k])]}, past "
+                          f"the model's maximum of {limit} (config.{limit_field})")
+    unit = 1 / math.log(2) if bits else 1.0
+    prefixes = [[grammar.start_action_id] for _ in documents]  # `<s>` (DTG: `<root>`)
+    results = [[None] * len(document) for document in documents]
+    with tqdm(total=int(offsets[-1]), desc="beam search (documents)", unit="sentence", disable=not progress) as bar:
+        for position in range(max(len(d) for d in documents)):
+            active = []
+            for k, document in enumerate(documents):
+                if position >= len(document):
+                    continue
+                index = int(offsets[k]) + position
+                if k in stopped:
+                    if index not in checked_out:
+                        leave_out(index, f"{flat_names[index]} is left out: it comes after {stopped[k]}, which was "
+                                  "left out, and each sentence is scored after the trees of those before it")
+                    continue
+                if index in checked_out:
+                    stopped[k] = flat_names[index]
+                    continue
+                pieces = flat_pieces[index]  # after the prefix, the sentence takes its shortest tree less `<s>`
+                needed = _sequence_positions(grammar, prefixes[k]) + grammar.minimum_positions(
+                    sum(map(len, pieces)), len(pieces)) - 1
+                if limit is not None and needed > limit:
+                    leave_out(index, f"{flat_names[index]} does not fit after the trees of its document's earlier "
+                              f"sentences: its shortest tree would end at position {needed}, past the model's maximum "
+                              f"of {limit} (config.{limit_field})")
+                    stopped[k] = flat_names[index]
+                    continue
+                active.append(k)
+            for chunk_start in range(0, len(active), batch_size):
+                chunk = active[chunk_start : chunk_start + batch_size]
+                indices = [int(offsets[k]) + position for k in chunk]
+                found = _search_each(search, [flat_pieces[i] for i in indices], prefixes=[prefixes[k] for k in chunk])
+                for k, index, result in zip(chunk, indices, found):
+                    if isinstance(result, ValueError):
+                        left_out.append(_search_failed(index, flat_names[index], flat_words[index], result, on_error))
+                        stopped[k] = flat_names[index]
+                        continue
+                    results[k][position] = _readable(tokenizer, flat_words[index], flat_pieces[index], result, unit,
+                                                     len(prefixes[k]))
+                    prefixes[k] = result.trees[0][0]  # (a Nb-Up tree's ActionIds keep their starts)
+            bar.update(sum(1 for document in documents if position < len(document)))
+    left_out.sort(key=lambda entry: entry["index"])
+    for entry in left_out:
+        k = int(np.searchsorted(offsets, entry["index"], side="right")) - 1
+        entry["document"] = k
+        results[k][entry["index"] - int(offsets[k])] = entry
+    warn_left_out(left_out, int(offsets[-1]))
+    return SentenceResults(results, left_out)
+
+
+def parse(model, tokenizer, sentences, **options):
+    """The best tree of each sentence (word-synchronous beam search over the model's joint distribution), its
+    leaves the given words (brackets escaped: `(` -> `-LRB-`, `)` -> `-RRB-`). Options as in `score`
+    (on_error, sources, beam options): a left-out sentence's tree is None, and `.left_out` names it."""
+    results = score(model, tokenizer, sentences, **options)
+    return SentenceResults([None if "error" in result else result["tree"] for result in results], results.left_out)
+
+
+def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None,
+                   **beam_options):
+    """Bracketed trees that continue `prompt` (words; None for none), by beam search or top-k sampling. The
+    prompt's words are the first leaves of every tree, as given (brackets escaped)."""
+    inputs, words, pieces = None, [], []
+    if prompt:
+        words, pieces, _ = check_sentences(model, tokenizer, [prompt], ["the prompt"], on_error="raise")
+        words, pieces = words[0], pieces[0]
+        inputs = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"]
+    seeded = {"seed": seed}
+    if grammar_for_config(model.config).words_only:  # transformers' own generate, which takes no seed: seeded here
+        seeded = {}
+        if seed is not None:
+            torch.manual_seed(seed)
+    output = model.generate(
+        inputs, tokenizer=tokenizer, num_beams=num_beams or max(num_trees, 1), do_sample=top_k is not None,
+        top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words, beam_options=beam_options or None,
+        **seeded,
+    )
+    starts = getattr(output, "constituent_starts", None)  # a Nb-Up model's (syntactic_generate)
+    return [tree_string(tokenizer, row.tolist(), words, pieces, None if starts is None else starts[index].tolist())
+            for index, row in enumerate(output)]
+
+
+def gold_tree_coverage(tokenizer, trees, grammar=None, **beam_options):
+    """(fraction, indices): the fraction of `trees` (bracketed strings or trees) that forced-word beam search
+    could find at all under the search constraints of `beam_options` (BeamSearchOptions fields: n_c, p_c...),
+    and the indices of those it could not. Each gold tree is replayed action by action, with its own words
+    forced, through the same SearchConstraints the search uses. grammar: the grammar that reads the tokenizer's
+    sequences (default: the first registered one of its linearization)."""
+    from ..families import grammar_class
+    from ..families.tree_formats import grammars_of_linearization
+    from ..modeling.grammars import ActionKind
+    from ..modeling.search_constraints import SearchConstraints
+
+    options = BeamSearchOptions(**beam_options).check()
+    if grammar is None:
+        readers = grammars_of_linearization(tokenizer.linearization)
+        if not readers:
+            raise ValueError(f"no registered grammar reads the tokenizer's {tokenizer.linearization!r} sequences")
+        grammar = readers[0]
+    rules_class = grammar_class(grammar)
+    rules = rules_class(rules_class.layout_class(**tokenizer.action_layout))
+    constraints = SearchConstraints(rules, tokenizer.word_start_mask, _incomplete_word_ids(tokenizer),
+                                    options.max_nonterminals, options.max_consecutive_open,
+                                    options.max_structural_per_word, options.max_nonterminals_per_word)
+    unreachable = []
+    for index, tree in enumerate(trees):
+        encoded = tokenizer(tree, return_word_starts=True)
+        words = []  # the tree's words as piece ids: a new word at every word start
+        for piece, starts in zip(encoded["input_ids"], encoded["word_starts"]):
+            if rules.layout.kind(piece) == ActionKind.TERMINAL:
+                if starts or not words:
+                    words.append([piece])
+                else:
+                    words[-1].append(piece)
+        if not constraints.reachable(encoded["input_ids"], words, encoded.get("constituent_starts")):
+            unreachable.append(index)
+    return 1 - len(unreachable) / max(len(trees), 1), unreachable

@@ -1,0 +1,74 @@
+"""Joint log-probabilities of given trees: log p(x, y) = sum over actions of log p(a_t | a_<t).
+
+Works with any TG / TXL checkpoint, including one loaded with trust_remote_code (the model's config carries
+its grammar and id layout; nothing here checks classes).
+"""
+
+import math
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..data.collator import SyntacticDataCollator, takes_host_counts
+from ..modeling.grammars import ActionLayout, grammar_for_config
+from ..modeling.segment_recurrence import segment_log_probs
+
+
+def collator_for(model, **kwargs):
+    """The data collator matching a model's grammar and id layout."""
+    kwargs.setdefault("host_counts", takes_host_counts(model))
+    return SyntacticDataCollator(grammar_for_config(model.config), ActionLayout.from_config(model.config),
+                                 max_length=model.config.max_sequence_length, **kwargs)
+
+
+@torch.no_grad()
+def action_log_probs(model, sequences, batch_size=32, progress=False):
+    """For each action-id sequence (`<s>` first), the array of log p(a_t | a_<t) for t = 1..n (natural log).
+
+    TG's COMPOSE copies predict nothing, so every grammar yields exactly one number per action after `<s>`.
+    A model trained with segment recurrence (config.segment_length) reads the sequences as it was trained:
+    segment by segment with its memory (modeling/segment_recurrence.py), whatever their length.
+    """
+    model.eval()
+    if getattr(model.config, "segment_length", None):
+        return _segment_action_log_probs(model, sequences, batch_size, progress)
+    collate = collator_for(model)
+    device = next(model.parameters()).device
+    results = []
+    batches = range(0, len(sequences), batch_size)
+    for start in tqdm(batches, desc="scoring", disable=not progress, unit="batch"):
+        batch = collate(list(sequences[start : start + batch_size]))
+        logits = model(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items() if k != "labels"}).logits.float()
+        # logits[:, t] predicts action t + 1 (the HF causal-LM contract)
+        log_probs = torch.log_softmax(logits[:, :-1], dim=-1).cpu()
+        targets = batch["labels"][:, 1:]
+        picked = log_probs.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+        for row in range(len(targets)):
+            results.append(picked[row][targets[row] != -100].numpy().astype(np.float64))
+    return results
+
+
+def _segment_action_log_probs(model, sequences, batch_size, progress):
+    """action_log_probs through segments (config.segment_length, memory_length, memory_update): batch_size sequences
+    at a time, one per stream."""
+    config = model.config
+    results = []
+    for start in tqdm(range(0, len(sequences), batch_size), desc="scoring", disable=not progress, unit="batch"):
+        chunk = [list(ids) for ids in sequences[start : start + batch_size]]
+        for values in segment_log_probs(model, model.grammar, chunk, config.segment_length,
+                                        getattr(config, "memory_length", None), getattr(config, "memory_update", None)):
+            results.append(values.numpy().astype(np.float64))
+    return results
+
+
+def joint_log_probs(model, sequences, **kwargs):
+    """log p(x, y) of each action sequence."""
+    return [float(values.sum()) for values in action_log_probs(model, sequences, **kwargs)]
+
+
+def action_perplexity(log_prob_arrays):
+    """exp(- total log-probability / number of predicted actions)."""
+    total = sum(float(values.sum()) for values in log_prob_arrays)
+    count = sum(len(values) for values in log_prob_arrays)
+    return math.exp(-total / count)

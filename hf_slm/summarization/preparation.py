@@ -1,0 +1,102 @@
+"""What `hf-slm data prepare --loader xsum --summarization` does differently: every other step (the output
+layout, saving and journaling each split, resuming, prepare.json) is prepare.py's.
+
+    hf-slm data prepare --loader xsum --summarization --parser runs/tg --path xsum/ --tokenizer runs/tg \
+        --output prepared/xsum-tg
+    hf-slm finetune --task xsum --model runs/tg --train prepared/xsum-tg --output runs/tg-xsum
+
+- Each XSum example becomes one document-level sequence (hf_slm/summarization/summaries.py: the document's silver trees
+  truncated to 600 words, the prompt, the summary's trees), saved as `input_ids` and `labels` (-100 where no
+  action is trained; by default the document and the prompt) beside the loader's columns, with
+  `summary_start` and whether the document or the summary was truncated.
+- The silver trees come from `parser` (a checkpoint folder), checked to give trees the tokenizer encodes before
+  the data is loaded. They are cached in `<output>/silver/` (hf_slm/summarization/silver.py), sentence by sentence as
+  they are found: a prepare interrupted while parsing resumes where it stopped, with the splits saved before the
+  interruption loaded as they are. A words-only tokenizer (TXL (terminals)) needs no parser.
+- prepare.json records the format (prompt, limits, labels), the parser and the counts of truncated documents,
+  truncated summaries and sentences the parser left out; `document_level` is true, so that training makes a
+  document-level model.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SUMMARIZATION_LOADER = "xsum"
+SILVER_FOLDER = "silver"
+
+
+@dataclass
+class SummarizationPreparation:
+    """The summarization settings of one prepare: the format, the parser (a checkpoint folder, None for a
+    words-only tokenizer) and the parser's beam options."""
+
+    summary_format: object  # hf_slm.summarization.summaries.SummarizationFormat
+    parser: str | None = None
+    beam_options: dict = field(default_factory=dict)
+    parser_pair: tuple | None = None  # (model, tokenizer), loaded by `check`
+    counts: dict = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, loader, tokenizer, summarization, parser, beam_options):
+        """The preparation of `summarization` (True, a dict of SummarizationFormat fields, or a format), checked
+        against the loader, the tokenizer and the parser before any data is read."""
+        from .summaries import SummarizationFormat, check_parser, document_grammar, prompt_ids
+
+        if loader != SUMMARIZATION_LOADER:
+            raise ValueError(f"summarization applies to the {SUMMARIZATION_LOADER} loader, not to {loader!r}")
+        if tokenizer is None:
+            raise ValueError("summarization needs the target model's tokenizer (--tokenizer): the sequences are "
+                             "encoded with it")
+        if isinstance(summarization, SummarizationFormat):
+            summary_format = summarization.check()
+        else:
+            summary_format = SummarizationFormat(**(summarization if isinstance(summarization, dict) else {})).check()
+        summary_format = summary_format.for_tokenizer(tokenizer)  # the default prompt in the tokenizer's trees
+        grammar = document_grammar(tokenizer)
+        prompt_ids(tokenizer, summary_format.prompt, grammar)
+        preparation = cls(summary_format, str(parser) if parser is not None else None, dict(beam_options or {}))
+        if grammar.words_only:
+            return preparation  # words only: no trees, no parser (one given is not used)
+        if parser is None:
+            raise ValueError(f"the tokenizer encodes trees ({tokenizer.linearization}): give a parser model (--parser) "
+                             "whose silver trees the documents and summaries get")
+        from ..checkpoints.loading import load_checkpoint
+
+        preparation.parser_pair = load_checkpoint(parser)
+        check_parser(*preparation.parser_pair, tokenizer, parser_name=f"the parser {str(parser)!r}")
+        return preparation
+
+    def journal_entry(self):
+        """What the saved splits depend on besides the data and the tokenizer."""
+        from ..runs.journal import model_fingerprint
+
+        return {"format": self.summary_format.to_dict(), "beam": self.beam_options,
+                "parser": model_fingerprint(self.parser_pair[0]) if self.parser_pair is not None else None}
+
+    def encode_split(self, split, data, tokenizer, output, log):
+        """The split's rows as summarization sequences: a Dataset of the loader's columns, input_ids, labels,
+        summary_start, document_truncated and summary_truncated."""
+        from datasets import Dataset
+
+        from .summaries import summarization_examples
+
+        rows = list(data)
+        examples, counts = summarization_examples(rows, tokenizer, self.parser_pair, self.summary_format,
+                                                  cache_dir=Path(output) / SILVER_FOLDER, progress=True,
+                                                  **self.beam_options)
+        for name, count in counts.items():
+            self.counts[name] = self.counts.get(name, 0) + count
+        log(f"split {split!r}: {len(examples)} sequences; {counts['documents_truncated']} documents cut to "
+            f"{self.summary_format.max_document_words} words, {counts['summaries_truncated']} summaries cut to "
+            f"{self.summary_format.max_summary_words}, {counts['sentences_left_out']} sentences the parser left out")
+        columns = {name: [row[name] for row in rows] for name in rows[0]} if rows else {}
+        for name in ("input_ids", "labels", "summary_start", "document_truncated", "summary_truncated",
+                     "constituent_starts"):
+            if examples and name in examples[0]:  # constituent_starts: a Nb-Up tokenizer's
+                columns[name] = [example[name] for example in examples]
+        return Dataset.from_dict(columns)
+
+    def record(self):
+        return {**self.summary_format.to_dict(), "parser": self.parser, "parser_beam_options": self.beam_options,
+                "counts (splits tokenized by this run)": self.counts,
+                "sequence": "document trees, prompt, summary trees (hf_slm/summarization/summaries.py)"}
