@@ -105,7 +105,11 @@ def _remove_watcher():
 
 
 def watch_transformers():
-    """Register now if transformers is imported, else as soon as it is (called by `import hf_slm`)."""
+    """Register now if transformers is imported, else as soon as it is (called by `import hf_slm`); and register
+    each family added later with the Auto classes too."""
+    from .families.registry import on_family_registered
+
+    on_family_registered(register_family_if_ready)
     if "transformers" in sys.modules:
         register_auto_classes_once()
     elif not _state["registered"] and not any(isinstance(f, _ImportWatcher) for f in sys.meta_path):

@@ -9,7 +9,7 @@ counts). What is tokenized:
 - xsum: `document_ids` and `summary_ids`, the ids of the whitespace-separated words of the document and the
   summary (`<s>` + word pieces, no trees; an empty text is `<s>` alone); with `summarization`, one
   document-level sequence per example instead, `input_ids` and `labels`: the document's silver trees, the
-  prompt and the summary's trees (prepare_summarization.py);
+  prompt and the summary's trees (hf_slm/summarization/preparation.py);
 - conllu: `input_ids`, the ids of the words (`<s>` + word pieces);
 - data of a family's own kind: what the family's preparation makes (below).
 
@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from datasets import DatasetDict, load_from_disk
 
 from ..families import data_preparations, families_of_tokenizer, family_for_grammar
+from ..families.registry import resolve
 from ..families.tree_formats import format_of_grammar
 from ..runs.journal import LOCK_NAME, RunJournal, data_fingerprint, output_lock
 from ..tokenization.trees import parse_tree
@@ -52,6 +53,9 @@ PREPARE_RECORD = "prepare.json"
 PREPARE_JOURNAL = "prepare.journal.jsonl"
 TOKENIZER_FOLDER = "tokenizer"
 
+# The summarization step parses with a trained model, a layer above data (hf_slm/summarization/): data reaches it
+# by a "module:attribute" reference resolved when a summarization prepare runs, as a family record names its code.
+SUMMARIZATION_PREPARATION = "hf_slm.summarization.preparation:SummarizationPreparation"
 
 def load_syntactic_tokenizer(directory):
     """The hf_slm tokenizer saved in `directory`, loaded with the installed classes (no remote code).
@@ -292,7 +296,7 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
             dependency grammar's conllu data); the family's preparation options (vocab_size, ...) are among
             `options`.
         summarization, parser, parser_beam_options: xsum data as summarization sequences
-            (prepare_summarization.py): `summarization` True or a dict of SummarizationFormat fields (prompt,
+            (hf_slm/summarization/preparation.py): `summarization` True or a dict of SummarizationFormat fields (prompt,
             max_document_words, max_summary_words, truncate_summaries, labels); `parser` the checkpoint folder of
             the silver trees, searched with `parser_beam_options` (BeamSearchOptions fields).
         options: the loader's options (splits, boundaries, split_file, cache_dir, tree normalization,
@@ -316,9 +320,8 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
     arguments = _loader_arguments(loader, tokenizer, document_level, options)
     summarizer = None
     if summarization:  # checked (the parser loaded and matched to the tokenizer) before the data is read
-        from ..summarization.preparation import SummarizationPreparation
-
-        summarizer = SummarizationPreparation.create(loader, tokenizer, summarization, parser, parser_beam_options)
+        summarizer = resolve(SUMMARIZATION_PREPARATION).create(loader, tokenizer, summarization, parser,
+                                                               parser_beam_options)
     elif parser is not None:
         raise ValueError("a parser model applies to summarization data (--summarization)")
     with output_lock(output, log=log):

@@ -225,6 +225,8 @@ def _field(config, name):
 
 
 _registry = {"families": {}, "builtins_loaded": False, "loading": False}
+# Called with each family register_family adds (on_family_registered).
+_registration_listeners = []
 
 
 def register_family(family, replace=False):
@@ -254,10 +256,17 @@ def register_family(family, replace=False):
         if shared:
             raise ValueError(f"family {family.name!r}: grammars {shared} are family {other.name!r}'s")
     families[family.name] = family
-    from ..auto_registration import register_family_if_ready
-
-    register_family_if_ready(family)
+    for listener in _registration_listeners:
+        listener(family)
     return family
+
+
+def on_family_registered(listener):
+    """Call `listener(family)` for every family registered from now on. hf_slm/auto_registration.py listens, so
+    that a family added after the Auto classes were registered is registered with them too; the registry imports
+    nothing of hf-slm above it."""
+    if listener not in _registration_listeners:
+        _registration_listeners.append(listener)
 
 
 def unregister_family(name):
