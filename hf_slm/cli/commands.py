@@ -663,7 +663,8 @@ def build_parser():
     parse_command.add_argument("sentences", nargs="*", metavar="SENTENCE", help="one sentence per argument, words separated by spaces")
     parse_command.add_argument("--file", metavar="TEXTFILE",
                                help="parse raw UTF-8 text instead: split into sentences (every line break ends one) "
-                                    "and PTB-style words (hf_slm/data/sentence_splitting.py); one tree per line, in order")
+                                    "and PTB-style words (hf_slm/data/sentence_splitting.py); one tree per line, "
+                                    "in order")
     parse_command.add_argument("--join-lines", action="store_true",
                                help="with --file: the text is wrapped, only blank lines and punctuation end sentences")
     parse_command.add_argument("--cache", metavar="DIR",

@@ -148,7 +148,8 @@ def _add_generation_options(parser):
     parser.add_argument("--max-new-words", type=int, help="the longest summary (default: the model's limit, 70)")
     parser.add_argument("--parser", help="the checkpoint whose silver trees the documents get (default: the one "
                         "recorded when the model was fine-tuned)")
-    parser.add_argument("--cache", metavar="DIR", help="cache the documents' silver trees in DIR (hf_slm/summarization/silver.py)")
+    parser.add_argument("--cache", metavar="DIR",
+                        help="cache the documents' silver trees in DIR (hf_slm/summarization/silver.py)")
     parser.add_argument("--beam-size", type=int, help="hypotheses sampled per document (default 1)")
 
 

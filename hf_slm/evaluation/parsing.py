@@ -402,7 +402,8 @@ def _score_parses(model, tokenizer, gold, gold_source, prepared, predicted, max_
     test_pos = "auto" if tokenizer.normalization.get("preterminals") is False else False
     trees, scores, left_out = [], [], []
     for index, (text, sentence) in enumerate(zip(predicted, prepared)):
-        if text is None:  # cannot be parsed (hf_slm.search.beam.check_sentences; warned): an empty line in the trees file
+        # cannot be parsed (hf_slm.search.beam.check_sentences; warned): an empty line in the trees file
+        if text is None:
             left_out.append({"index": index, "source": f"{gold_source}, tree {index}"})
             trees.append("")
             continue

@@ -658,7 +658,8 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
         raise ValueError(f"score_fn returned {len(scored)} results for {len(ordered)} sentences")
     surprisals = {}
     for words, values in zip(ordered, scored):
-        if values is None:  # a sentence that cannot be scored (hf_slm.search.beam.check_sentences): its items are left out
+        # a sentence that cannot be scored (hf_slm.search.beam.check_sentences): its items are left out
+        if values is None:
             continue
         values = [float(v) for v in values]
         if len(values) != len(words):

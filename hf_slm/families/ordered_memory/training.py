@@ -217,8 +217,8 @@ def read_som_sentences(paths, gold_tree, convert_to_dependencies=False, normaliz
                 raise ValueError(
                     f"{option} {str(path)!r} holds bracketed (constituency) trees, and the gold trees of this setup "
                     "are dependency trees (--gold-tree dependency, the paper's setting): give CoNLL-U files, or pass "
-                    "--convert-to-dependencies (Collins-style head rules, hf_slm/data/dependency_conversion.py; not the "
-                    "paper's CoreNLP conversion), or --gold-tree constituency (paper 001, Appendix B.1)")
+                    "--convert-to-dependencies (Collins-style head rules, hf_slm/data/dependency_conversion.py; "
+                    "not the paper's CoreNLP conversion), or --gold-tree constituency (paper 001, Appendix B.1)")
             for index, tree in enumerate(read_trees(path, **RAW_TREE_OPTIONS)):
                 converted = ptb_to_dependencies(tree, where=f"tree file {str(path)!r}, tree {index}")
                 sentences.append({"words": list(converted.words), "heads": list(converted.heads)})
