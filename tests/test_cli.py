@@ -104,6 +104,13 @@ def test_help_and_masks_import_no_torch_transformers_or_datasets():
     assert seen == {"build_parser": [], "masks": []}
 
 
+def test_quickstart_finds_the_shipped_sample():
+    """quickstart (hf_slm/cli/quickstart.py) trains on the GUM sample that lies at the top of the package."""
+    from hf_slm.cli.quickstart import SAMPLE
+
+    assert (SAMPLE / "train.txt").is_file()
+
+
 def test_help_lists_every_command():
     result = run_cli("--help")
     assert result.returncode == 0, result.stderr
