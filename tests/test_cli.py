@@ -104,6 +104,14 @@ def test_help_and_masks_import_no_torch_transformers_or_datasets():
     assert seen == {"build_parser": [], "masks": []}
 
 
+def test_python_m_hf_slm_cli_exits_with_the_command_status():
+    """`python -m hf_slm.cli` (how torchrun and accelerate launch run it) ends a refused command with status 2."""
+    result = subprocess.run([sys.executable, "-m", "hf_slm.cli", "masks", "(S (NP the"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "hf-slm masks: error:" in result.stderr
+
+
 def test_quickstart_finds_the_shipped_sample():
     """quickstart (hf_slm/cli/quickstart.py) trains on the GUM sample that lies at the top of the package."""
     from hf_slm.cli.quickstart import SAMPLE
