@@ -63,7 +63,7 @@ def on_host(tensor):
 
 class SequenceTooLong(ValueError):
     """A sequence has more positions than config.max_sequence_length: a ValueError that callers which can give up
-    on one sequence (free generation: hf_slm/summarization.py) recognize by its type."""
+    on one sequence (free generation: hf_slm/summarization/summaries.py) recognize by its type."""
 
 
 class HeadStructure:

@@ -69,7 +69,7 @@ class DependencyTransformerXLConfig(DependencyTransformerGrammarConfig):
 
 
 # Paper 002, section 4: its models train with TG's hyper-parameters (16 layers, 252M parameters: the BLLIP
-# setting) and "a multiplier of 2.0 to the learning rate of embedding weights" (hf_slm.training.make_optimizer;
+# setting) and "a multiplier of 2.0 to the learning rate of embedding weights" (hf_slm.training.train.make_optimizer;
 # the embedding is tied to the output layer, so that one matrix gets it). The paper states it for the models it
 # trains, baselines not excepted, so the TXL (trans) twins keep it: a twin differs in its grammar only. The
 # other presets' multiplier is 1.0 (no separate embedding learning rate, as TG).

@@ -31,10 +31,11 @@ FAMILY_PACKAGE_MODULES = {
 }
 
 
-# The records of hf-slm's own families and their card modules (hf_slm/families/), by module name.
+# The records of hf-slm's own families and their card modules (hf_slm/families/), by module name (SOM's record is
+# its package's __init__, its card module ordered_memory/card.py).
 FAMILY_RECORD_MODULES = {
     "transformer_grammars", "dependency_grammars", "compositional", "ordered_memory",
-    "dependency_card", "compositional_card", "ordered_memory_card",
+    "dependency_card", "compositional_card",
 }
 
 

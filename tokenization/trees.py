@@ -247,7 +247,7 @@ def read_tree_file(path, **normalize_options):
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        # Hub code cannot import hf_slm.text_files, which says the same for hf-slm's other readers. The whole
+        # Hub code cannot import hf_slm.data.text_files, which says the same for hf-slm's other readers. The whole
         # file was decoded at once, so error.start is an offset in the file.
         data = error.object
         what = ("is gzip-compressed; decompress it first" if data[:2] == b"\x1f\x8b" else
