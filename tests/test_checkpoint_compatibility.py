@@ -1,9 +1,14 @@
 """Checkpoints saved before each family's classes moved into the family's own hub files (commit ab114d2, whose
 auto_map names configuration_slm.py and modeling_slm.py) still load: with hf_slm installed the Auto classes are
 registered by model_type, and the numbers are those the old code gave. Saving such a checkpoint again names the
-files its classes are in now, so that it loads without hf_slm too."""
+files its classes are in now, so that it loads without hf_slm too.
+
+The fixtures keep the old configs and the old code's numbers, not weights (the repository holds none): the
+weights were the old code's seeded initialization (torch.manual_seed(0)), which today's classes draw bit for bit
+the same from the same config, so each test writes them beside a copy of the old config."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +17,23 @@ from conftest import ISOLATION_PREAMBLE, run_without_hf_slm
 
 OLD = Path(__file__).parent / "fixtures" / "checkpoints_ab114d2"
 EXPECTED = json.loads((OLD / "expected.json").read_text())
+
+
+def old_checkpoint(grammar, folder):
+    """A copy of the old config of `grammar` in `folder`, with the weights the old code saved (its seeded
+    initialization, drawn again) and no hub code, as the old checkpoint was."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    import hf_slm  # noqa: F401  (registers the Auto classes)
+
+    folder.mkdir(parents=True)
+    shutil.copy(OLD / grammar / "config.json", folder / "config.json")
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
+    model.save_pretrained(folder / "drawn")
+    shutil.copy(folder / "drawn" / "model.safetensors", folder / "model.safetensors")
+    shutil.rmtree(folder / "drawn")
+    return folder
 
 
 def _model_inputs(grammar):
@@ -26,12 +48,12 @@ def _model_inputs(grammar):
 
 
 @pytest.mark.parametrize("grammar", sorted(EXPECTED))
-def test_a_checkpoint_saved_before_the_split_loads_with_hf_slm(grammar):
+def test_a_checkpoint_saved_before_the_split_loads_with_hf_slm(grammar, tmp_path):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     import hf_slm  # noqa: F401  (registers the Auto classes)
 
-    directory = OLD / grammar
+    directory = old_checkpoint(grammar, tmp_path / grammar)
     old_map = json.loads((directory / "config.json").read_text())["auto_map"]
     assert old_map["AutoConfig"].startswith("configuration_slm.")  # what the fixture is about
     expected = EXPECTED[grammar]
@@ -54,7 +76,7 @@ def test_an_old_checkpoint_saved_again_loads_without_hf_slm(tmp_path):
     import hf_slm  # noqa: F401
 
     grammar = "nb-up-in-m"  # a family with hooks, an action input and outputs of its own
-    model = AutoModelForCausalLM.from_pretrained(OLD / grammar).eval()
+    model = AutoModelForCausalLM.from_pretrained(old_checkpoint(grammar, tmp_path / "old")).eval()
     saved = tmp_path / "saved"
     model.save_pretrained(saved)
     auto_map = json.loads((saved / "config.json").read_text())["auto_map"]
