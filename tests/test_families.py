@@ -304,8 +304,9 @@ def test_every_family_is_pushed_and_loads_pinned_without_hf_slm(checkpoints, hub
         repo = f"org/{variant}-tiny"
         assert main(["push", str(output), "--repo", repo]) == 0
         sha = capsys.readouterr().out.split("commit ", 1)[1].split()[0]
-        card = open(hf_hub_download(repo, "README.md", revision=sha), encoding="utf-8").read()
-        assert f'REVISION = "{sha}"' in card  # the card's code loads exactly this commit
+        # the card, committed after the checkpoint, shows code that loads exactly the checkpoint's commit
+        card = open(hf_hub_download(repo, "README.md"), encoding="utf-8").read()
+        assert f'REVISION = "{sha}"' in card
         assert f"\n- {variant_family(variant).variant(variant).hub_tag}\n" in card  # the family's own card
         trees, sentences = _examples(variant)
         cases.append({"variant": variant, "repo": repo, "sha": sha, "trees": trees, "sentence": sentences[0],
