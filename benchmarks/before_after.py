@@ -105,6 +105,7 @@ def training_speed(sides, models, repeats):
             for side, (python, repo) in sides.items():
                 line = run(python, [str(repo / "benchmarks" / "train_step.py"), "--child", model, "--steps", "5"], repo)
                 found[model][side].append(json.loads(line)["tokens_per_second"])
+                print(f"  run: {model} {side} {found[model][side][-1]:.0f} tokens/s", file=sys.stderr, flush=True)
     return found
 
 
@@ -141,6 +142,7 @@ def beam_speed(sides, checkpoint, repeats):
                                              ",".join(map(str, BEAMS))], repo))
             for beam in BEAMS:
                 found[beam][side].append(result[str(beam)]["seconds"])
+                print(f"  run: beam {beam} {side} {found[beam][side][-1]:.3f} s/sentence", file=sys.stderr, flush=True)
             log_probs[side] = {beam: result[str(beam)]["log_probs"] for beam in BEAMS}
     return found, log_probs
 
@@ -153,6 +155,8 @@ def main():
                         help="the checkpoint the beam search runs (hf-slm quickstart makes it)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--parts", nargs="+", choices=["exactness", "training", "beam"],
+                        default=["exactness", "training", "beam"], help="what to measure (default: all three)")
     args = parser.parse_args()
     if not args.model.exists():
         raise SystemExit(f"no checkpoint at {args.model}: run `hf-slm quickstart` first (or name one with --model)")
@@ -163,28 +167,38 @@ def main():
     print(f"before: {args.before_repo} ({args.before_python}); after: {REPO} ({sys.executable}); "
           f"medians of {args.repeats} runs per side")
 
-    differences = gradient_differences(sides, models)
+    if "exactness" in args.parts:
+        print_differences(gradient_differences(sides, models))
+    if "training" in args.parts:
+        print_speeds(training_speed(sides, models, args.repeats))
+    if "beam" in args.parts:
+        print_beam(args.model, *beam_speed(sides, args.model, args.repeats))
+    return 0
+
+
+def print_differences(differences):
     print("\nExactness: one forward and backward, same seed and batch (0 = bit-identical)")
     print(f"{'model':<14} {'|loss diff|':>12} {'max |grad diff|':>16} {'parameters':>11}")
     for model, (loss, gradient, count) in differences.items():
-        print(f"{model:<14} {loss:>12.3g} {gradient:>16.3g} {count:>11}")
+        print(f"{model:<14} {loss:>12.3g} {gradient:>16.3g} {count:>11}", flush=True)
 
-    speeds = training_speed(sides, models, args.repeats)
+
+def print_speeds(speeds):
     print("\nTraining tokens/s (B 16 x T' 256, d 256, 4 layers; 5 Adam steps)")
     print(f"{'model':<14} {'before':>9} {'after':>9} {'after/before':>13}   runs before | after")
     for model, found in speeds.items():
         before, after = statistics.median(found["before"]), statistics.median(found["after"])
         runs = " ".join(f"{v:.0f}" for v in found["before"]) + " | " + " ".join(f"{v:.0f}" for v in found["after"])
-        print(f"{model:<14} {before:>9.0f} {after:>9.0f} {after / before:>12.3f}x   {runs}")
+        print(f"{model:<14} {before:>9.0f} {after:>9.0f} {after / before:>12.3f}x   {runs}", flush=True)
 
-    seconds, log_probs = beam_speed(sides, args.model, args.repeats)
-    print(f"\nBeam search, {args.model}: five 20-word GUM sentences one at a time, paper 003's settings (s/sentence)")
+
+def print_beam(checkpoint, seconds, log_probs):
+    print(f"\nBeam search, {checkpoint}: five 20-word GUM sentences one at a time, paper 003's settings (s/sentence)")
     print(f"{'beam':>5} {'before':>8} {'after':>8} {'after/before':>13} {'max |log p diff|':>17}")
     for beam, found in seconds.items():
         before, after = statistics.median(found["before"]), statistics.median(found["after"])
         difference = max(abs(a - b) for a, b in zip(log_probs["after"][beam], log_probs["before"][beam]))
-        print(f"{beam:>5} {before:>8.3f} {after:>8.3f} {after / before:>12.3f}x {difference:>17.3g}")
-    return 0
+        print(f"{beam:>5} {before:>8.3f} {after:>8.3f} {after / before:>12.3f}x {difference:>17.3g}", flush=True)
 
 
 if __name__ == "__main__":
