@@ -237,10 +237,12 @@ def test_the_commands_run_on_the_checkpoint(trained, data, tmp_path, capsys):
     assert {"ppl", "sg", "blimp"} <= written, sorted(results.iterdir())
 
 
-def test_the_card_names_the_variant(trained, capsys):
+def test_the_card_names_the_variant(trained, tmp_path, capsys):
     variant, output, _ = trained
-    assert main(["card", str(output)]) == 0
-    card = (output / "README.md").read_text(encoding="utf-8")
+    # written beside the checkpoint: a README.md inside it would be the card `hf-slm push` keeps (test below)
+    assert main(["card", str(output), "--output", str(tmp_path / "README.md")]) == 0
+    assert not (output / "README.md").exists()
+    card = (tmp_path / "README.md").read_text(encoding="utf-8")
     chosen = variant_family(variant).variant(variant)
     assert chosen.display_name in card and f"\n- {chosen.hub_tag}\n" in card
 
