@@ -418,7 +418,7 @@ def command_eval_blimp(args):
     with _left_out_said_once():
         metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
                             batch_size=args.batch_size, overwrite=args.overwrite,
-                            on_error=_sentence_options(args)["on_error"], scorer=scorer)
+                            on_error=_sentence_options(args)["on_error"], scorer=scorer, proposals=args.proposals)
     if not _reports():
         return 0
     _say_left_out("eval blimp", metrics.get("left_out", []), metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
@@ -451,6 +451,13 @@ EVAL_OUTPUTS = (
     "(same numbers as an uninterrupted run); a run with another model, other settings or other data of the same "
     "name is refused unless --overwrite. The results folder is locked (.hf-slm.lock) while a run writes it."
 )
+
+
+# What `eval ppl --proposals` and `eval blimp --proposals` read (hf_slm/evaluation/proposals.py).
+PROPOSALS_HELP = ("proposal trees in the format of the model's trees (PTB brackets; unlabelled or labelled brackets "
+                  "for a model of unlabelled trees; CoNLL-U, analyses grouped by sent_id, or inline WORD/HEAD trees "
+                  "for a model of dependency trees), one per line in blocks separated by blank lines: p(x) >= the sum "
+                  "of p(x, y) over them, so the perplexity is an upper bound")
 
 
 def _add_eval_command(evaluations, name, help_text, function, beam=True):
@@ -711,13 +718,17 @@ def build_parser():
     parse_eval_command.add_argument("--gold", required=True)
     ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for models that score words exactly, an upper "
                             "bound for syntactic ones, an approximation for them at document level)", command_eval_ppl)
-    ppl.add_argument("--data", required=True, help="trees (PTB brackets) or one sentence per line")
-    ppl.add_argument("--proposals", help="proposal trees per sentence (see hf_slm/evaluation/parsing.py); default: the beam")
+    ppl.add_argument("--data", required=True, help="trees (PTB brackets), one sentence per line, or a CoNLL-U file (its "
+                     "sentences' FORM column)")
+    ppl.add_argument("--proposals", help=PROPOSALS_HELP + "; one block per sentence of --data, in order. Default: the "
+                     "beam")
     ppl.add_argument("--document-level", action="store_true",
                      help="documents separated by blank lines: each sentence after the greedy best trees of the ones "
                      "before it, an approximation for syntactic models (needs a document-level model)")
     blimp = _add_eval_command(evaluations, "blimp", "BLiMP accuracy per paradigm, field and overall", command_eval_blimp)
     blimp.add_argument("--data", required=True, help="a folder of BLiMP .jsonl files")
+    blimp.add_argument("--proposals", help=PROPOSALS_HELP + "; two blocks per pair, the good sentence's then the bad "
+                       "one's, in the order of the data (files by name). Default: the beam")
     sg = _add_eval_command(evaluations, "sg", "SyntaxGym: per-suite accuracy, circuits, the 31-suite SG score, a plot",
                            command_eval_sg)
     sg.add_argument("--suites", required=True, help="a folder of SyntaxGym suite JSON files (or one file)")

@@ -84,18 +84,32 @@ class _CheckedLines:
             yield text
 
 
-def _sentence_example(sentence, where, file, index):
+def is_conllu_file(path):
+    """Whether `path` is a CoNLL-U file: a .conllu / .conll name, or a first non-blank line that is a `#` comment or
+    has tabs (plain sentences, trees and inline dependency trees have neither)."""
+    path = Path(path)
+    if path.suffix.lower() in (".conllu", ".conll"):
+        return True
+    with open_text(path, "file") as handle:
+        for line in handle:
+            if line.strip():
+                return line.startswith("#") or "\t" in line
+    return False
+
+
+def _sentence_example(sentence, where, file, index, heads=True):
     words = [token for token in sentence if isinstance(token["id"], int)]
     for position, token in enumerate(words, start=1):
         if token["id"] != position:
             raise ValueError(f"{where}: word IDs must run 1, 2, 3, ...; found {token['id']} at position {position}")
-        if not isinstance(token["head"], int):
+        if heads and not isinstance(token["head"], int):
             raise ValueError(
                 f"{where}: word {position} ({token['form']!r}) has HEAD {token['head']!r}; expected an integer"
             )
     if not words:
         raise ValueError(f"{where}: a sentence without words (only multiword tokens or empty nodes)")
-    check_heads([token["form"] for token in words], [token["head"] for token in words], where)
+    if heads:
+        check_heads([token["form"] for token in words], [token["head"] for token in words], where)
     return {
         "words": [token["form"] for token in words],
         "heads": [token["head"] for token in words],
@@ -109,8 +123,9 @@ def _sentence_example(sentence, where, file, index):
     }
 
 
-def read_conllu_file(path, name):
-    """Yield the examples of one CoNLL-U file; `name` is what the `file` column shows."""
+def read_conllu_file(path, name, heads=True):
+    """Yield the examples of one CoNLL-U file; `name` is what the `file` column shows. With heads=False the HEAD
+    column is not read into a tree (a file of sentences: `heads` holds what the column says, `_` as None)."""
     with open_text(path, "CoNLL-U file") as handle:
         lines = _CheckedLines(handle, path)
         sentences = conllu.parse_incr(lines)
@@ -125,7 +140,7 @@ def read_conllu_file(path, name):
                     f"CoNLL-U file {path}, sentence starting on line {lines.sentence_start}: {error}"
                 ) from None
             yield _sentence_example(sentence, f"CoNLL-U file {path}, sentence starting on line {lines.sentence_start}",
-                                    name, index)
+                                    name, index, heads)
             index += 1
 
 

@@ -62,7 +62,6 @@ from ..runs.distributed import is_main_process, world_size
 from ..modeling.grammars import grammar_for_config
 from ..runs.journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
 from ..search.scoring import joint_log_probs
-from ..data.text_files import open_text
 from ..families import variant_for_config
 from ..families.tree_formats import tree_format
 from ..tokenization.dependency_trees import DependencyTree
@@ -276,56 +275,19 @@ def _read_already(gold):
     return bool(gold) and isinstance(gold, list) and all(isinstance(s, dict) and "source" in s for s in gold)
 
 
-def _is_conllu(path):
-    if path.suffix.lower() in (".conllu", ".conll"):
-        return True
-    with open_text(path, "proposal file") as handle:
-        for line in handle:
-            if line.strip():
-                return line.startswith("#") or "\t" in line
-    return False
-
-
-def _conllu_blocks(path):
-    """(trees, locations, sent_id) per block of a CoNLL-U proposal file (module docstring)."""
-    trees, locations, key, sent_id = [], [], None, None
-    for number, example in enumerate(_conllu_examples(path, "proposal file"), start=1):
-        this = example["sent_id"] if example["sent_id"] is not None else tuple(example["words"])
-        if trees and this != key:
-            yield trees, locations, sent_id
-            trees, locations = [], []
-        key, sent_id = this, example["sent_id"]
-        trees.append(DependencyTree(example["words"], example["heads"]))
-        locations.append(f"{path}, analysis {number}" + (f" ({sent_id})" if sent_id else ""))
-    if trees:
-        yield trees, locations, sent_id
-
-
-def _inline_blocks(path):
-    """(trees, locations, None) per blank-line separated block of inline trees."""
-    trees, locations = [], []
-    with open_text(path, "proposal file") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                where = f"{path}, line {number}"
-                trees.append(DependencyTree.from_inline(line, where=where))
-                locations.append(where)
-            elif trees:
-                yield trees, locations, None
-                trees, locations = [], []
-    if trees:
-        yield trees, locations, None
-
-
 def proposal_blocks(proposals):
-    """Yield (trees, locations, sent_id) per sentence of a proposal file or of lists in memory (one list of
+    """Yield (trees, locations, sent_id) per sentence of a proposal file (read by the dependency format,
+    hf_slm/families/tree_formats.py, as every evaluation reads proposals) or of lists in memory (one list of
     DependencyTree objects, inline trees or mappings per sentence); locations name each tree in errors."""
     if isinstance(proposals, (str, Path)):
-        path = Path(proposals)
-        if not path.is_file():
-            raise ValueError(f"proposal file {str(path)!r} {'is a directory' if path.is_dir() else 'does not exist'}")
-        yield from (_conllu_blocks(path) if _is_conllu(path) else _inline_blocks(path))
-        return
+        blocks = tree_format("dependency").proposal_blocks(proposals)
+        while True:
+            try:
+                yield next(blocks)
+            except StopIteration:
+                return
+            except ValueError as error:
+                raise _needs_heads(error, "proposal file") from None
     for index, block in enumerate(proposals):
         where = [f"sentence {index}, proposal {j}" for j in range(len(block))]
         yield [_dependency_tree(tree, w) for tree, w in zip(block, where)], where, None

@@ -10,6 +10,12 @@ p(x)) for syntactic models. A pair counts as correct only when log p(good) > log
 wrong). Any other scorer can be passed as `scorer`: a Scorer, or a function from a list of sentences (lists of
 words) to their log-probabilities.
 
+Proposals (`proposals`, `hf-slm eval blimp --proposals`): instead of the beam, log p(x) >= logsumexp of log p(x, y)
+over each sentence's proposal trees (hf_slm/evaluation/proposals.py: the model's own tree format reads the file, its
+scorer scores the trees). The file holds two blocks per pair, the good sentence's then the bad one's, pairs in the
+order of the data (files sorted by name, lines in order) and covering all of it: with `limit` the blocks of the
+pairs left out are skipped. Each proposal spells its sentence's words as split (`word_splitting`).
+
 Words: BLiMP sentences are untokenized ("Katherine can't help herself."), while the training trees (PTB, GUM)
 are PTB-tokenized. `ptb_words` splits them the PTB way: sentence-final ". ? !" and any ", ; :" at the end of a
 word become their own words, and clitics are split off as in the treebank ("can't" -> "ca n't",
@@ -29,9 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
+import warnings
+
 from ..data.jsonl import iter_jsonl
-from ..runs.journal import map_in_chunks
+from ..runs.journal import data_fingerprint, map_in_chunks
 from ..search.scorers import Scorer, scorer_of
+from .proposals import (
+    check_proposal_words, check_scores_proposals, proposal_format, proposal_log_probs, read_proposal_blocks,
+)
 from .results import evaluation_run, save_results
 
 FIELDS = ("morphology", "semantics", "syntax", "syntax_semantics")
@@ -82,7 +93,8 @@ def read_blimp(data, limit=None):
     """The pairs of a BLiMP directory (every *.jsonl file in it, sorted) or of one jsonl file.
 
     Returns a list of dicts {"UID", "field" (normalized), "linguistics_term", "pairID", "sentence_good",
-    "sentence_bad"}, at most `limit` pairs per paradigm (the first ones of each file).
+    "sentence_bad", "position"}, at most `limit` pairs per paradigm (the first ones of each file); "position" is the
+    pair's place among all pairs of the data, those beyond the limit counted.
     """
     path = Path(data)
     if path.is_dir():
@@ -98,7 +110,7 @@ def read_blimp(data, limit=None):
         raise ValueError(f"BLiMP data {str(path)!r} does not exist; expected a directory of .jsonl files or one file")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive number of pairs per paradigm, got {limit!r}")
-    pairs = []
+    pairs, position = [], -1
     for file in files:
         taken = defaultdict(int)
         records = 0
@@ -114,6 +126,7 @@ def read_blimp(data, limit=None):
                     raise ValueError(f"{file}, line {line_number}: the field {key!r} is {what}; expected "
                                      f"{'a sentence' if key.startswith('sentence') else 'a string'}")
             uid = record.get("UID") or file.stem
+            position += 1
             if limit is not None and taken[uid] >= limit:
                 continue
             taken[uid] += 1
@@ -124,6 +137,7 @@ def read_blimp(data, limit=None):
                 "pairID": str(record.get("pairID", taken[uid] - 1)),
                 "sentence_good": record["sentence_good"],
                 "sentence_bad": record["sentence_bad"],
+                "position": position,
             })
         if not records:
             raise ValueError(f"BLiMP file {str(file)!r} holds no pairs; expected one JSON object per line")
@@ -163,9 +177,31 @@ def blimp_accuracy(pairs, log_probs_good, log_probs_bad):
     }
 
 
+def _proposal_blocks(proposals, scorer, pairs, split, total_pairs):
+    """The proposal blocks of the pairs' sentences (good, bad, pair after pair; module docstring), read by the model's
+    tree format and checked against the words; None without proposals or for a model whose p(x) is exact."""
+    if proposals is None:
+        return None
+    if scorer is None:
+        raise ValueError("proposals are scored by the model's scorer; a scorer function cannot take them")
+    check_scores_proposals(scorer, f"proposals {proposals}")
+    if scorer.log_prob_estimate == "exact":
+        warnings.warn("this model's log p(x) is exact; the proposal trees are not used", stacklevel=3)
+        return None
+    read = read_proposal_blocks(proposals, scorer.model, scorer.tokenizer)
+    if len(read) != 2 * total_pairs:
+        raise ValueError(f"{proposals}: {len(read)} block(s) of proposal trees for {total_pairs} BLiMP pair(s) of "
+                         "the data; expected two blocks per pair (the good sentence's, then the bad one's), in the "
+                         f"order of the data ({proposal_format(scorer.model).proposal_description})")
+    blocks = [read[2 * pair["position"] + side] for pair in pairs for side in (0, 1)]
+    check_proposal_words([words for pair in split for words in pair], blocks, str(proposals),
+                         proposal_format(scorer.model).name)
+    return blocks
+
+
 def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_size=8, progress=True, scorer=None,
               word_splitting="ptb", overwrite=False, on_error="skip", scorer_description="custom scorer",
-              **beam_options):
+              proposals=None, max_proposals=None, **beam_options):
     """BLiMP accuracy of a model (or of `scorer`) on the jsonl files of `data_dir`.
 
     Args:
@@ -183,6 +219,9 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
         overwrite: discard the journal of an earlier run into the same file and start over.
         on_error: "skip" leaves out the pairs of a sentence that cannot be scored (hf_slm.search.beam.check_sentences;
             a scorer returns None for it): `pairs_left_out` counts them, `left_out` names them; "raise" stops.
+        proposals: a proposal file (module docstring): log p(x) from the proposal trees instead of the beam (a model
+            whose p(x) is exact does not use them, with a warning; a scorer that scores no given trees refuses them).
+        max_proposals: keep at most this many distinct proposals per sentence.
         beam_options: BeamSearchOptions fields (beam_size, word_beam_size, ...) for the default scorer.
     Returns the metrics of `blimp_accuracy` plus "log_prob" (how p(x) was computed), "units" ("fraction": the
     accuracies), "log_prob_units" ("nats": the pair log-probabilities) and "summary".
@@ -202,18 +241,35 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
             return model_scorer.log_probs(sentences, batch_size=batch_size, progress=False, on_error=on_error,
                                           sources=[repr(" ".join(words)) for words in sentences])
     else:
-        how = scorer_description
+        model_scorer, how = None, scorer_description
+    total_pairs = len(pairs) if limit is None or proposals is None else len(read_blimp(data_dir))
+    blocks = _proposal_blocks(proposals, model_scorer, pairs, split, total_pairs)
+    if blocks is not None:
+        beam_options, how = None, "p(x) >= sum of p(x, y) over the proposal trees of each sentence (a lower bound)"
     if output_dir is not None and model is None:
         raise ValueError("saving BLiMP results needs the model (its name and config are recorded)")
     options = {"limit": limit, "batch_size": batch_size, "word_splitting": word_splitting,
                "beam_options": beam_options, "log_prob": how}
+    if blocks is not None:
+        options.update(proposals=data_fingerprint(proposals), max_proposals=max_proposals)
     with evaluation_run(output_dir, "blimp", data_dir, model, options, limit=limit, overwrite=overwrite) as run:
-        scores = map_in_chunks(scorer, [list(words) for words in distinct], batch_size,
-                               run.journal if run is not None else None, keys=[" ".join(words) for words in distinct],
-                               progress=progress, desc="BLiMP", unit="sentence")
-        log_prob = dict(zip(distinct, (None if v is None else float(v) for v in scores)))
-        good = [log_prob[tuple(g)] for g, _ in split]
-        bad = [log_prob[tuple(b)] for _, b in split]
+        journal = run.journal if run is not None else None
+        if blocks is None:
+            scores = map_in_chunks(scorer, [list(words) for words in distinct], batch_size, journal,
+                                   keys=[" ".join(words) for words in distinct], progress=progress, desc="BLiMP",
+                                   unit="sentence")
+            log_prob = dict(zip(distinct, (None if v is None else float(v) for v in scores)))
+            good = [log_prob[tuple(g)] for g, _ in split]
+            bad = [log_prob[tuple(b)] for _, b in split]
+        else:  # each sentence of each pair by its own proposals
+            def from_proposals(chunk):
+                return [value for value, _, _ in proposal_log_probs(model, tokenizer, chunk, batch_size=batch_size,
+                                                                    progress=False, max_proposals=max_proposals)]
+
+            keys = [f"{pair['position']}:{kind}" for pair in pairs for kind in ("good", "bad")]
+            scores = map_in_chunks(from_proposals, blocks, batch_size, journal, keys=keys, progress=progress,
+                                   desc="BLiMP", unit="sentence")
+            good, bad = [float(v) for v in scores[0::2]], [float(v) for v in scores[1::2]]
         # A sentence that cannot be scored (None; hf_slm.search.beam.check_sentences warned) takes its pairs out.
         scored = [i for i in range(len(pairs)) if good[i] is not None and bad[i] is not None]
         metrics = blimp_accuracy([pairs[i] for i in scored], [good[i] for i in scored], [bad[i] for i in scored])

@@ -43,12 +43,12 @@ import numpy as np
 from ..checkpoints.checks import check_tokenizer_matches
 from ..runs.distributed import is_main_process, world_size
 from ..families import variant_for_config
+from ..families.tree_formats import BRACKETED
 from ..runs.journal import data_fingerprint, journaled_chunks, map_in_chunks, proposal_rounds, text_fingerprint
 from ..search.scorers import scorer_of
 from ..search.scoring import joint_log_probs
-from ..data.text_files import open_text
 from ..tokenization.tree_type import Tree
-from ..tokenization.trees import normalize_tree, parse_tree, parse_trees, read_trees, tree_to_string
+from ..tokenization.trees import normalize_tree, parse_tree, read_trees, tree_to_string
 from .evalb import GoldSentence, summarize
 from .results import evaluation_run, save_results
 
@@ -69,45 +69,12 @@ def read_gold_trees(path, limit=None):
     return trees[:limit] if limit is not None else trees
 
 
-def _tree_on_line(line, path, number):
-    try:
-        trees = parse_trees(line, source="proposal")
-    except ValueError as error:
-        message = str(error)
-        prefix = "proposal, tree 0, line 1: "
-        message = message[len(prefix):] if message.startswith(prefix) else message
-        raise ValueError(f"{path}, line {number}: {message} (expected one bracketed tree per line)") from None
-    if len(trees) != 1:
-        raise ValueError(f"{path}, line {number}: {len(trees)} trees on one line; expected one tree per line")
-    return trees[0]
-
-
-def iter_proposals(path, limit=None, with_lines=False):
-    """Yield the proposal trees of each sentence of a proposal file (format: module docstring), lazily.
-
-    Args:
-        limit: stop after this many sentences.
-        with_lines: yield (trees, line numbers) instead of trees.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"proposal file {str(path)!r} {'is a directory' if path.is_dir() else 'does not exist'}")
-    if limit is not None and limit <= 0:
-        return
-    trees, lines, count = [], [], 0
-    with open_text(path, "proposal file") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                trees.append(_tree_on_line(line, path, number))
-                lines.append(number)
-                continue
-            if trees:
-                yield (trees, lines) if with_lines else trees
-                trees, lines, count = [], [], count + 1
-                if limit is not None and count >= limit:
-                    return
-    if trees:
-        yield (trees, lines) if with_lines else trees
+def iter_proposals(path, limit=None):
+    """Yield the proposal trees of each sentence of a proposal file (format: module docstring), lazily, as written,
+    at most `limit` sentences (read by the bracketed format, hf_slm/families/tree_formats.py, as every evaluation
+    reads proposals)."""
+    for block in BRACKETED.proposal_blocks(path, limit=limit):
+        yield block.trees
 
 
 def read_proposals(path, limit=None):
@@ -152,8 +119,8 @@ def _gold_list(gold_trees, limit):
 def _proposal_blocks(proposals, limit):
     """Yield (trees, locations) per sentence: locations name each tree in error messages."""
     if isinstance(proposals, (str, Path)):
-        for trees, lines in iter_proposals(proposals, limit=limit, with_lines=True):
-            yield trees, [f"{proposals}, line {line}" for line in lines]
+        for block in BRACKETED.proposal_blocks(proposals, limit=limit):
+            yield block.trees, block.locations
         return
     for index, block in enumerate(proposals):
         if limit is not None and index >= limit:

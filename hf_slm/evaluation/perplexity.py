@@ -22,17 +22,19 @@ number it is:
   Every such number is labelled an upper bound (`estimate: "upper bound"`, `is_upper_bound: true`, and the
   summary text says so).
 
-Proposal file format (the one of hf_slm.evaluation.parsing, whose reader is used): a UTF-8 text file with one
-block per sentence, in the order of the data; a block holds that sentence's candidate trees, one bracketed
-PTB tree per line (POS tags allowed; trees are normalized with the tokenizer's options, as the tokenizer
-normalizes bracketed input); blocks are separated by one or more blank lines. Each proposal's words must
-equal its sentence's words.
+Proposal files (hf_slm/evaluation/proposals.py): one block of candidate trees per sentence, in the order of the data,
+in the format of the model's trees, read by that format (hf_slm/families/tree_formats.py): PTB brackets for TG and
+its baselines, unlabelled (or labelled, then unlabelled) brackets for paper 003's variants, CoNLL-U or inline trees
+for the dependency families. Each proposal's words must equal its sentence's words. A model whose scorer scores
+no given trees (SOM's) refuses them; a words-only grammar, whose p(x) is exact, does not use them (a warning).
 
-Data files: a tree file (PTB brackets, one or many trees, POS tags allowed; the trees' words are used), or a
-text file with one sentence per line, words separated by spaces. A file whose first non-blank line starts
-with "(" is a tree file. Lines are checked by the rule of tokenization.trees.input_format: a line of a tree
-file that reads as an action sequence, and a word with a bracket in a sentence file (a tree line there
-included), are errors naming the line. With document_level=True, documents are separated by blank lines.
+Data files: a CoNLL-U file (a .conllu / .conll name, or a first line that is a `#` comment or has tabs: one
+sentence per CoNLL-U sentence, its words the FORM of the lines with an integer ID; hf_slm.data.conllu_loader), a
+tree file (PTB brackets, one or many trees, POS tags allowed; the trees' words are used), or a text file with one
+sentence per line, words separated by spaces. A file whose first non-blank line starts with "(" is a tree file.
+Lines are checked by the rule of tokenization.trees.input_format: a line of a tree file that reads as an action
+sequence, and a word with a bracket in a sentence file (a tree line there included), are errors naming the line.
+With document_level=True, documents are separated by blank lines (CoNLL-U data is read at sentence level).
 
 Document level (paper 000, 3.1) needs a document-level model (config.document_level: the trees of a
 document follow each other after one `<s>`). For sentence i of a document the prefix is the concatenation
@@ -66,20 +68,16 @@ from ..families import variant_for_config
 from ..runs.journal import data_fingerprint, map_in_chunks
 from ..search.scorers import scorer_for, scorer_of
 from ..search.search_scorer import joint_in_length_order, terminal_sequences
+from ..data.conllu_loader import is_conllu_file, read_conllu_file
 from ..data.text_files import check_text_file, open_text, read_text
 from ..tokenization.trees import labelled_closing, normalize_tree, parse_trees, read_trees, read_words
-from .parsing import iter_proposals
+from .proposals import (
+    check_proposal_words, check_scores_proposals, logsumexp, proposal_format, proposal_log_probs, read_proposal_blocks,
+    read_proposals, unique_proposal_ids,
+)
 from .results import evaluation_run, save_results
 
 BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n")
-
-
-def _logsumexp(values):
-    values = np.asarray(values, dtype=np.float64)
-    top = values.max()
-    if not np.isfinite(top):
-        return float(top)
-    return float(top + np.log(np.exp(values - top).sum()))
 
 
 def _normalization(tokenizer):
@@ -136,11 +134,16 @@ def read_documents(path, normalization=None, document_level=False):
     Tree files are read with `normalization` (trees.normalize_tree options; the tokenizer's, so that the
     words match what the tokenizer would see); a line of one that reads as an action sequence is an error.
     In a sentence file a word with a bracket is an error naming the line (a tree line among sentences
-    included). Without document_level the file is one document holding every sentence; with it, blank lines
+    included). A CoNLL-U file gives the FORMs of each of its sentences. Without document_level the file is one document holding every sentence; with it, blank lines
     separate documents.
     """
     path = check_text_file(path, "data file")
     normalization = normalization or {}
+    if is_conllu_file(path):
+        if document_level:
+            raise ValueError(f"data file {path} is CoNLL-U, read one sentence at a time; document-level perplexity "
+                             "reads documents of trees or sentences separated by blank lines")
+        return [[example["words"] for example in read_conllu_file(path, str(path), heads=False)]]
     trees = is_tree_file(path)
     text = read_text(path, "data file")
     if not trees:
@@ -154,43 +157,6 @@ def read_documents(path, normalization=None, document_level=False):
         parsed = parse_trees(block, source=f"{path}, document {index}")
         documents.append([list(normalize_tree(tree, **normalization).leaves()) for tree in parsed])
     return documents
-
-
-def read_proposals(path, normalization=None, limit=None):
-    """The proposal trees of a proposal file (format: module docstring; read by parsing.iter_proposals),
-    normalized with `normalization`, as nltk Trees: one list per block (sentence), in file order, at most
-    `limit` blocks."""
-    normalization = normalization or {}
-    blocks = []
-    for index, (trees, lines) in enumerate(iter_proposals(path, limit=limit, with_lines=True)):
-        normalized = []
-        for j, (tree, line) in enumerate(zip(trees, lines)):
-            try:
-                normalized.append(normalize_tree(tree, **normalization))
-            except ValueError as error:
-                raise ValueError(f"{path}, line {line} (sentence {index}, proposal {j}): {error}") from error
-        blocks.append(normalized)
-    return blocks
-
-
-def check_proposal_words(sentences, proposals, source="proposals"):
-    """Raise ValueError unless there is one block per sentence and every proposal spells its sentence."""
-    if len(proposals) != len(sentences):
-        raise ValueError(
-            f"{source}: {len(proposals)} block(s) of proposal trees for {len(sentences)} sentence(s); expected "
-            "one block per sentence, in order, blocks separated by a blank line"
-        )
-    for index, (words, trees) in enumerate(zip(sentences, proposals)):
-        for j, tree in enumerate(trees):
-            leaves = list(tree.leaves())
-            if leaves != list(words):
-                position = next((k for k, (a, b) in enumerate(zip(leaves, words)) if a != b),
-                                min(len(leaves), len(words)))
-                raise ValueError(
-                    f"{source}: sentence {index}, proposal {j} has the words {' '.join(leaves)!r} but the "
-                    f"sentence is {' '.join(words)!r} (first difference at word {position}); expected the "
-                    "same words in the same order"
-                )
 
 
 # ---- log p(x) -----------------------------------------------------------------------------------------
@@ -207,40 +173,6 @@ def sentence_log_probs(model, tokenizer, sentences, batch_size=32, progress=True
     """
     return scorer_for(model, tokenizer, **beam_options).log_probs(sentences, batch_size=batch_size, progress=progress,
                                                                   on_error=on_error, sources=sources)
-
-
-def unique_proposal_ids(tokenizer, proposals, max_proposals=None):
-    """Per sentence, the action ids (`<s>` first) of its distinct proposal trees, in file order.
-
-    Trees are distinct when their action sequences differ (two trees that differ only in POS tags are one
-    tree for the model). With max_proposals, only the first that many distinct trees are kept.
-    """
-    unique = []
-    for trees in proposals:
-        seen, kept = set(), []
-        for ids in tokenizer(list(trees))["input_ids"] if trees else []:
-            key = tuple(ids)
-            if key not in seen:
-                seen.add(key)
-                kept.append(list(ids))
-            if max_proposals is not None and len(kept) == max_proposals:
-                break
-        unique.append(kept)
-    return unique
-
-
-def proposal_log_probs(model, tokenizer, proposals, batch_size=32, progress=True, max_proposals=None):
-    """Per sentence: (logsumexp_j log p(x, y_j) over its distinct proposals, number of distinct proposals,
-    index of the best one among them)."""
-    unique = unique_proposal_ids(tokenizer, proposals, max_proposals)
-    flat = [ids for sentence in unique for ids in sentence]
-    scores = joint_in_length_order(model, flat, batch_size, progress)
-    results, start = [], 0
-    for sentence in unique:
-        values = scores[start : start + len(sentence)]
-        start += len(sentence)
-        results.append((_logsumexp(values), len(values), int(np.argmax(values))))
-    return results
 
 
 # ---- document level -----------------------------------------------------------------------------------
@@ -275,7 +207,7 @@ def document_log_probs(score_sequences, documents, bos_token_id):
                 raise ValueError(f"document {k}, sentence {position}: expected at least one candidate tree")
             values = [scores[j] for j in picks]
             best = picks[int(np.argmax(values))]
-            results[k].append(_logsumexp(values) - prefix_log_probs[k])
+            results[k].append(logsumexp(values) - prefix_log_probs[k])
             prefixes[k] = sequences[best]
             prefix_log_probs[k] = scores[best]
     return results
@@ -408,7 +340,10 @@ def _perplexity_metrics(method, log_probs, documents, sentences, exact, document
 
 def _sentence_names(path, count):
     """How messages name the first `count` sentences of a data file: `path:line` in a file of sentences (one per
-    non-blank line), `path, tree k` in a tree file."""
+    non-blank line), `path, tree k` in a tree file, `path, sentence k (sent_id)` in a CoNLL-U file (k from 1)."""
+    if is_conllu_file(path):
+        return [f"{path}, sentence {example['index'] + 1}" + (f" ({example['sent_id']})" if example["sent_id"] else "")
+                for example, _ in zip(read_conllu_file(path, str(path), heads=False), range(count))]
     if is_tree_file(path):
         return [f"{path}, tree {k}" for k in range(count)]
     lines = Path(path).read_text(encoding="utf-8").split("\n")
@@ -495,14 +430,15 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
     sentences = [sentence for document in documents for sentence in document]
 
     blocks = None
+    if proposals is not None:
+        check_scores_proposals(scorer, f"proposals {proposals}")
     if proposals is not None and exact:
         warnings.warn("this model's perplexity is exact; the proposal trees are not used", stacklevel=2)
-    elif proposals is not None and not scorer.scores_trees:
-        raise ValueError(f"proposals: {scorer.describe()} does not score given trees; leave the proposals out")
     elif proposals is not None:
-        # With a limit only the first blocks are read (the file may cover the whole data or just them).
-        blocks = read_proposals(proposals, normalization, limit=len(sentences) if limit is not None else None)
-        check_proposal_words(sentences, blocks, source=str(proposals))
+        # Read by the model's tree format. With a limit only the first blocks are read (the file may cover the whole
+        # data or just them).
+        blocks = read_proposal_blocks(proposals, model, tokenizer, limit=len(sentences) if limit is not None else None)
+        check_proposal_words(sentences, blocks, str(proposals), proposal_format(model).name)
     # Every sentence is checked before anything is scored; those that cannot be are left out and named.
     all_sentences, names = sentences, _sentence_names(data, len(sentences))
     documents, kept, left_out = _scorable(scorer, documents, names, on_error, document_level)
@@ -533,6 +469,8 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
         left_out.sort(key=lambda entry: entry["index"])
         metrics = _perplexity_metrics(method, log_probs, documents, sentences, exact, document_level,
                                       proposal_counts)
+        if blocks is not None:
+            metrics["proposal_trees"] = proposal_format(model).description
         if left_out:
             metrics["sentences_left_out"] = len(left_out)
             metrics["left_out"] = [{key: entry[key] for key in ("index", "source", "error")} for entry in left_out]

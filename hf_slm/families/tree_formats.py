@@ -18,6 +18,7 @@ module.
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .registry import family_for_grammar, grammar_class, grammar_names, resolve
 
@@ -45,6 +46,19 @@ class MaskExample:
         return {} if self.report_fields is None else self.report_fields(sequence)
 
 
+class ProposalBlock(NamedTuple):
+    """The candidate trees of one sentence in a proposal file (`TreeFormat.proposal_blocks`).
+
+    trees: the trees, as this format reads them (normalized as asked).
+    locations: where each tree is, for messages (`FILE, line N`, or `FILE, analysis N (sent_id)` in CoNLL-U).
+    sent_id: the sentence's `# sent_id` where the file gives one, else None.
+    """
+
+    trees: list
+    locations: list
+    sent_id: object = None
+
+
 class TreeFormat:
     """The behaviour every format has (module docstring); a subclass per format.
 
@@ -56,6 +70,7 @@ class TreeFormat:
         them; otherwise its data is prepared by `hf-slm data prepare --loader <data_loader>`.
     data_loader: the loader of its own files (None: tree files).
     summary_prompt: the default prompt of a summary, as a tree of this format.
+    proposal_description: what a proposal file of this format holds and how, for messages (`proposal_blocks`).
     mask_example: "module:function" building the inputs `hf-slm masks` shows (MaskExample).
     example_options: ((name, default), ...) the options its mask example takes (other formats refuse them).
     """
@@ -66,6 +81,7 @@ class TreeFormat:
     from_tree_files = True
     data_loader = None
     summary_prompt = BRACKETED_PROMPT
+    proposal_description = "one tree per line, the trees of each sentence a block, blocks separated by blank lines"
     mask_example = "hf_slm.families.mask_examples:bracketed_example"
     example_options = ()
 
@@ -84,6 +100,40 @@ class TreeFormat:
     def write(self, tree):
         """A tree as one line of this format."""
         raise NotImplementedError
+
+    def read_proposal(self, text, where, normalization=None):
+        """The tree of one line of a proposal file: with `normalization` (a tokenizer's options, possibly empty) as
+        that tokenizer reads it, with None as written."""
+        return self.read(text, where, **(normalization or {}))
+
+    def proposal_blocks(self, path, limit=None, normalization=None):
+        """Yield a ProposalBlock per sentence of a proposal file of this format (`proposal_description`), lazily, at most
+        `limit` of them; each line read by `read_proposal`. Errors name the file, the line and the layout expected.
+        The evaluations that read proposals (perplexity, BLiMP, reranking) all read them here."""
+        path = _proposal_file(path)
+        if limit is not None and limit <= 0:
+            return
+        from ..data.text_files import open_text
+
+        trees, locations, count = [], [], 0
+        with open_text(path, "proposal file") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    where = f"{path}, line {number}"
+                    trees.append(self.read_proposal(line, where, normalization))
+                    locations.append(where)
+                    continue
+                if trees:
+                    yield ProposalBlock(trees, locations)
+                    trees, locations, count = [], [], count + 1
+                    if limit is not None and count >= limit:
+                        return
+        if trees:
+            yield ProposalBlock(trees, locations)
+
+    def encodable(self, tree):
+        """What a tokenizer of this format encodes for a tree of it (`tokenizer(...)` takes a list of these)."""
+        return tree
 
     def words(self, tree):
         """The words of a tree of this format (a string is read first)."""
@@ -107,6 +157,8 @@ class TreeFormat:
 class BracketedTrees(TreeFormat):
     name = "brackets"
     description = "bracketed trees"
+    proposal_description = ("one bracketed tree per line, e.g. '(S (NP (DT The) (NN bird)) (VP (VBZ sings)))', the "
+                            "trees of each sentence a block, blocks separated by blank lines")
 
     def recognizes(self, text):
         from ..tokenization.trees import input_format
@@ -127,6 +179,27 @@ class BracketedTrees(TreeFormat):
         from ..tokenization.trees import tree_to_string
 
         return tree_to_string(tree)
+
+    def read_proposal(self, text, where, normalization=None):
+        """One PTB tree per line (POS tags allowed), normalized with `normalization` when given (the tokenizer's
+        options, as the tokenizer normalizes bracketed input); a reranker keeps the tree as written for EVALB."""
+        from ..tokenization.trees import normalize_tree, parse_trees
+
+        try:
+            trees = parse_trees(text, source="proposal")
+        except ValueError as error:
+            message = str(error)
+            message = message.removeprefix("proposal, tree 0, line 1: ")
+            raise ValueError(f"{where}: {message} (expected {self.proposal_description})") from None
+        if len(trees) != 1:
+            raise ValueError(f"{where}: {len(trees)} trees on one line; expected one tree per line "
+                             f"({self.proposal_description})")
+        if normalization is None:
+            return trees[0]
+        try:
+            return normalize_tree(trees[0], **normalization)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from error
 
     def words(self, tree):
         return list((self.read(tree) if isinstance(tree, str) else tree).leaves())
@@ -168,6 +241,9 @@ class UnlabelledTrees(BracketedTrees):
 
     name = "unlabelled_brackets"
     description = "unlabelled bracketed trees"
+    proposal_description = ("one tree per line, unlabelled '( ( The bird ) sings )' or labelled PTB brackets "
+                            "'(S (NP The bird) (VP sings))' (its labels left out), the trees of each sentence a "
+                            "block, blocks separated by blank lines")
     mask_example = "hf_slm.families.mask_examples:unlabelled_example"
 
     def recognizes(self, text):
@@ -186,6 +262,23 @@ class UnlabelledTrees(BracketedTrees):
 
         return unlabeled_string(tree)
 
+    def read_proposal(self, text, where, normalization=None):
+        """An unlabelled tree `( ( The bird ) sings )`, or a labelled one (PTB brackets, POS tags allowed, or labelled
+        actions) unlabelled as the tokenizer's `unlabel` does: normalized with `normalization`, labels left out."""
+        from ..tokenization.trees import read_tree_string
+
+        try:
+            if self.recognizes(text):
+                return self.read(text, where)
+            labelled = read_tree_string(text, where, **(normalization or {}))
+        except ValueError as error:
+            raise ValueError(f"{error} (expected {self.proposal_description})") from None
+        return self.read(self.write(labelled), where)
+
+    def encodable(self, tree):
+        """The unlabelled string (a checkpoint's tokenizer, loaded as its own code, has its own tree class)."""
+        return self.write(tree)
+
     def draw(self, tree):
         (self.read(tree) if isinstance(tree, str) else tree).pretty_print()
 
@@ -199,6 +292,9 @@ class DependencyTrees(TreeFormat):
     from_tree_files = False
     data_loader = "conllu"
     summary_prompt = DEPENDENCY_PROMPT
+    proposal_description = ("CoNLL-U (several analyses of each sentence, consecutive, grouped by '# sent_id' or, "
+                            "without it, by their words) or one inline tree per line, e.g. 'There/2 is/0 a/4 "
+                            "difference/2', the trees of each sentence a block, blocks separated by blank lines")
     mask_example = "hf_slm.families.mask_examples:dependency_example"
     # the grammar's variant (paper, or the authors' released code); words written as pieces joined by "|"
     example_options = (("variant", "paper"), ("pieces", False))
@@ -216,17 +312,64 @@ class DependencyTrees(TreeFormat):
 
     def read_file(self, path, **_):
         """A CoNLL-U file (.conllu / .conll, or lines with tabs) or one inline tree per line."""
+        from ..data.conllu_loader import is_conllu_file, read_conllu_file
         from ..tokenization.dependency_trees import DependencyTree
 
         path = Path(path)
-        lines = _lines(path)
-        if path.suffix.lower() in (".conllu", ".conll") or any("\t" in line for _, line in lines[:1]):
-            from ..data.conllu_loader import read_conllu_file
-
+        if is_conllu_file(path):
             return [DependencyTree(example["words"], example["heads"]) for example in read_conllu_file(path, path.name)]
-        return [self.read(line, f"{path}, line {number}") for number, line in lines]
+        return [self.read(line, f"{path}, line {number}") for number, line in _lines(path)]
 
     def write(self, tree):
+        return self.read(tree).to_inline()
+
+    def read_proposal(self, text, where, normalization=None):
+        try:
+            return self.read(text, where)
+        except ValueError as error:
+            raise ValueError(f"{error} (expected {self.proposal_description})") from None
+
+    def proposal_blocks(self, path, limit=None, normalization=None):
+        """CoNLL-U (a .conllu / .conll name, or a first line that is a `#` comment or has tabs): a sentence's block
+        is a run of consecutive analyses with the same `# sent_id`, or without sent_ids the same words. Otherwise
+        inline trees in blank-line separated blocks (TreeFormat.proposal_blocks)."""
+        from ..data.conllu_loader import is_conllu_file
+
+        path = _proposal_file(path)
+        if not is_conllu_file(path):
+            yield from super().proposal_blocks(path, limit, normalization)
+            return
+        if limit is not None and limit <= 0:
+            return
+        from ..data.conllu_loader import read_conllu_file
+        from ..tokenization.dependency_trees import DependencyTree
+
+        def analyses():  # a reading error says what a proposal file holds (a file without heads, e.g.)
+            examples = read_conllu_file(path, str(path))
+            while True:
+                try:
+                    yield next(examples)
+                except StopIteration:
+                    return
+                except ValueError as error:
+                    raise ValueError(f"{error} (expected a proposal file of {self.proposal_description})") from None
+
+        trees, locations, key, sent_id, count = [], [], None, None, 0
+        for number, example in enumerate(analyses(), start=1):
+            this = example["sent_id"] if example["sent_id"] is not None else tuple(example["words"])
+            if trees and this != key:
+                yield ProposalBlock(trees, locations, sent_id)
+                trees, locations, count = [], [], count + 1
+                if limit is not None and count >= limit:
+                    return
+            key, sent_id = this, example["sent_id"]
+            trees.append(DependencyTree(example["words"], example["heads"]))
+            locations.append(f"{path}, analysis {number}" + (f" ({sent_id})" if sent_id else ""))
+        if trees:
+            yield ProposalBlock(trees, locations, sent_id)
+
+    def encodable(self, tree):
+        """The inline string (a checkpoint's tokenizer, loaded as its own code, has its own DependencyTree class)."""
         return self.read(tree).to_inline()
 
     def words(self, tree):
@@ -268,6 +411,7 @@ class WordSequences(TreeFormat):
     name = "words"
     description = "words"
     kind = "words"
+    proposal_description = "no trees: a model of words scores its words exactly"
     mask_example = "hf_slm.families.mask_examples:words_example"
 
     def recognizes(self, text):
@@ -286,6 +430,10 @@ class WordSequences(TreeFormat):
     def write(self, tree):
         return " ".join(self.words(tree))
 
+    def proposal_blocks(self, path, limit=None, normalization=None):
+        raise ValueError(f"proposal file {path}: a model of words reads no trees, so it has no proposal trees to "
+                         "score; its p(x) is exact without them")
+
     def words(self, tree):
         from ..tokenization.tree_type import Tree
 
@@ -303,6 +451,13 @@ class WordSequences(TreeFormat):
             BRACKETED.draw(tree)
             return
         print(" ".join(self.words(tree)))
+
+
+def _proposal_file(path):
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"proposal file {str(path)!r} {'is a directory' if path.is_dir() else 'does not exist'}")
+    return path
 
 
 def _lines(path):
@@ -391,6 +546,7 @@ __all__ = [
     "DEPENDENCY_PROMPT",
     "TREE_FORMATS",
     "MaskExample",
+    "ProposalBlock",
     "TreeFormat",
     "build_mask_example",
     "format_of_grammar",

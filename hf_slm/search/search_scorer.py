@@ -123,10 +123,15 @@ def terminal_sequences(tokenizer, sentences):
 
 
 def joint_in_length_order(model, sequences, batch_size, progress):
-    """joint_log_probs of every sequence, batched by length (less padding), returned in input order."""
+    """joint_log_probs of every sequence (ids, or a mapping of input_ids and a grammar's action inputs), batched by
+    length (less padding), returned in input order."""
     if not sequences:
         return []
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+
+    def length(sequence):
+        return len(sequence["input_ids"] if isinstance(sequence, dict) else sequence)
+
+    order = sorted(range(len(sequences)), key=lambda i: length(sequences[i]))
     scores = joint_log_probs(model, [sequences[i] for i in order], batch_size=batch_size, progress=progress)
     result = [0.0] * len(sequences)
     for position, index in enumerate(order):
