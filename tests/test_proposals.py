@@ -14,17 +14,21 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import save_tiny_checkpoint
+from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
+from test_families import CASES, TOY, variant_family
 
 from hf_slm import register_family
 from hf_slm.auto import tokenizer_class_for_grammar
 from hf_slm.cli import main
-from hf_slm.families import causal_lm_for_config, config_for_grammar, grammar_class, unregister_family
+from hf_slm.families import (
+    causal_lm_for_config,
+    config_for_grammar,
+    grammar_class,
+    unregister_family,
+)
 from hf_slm.families.tree_formats import tree_format
 from hf_slm.search.scorers import scorer_for
-from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
-
-from conftest import save_tiny_checkpoint
-from test_families import CASES, TOY, variant_family
 
 # Two sentences; per sentence, its candidate trees in each kind of format (the first of each is the gold one).
 WORDS = [["the", "bird", "sings"], ["a", "dog", "barks", "loudly"]]
@@ -194,7 +198,7 @@ def test_eval_blimp_scores_each_sentence_by_its_proposals(variant, checkpoints, 
 
 
 def test_a_model_of_words_is_exact_and_leaves_proposals_unused(checkpoints, tmp_path):
-    directory, model, tokenizer = checkpoints(WORDS_ONLY)
+    directory, _, _ = checkpoints(WORDS_ONLY)
     data = _data_file(WORDS_ONLY, tmp_path)
     proposals = tmp_path / "proposals.txt"
     proposals.write_text(_proposals("tg", [0, 1])[0])

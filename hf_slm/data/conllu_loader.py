@@ -84,13 +84,13 @@ class _CheckedLines:
             yield text
 
 
-def is_conllu_file(path):
+def is_conllu_file(path, what="file"):
     """Whether `path` is a CoNLL-U file: a .conllu / .conll name, or a first non-blank line that is a `#` comment or
-    has tabs (plain sentences, trees and inline dependency trees have neither)."""
+    has tabs (plain sentences, trees and inline dependency trees have neither). `what` names the file in errors."""
     path = Path(path)
     if path.suffix.lower() in (".conllu", ".conll"):
         return True
-    with open_text(path, "file") as handle:
+    with open_text(path, what) as handle:
         for line in handle:
             if line.strip():
                 return line.startswith("#") or "\t" in line

@@ -139,7 +139,7 @@ def read_documents(path, normalization=None, document_level=False):
     """
     path = check_text_file(path, "data file")
     normalization = normalization or {}
-    if is_conllu_file(path):
+    if is_conllu_file(path, "data file"):
         if document_level:
             raise ValueError(f"data file {path} is CoNLL-U, read one sentence at a time; document-level perplexity "
                              "reads documents of trees or sentences separated by blank lines")
@@ -341,7 +341,7 @@ def _perplexity_metrics(method, log_probs, documents, sentences, exact, document
 def _sentence_names(path, count):
     """How messages name the first `count` sentences of a data file: `path:line` in a file of sentences (one per
     non-blank line), `path, tree k` in a tree file, `path, sentence k (sent_id)` in a CoNLL-U file (k from 1)."""
-    if is_conllu_file(path):
+    if is_conllu_file(path, "data file"):
         return [f"{path}, sentence {example['index'] + 1}" + (f" ({example['sent_id']})" if example["sent_id"] else "")
                 for example, _ in zip(read_conllu_file(path, str(path), heads=False), range(count))]
     if is_tree_file(path):

@@ -106,7 +106,7 @@ def _encoded(tokenizer, trees, locations):
             except ValueError as error:
                 raise ValueError(f"{location}: {error}") from error
         raise
-    fields = [key for key in encoded.keys() if key not in _PADDING_FIELDS and key != "input_ids"]
+    fields = [key for key in encoded if key not in _PADDING_FIELDS and key != "input_ids"]
     if not fields:
         return [list(ids) for ids in encoded["input_ids"]]
     return [{key: list(encoded[key][row]) for key in ("input_ids", *fields)} for row in range(len(trees))]

@@ -336,7 +336,7 @@ class DependencyTrees(TreeFormat):
         from ..data.conllu_loader import is_conllu_file
 
         path = _proposal_file(path)
-        if not is_conllu_file(path):
+        if not is_conllu_file(path, "proposal file"):
             yield from super().proposal_blocks(path, limit, normalization)
             return
         if limit is not None and limit <= 0:
