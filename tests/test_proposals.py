@@ -266,3 +266,28 @@ def test_proposal_errors_name_the_file_the_place_and_the_format(checkpoints, tmp
     assert main(["eval", "ppl", "--model", str(directory), "--data", str(data), "--proposals", str(broken)]) == 2
     error = capsys.readouterr().err
     assert f"{broken}, line 3" in error and "expected one tree per line, unlabelled" in error
+
+
+def test_eval_blimp_with_a_limit_skips_the_blocks_of_the_pairs_left_out(checkpoints, tmp_path):
+    directory, model, tokenizer = checkpoints("tg")
+    blimp = tmp_path / "blimp"
+    blimp.mkdir()
+    for name, (good, bad) in (("a", (0, 1)), ("b", (1, 0))):  # two paradigms of two pairs; --limit 1 keeps the first
+        records = [{"sentence_good": " ".join(WORDS[good]), "sentence_bad": " ".join(WORDS[bad]), "field": "syntax",
+                    "UID": name, "pairID": str(k)} for k in range(2)]
+        (blimp / f"{name}.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    # the blocks of the whole data: paradigm a's two pairs, then b's
+    text, encoded = _proposals("tg", [0, 1, 0, 1, 1, 0, 1, 0])
+    proposals = tmp_path / "proposals.txt"
+    proposals.write_text(text)
+    assert main(["eval", "blimp", "--model", str(directory), "--data", str(blimp), "--proposals", str(proposals),
+                 "--limit", "1", "--output", str(tmp_path / "out")]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "out" / "blimp-blimp-limit1_pairs.jsonl").read_text().splitlines()]
+    assert [line["UID"] for line in lines] == ["a", "b"]
+    expected = _expected_log_probs(model, tokenizer, encoded[:2] + encoded[4:6])
+    found = [value for line in lines for value in (line["log_prob_good"], line["log_prob_bad"])]
+    assert found == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    proposals.write_text(_proposals("tg", [0, 1, 0, 1])[0])  # blocks for half the data
+    with pytest.raises(ValueError, match=r"4 block\(s\) of proposal trees for 4 BLiMP pair\(s\) of the data"):
+        main(["--debug", "eval", "blimp", "--model", str(directory), "--data", str(blimp), "--proposals",
+              str(proposals), "--limit", "1"])
