@@ -37,6 +37,13 @@ class SyntacticTransformerConfig(PreTrainedConfig):
             tokenizer.
         vocabulary_fingerprint: the `vocabulary_fingerprint` of the tokenizer the model was trained with
             (None: unknown); a tokenizer with another vocabulary is refused even if its id ranges agree.
+        word_start_ranges: where words begin in the vocabulary, so that `generate` tells a new word from the next
+            piece of the current one without the tokenizer: [start, stop) id ranges of the pieces that begin a word
+            (the runs of the tokenizer's `word_start_mask`; `word_boundary_fields` writes them). None: not recorded
+            (checkpoints saved before the field), and `generate` then needs `tokenizer=`.
+        incomplete_word_ids: the pieces that begin a word but spell none of it (the tokenizer's
+            `incomplete_word_ids`: SentencePiece's bare word-boundary piece), which a generated word must not end on;
+            recorded with word_start_ranges.
         position_encoding: "relative" (Transformer-XL: s_ij = (q_i+u)k_j + (q_i+v) W_R r(R_ij), R from the
             grammar) or "absolute" (GPT-2: learned embeddings of each position's index, added to the input).
         min_relative_position, max_relative_position: relative positions are clipped to this range before
@@ -126,6 +133,8 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         init_scale=None,
         tie_word_embeddings=True,
         vocabulary_fingerprint=None,
+        word_start_ranges=None,
+        incomplete_word_ids=None,
         segment_length=None,
         memory_length=None,
         memory_update=None,
@@ -153,6 +162,8 @@ class SyntacticTransformerConfig(PreTrainedConfig):
                               position_encoding)
         self.vocab_size = vocab_size
         self.vocabulary_fingerprint = vocabulary_fingerprint
+        self.word_start_ranges = _checked_ranges(word_start_ranges, vocab_size)
+        self.incomplete_word_ids = None if incomplete_word_ids is None else [int(i) for i in incomplete_word_ids]
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
         self.num_attention_heads = num_attention_heads
@@ -246,6 +257,47 @@ def _check_segment_fields(rules, segment_length, memory_length, memory_update, p
     if memory_update == "structure" and not (rules.has_stack or rules.causal):
         raise ValueError(f"memory_update='structure' needs the grammar's stack, and the {rules.name} grammar has none "
                          "(has_stack); expected 'shift'")
+
+
+def _checked_ranges(ranges, vocab_size):
+    """word_start_ranges as lists [start, stop) within the vocabulary, or None; ValueError naming a bad one."""
+    if ranges is None:
+        return None
+    checked = []
+    for pair in ranges:
+        if len(pair) != 2 or not 0 <= int(pair[0]) < int(pair[1]) <= vocab_size:
+            raise ValueError(f"word_start_ranges: {list(pair)!r} is not a range [start, stop) of ids with "
+                             f"0 <= start < stop <= vocab_size ({vocab_size})")
+        checked.append([int(pair[0]), int(pair[1])])
+    return checked
+
+
+def word_boundary_fields(tokenizer):
+    """The config fields that record where words begin in `tokenizer`'s vocabulary (word_start_ranges,
+    incomplete_word_ids), read from its `word_start_mask` and `incomplete_word_ids`: whoever builds a model config
+    for a tokenizer writes them, so that the saved checkpoint generates whole words without its tokenizer."""
+    mask = [bool(starts) for starts in tokenizer.word_start_mask]
+    ranges, start = [], None
+    for index, starts in enumerate(mask + [False]):
+        if starts and start is None:
+            start = index
+        elif not starts and start is not None:
+            ranges.append([start, index])
+            start = None
+    return {"word_start_ranges": ranges,
+            "incomplete_word_ids": sorted(int(i) for i in getattr(tokenizer, "incomplete_word_ids", ()))}
+
+
+def recorded_word_boundaries(config):
+    """(word_start_mask: a list of bools, one per id; incomplete_word_ids) as the config records them, or None
+    when it does not (a checkpoint saved before word_start_ranges, or a config of another kind)."""
+    ranges = getattr(config, "word_start_ranges", None)
+    if ranges is None:
+        return None
+    mask = [False] * config.vocab_size
+    for start, stop in ranges:
+        mask[start:stop] = [True] * (stop - start)
+    return mask, list(getattr(config, "incomplete_word_ids", None) or ())
 
 
 def _family_configs():

@@ -115,6 +115,7 @@ class _Task:
     max_new_words: list  # per sentence, how many free words may follow (0: forced words only)
     top_k: int | None = None  # sample among the top-k actions instead of beam search
     temperature: float = 1.0  # sampling: divide log-probabilities by it
+    top_p: float | None = None  # sampling: keep the most probable actions whose probabilities add up to top_p
     seed: int | None = None
     prefixes: list | None = None  # per sentence, the action ids before it (document-level models)
 
@@ -266,24 +267,28 @@ class WordSynchronousBeamSearch:
         return checked
 
     @torch.no_grad()
-    def generate(self, prompts, max_new_words=20, top_k=None, num_samples=1, seed=None, prefixes=None, temperature=1.0):
+    def generate(self, prompts, max_new_words=20, top_k=None, num_samples=1, seed=None, prefixes=None, temperature=1.0,
+                 top_p=None):
         """Free generation after forced prompt words (`prompts[s]`: a list of words, each a list of piece ids;
         it may be empty). Beam search by default; with `top_k`, `num_samples` samples per prompt, every
-        action drawn among the top-k legal ones. `prefixes` as in `search` (earlier sentences of a
-        document). Returns, per prompt, [(action ids, joint log-probability)] best first (beam) or in
-        sampling order."""
+        action drawn among the top-k legal ones (log-probabilities divided by `temperature`), and among those
+        the most probable ones whose probabilities add up to `top_p` (nucleus sampling; None: all k).
+        `prefixes` as in `search` (earlier sentences of a document). Returns, per prompt, [(action ids, joint
+        log-probability)] best first (beam) or in sampling order."""
         if not isinstance(max_new_words, int) or max_new_words < 1:
             raise ValueError(f"max_new_words must be a positive integer, got {max_new_words!r}")
         if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
             raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
         if not temperature > 0:
             raise ValueError(f"temperature must be positive, got {temperature!r}")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
         if top_k is not None:
             prompts = [p for p in prompts for _ in range(num_samples)]
             if prefixes is not None:
                 prefixes = [p for p in prefixes for _ in range(num_samples)]
         results = self._run(_Task(prompts, [max_new_words] * len(prompts), top_k=top_k, seed=seed, temperature=temperature,
-                                  prefixes=self._checked_prefixes(prefixes, len(prompts))))
+                                  top_p=top_p, prefixes=self._checked_prefixes(prefixes, len(prompts))))
         trees = [r.trees for r in results]
         if top_k is None:
             return trees
@@ -380,7 +385,7 @@ class WordSynchronousBeamSearch:
                 scores, completing, columns, choices_with_starts = self._with_starts(active, scores, completing, columns,
                                                                                      words)
             if sampling:
-                parents, choices = self._sample(scores, task.top_k, generator, task.temperature)
+                parents, choices = self._sample(scores, task.top_k, generator, task.temperature, task.top_p)
                 fast = torch.zeros(len(parents), dtype=torch.bool)
             else:
                 parents, choices, fast = self._select(scores, completing, active.status.sentence, count)
@@ -564,12 +569,16 @@ class WordSynchronousBeamSearch:
             picked_sentence, picked, fast = picked_sentence[order], picked[order], fast[order]
         return row_of[picked_sentence, picked // vocab], picked % vocab, fast
 
-    def _sample(self, scores, top_k, generator, temperature=1.0):
+    def _sample(self, scores, top_k, generator, temperature=1.0, top_p=None):
         """One successor per hypothesis that has a legal action, drawn among its top-k legal actions
-        (log-probabilities / temperature): (parent rows, actions)."""
+        (log-probabilities / temperature), and of those among the most probable ones whose probabilities add up
+        to top_p (transformers' order: temperature, top-k, top-p): (parent rows, actions)."""
         rows = _rows(torch.isfinite(scores).any(1))
         values, indices = torch.topk(scores[rows], min(top_k, scores.shape[1]), dim=1)
         probabilities = torch.softmax((values - values[:, :1]) / temperature, dim=1)  # -inf (illegal) -> 0
+        if top_p is not None:  # values are sorted: drop an action once those before it reach top_p (the first stays)
+            before = torch.cumsum(probabilities, dim=1) - probabilities
+            probabilities = probabilities.masked_fill(before >= top_p, 0.0)
         drawn = torch.multinomial(probabilities.float(), 1, generator=generator).squeeze(1)
         return rows, indices[torch.arange(len(rows)), drawn]
 
@@ -618,19 +627,21 @@ def prompt_words(ids, grammar, word_start_mask=None):
 
 
 def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_k=None, max_new_words=20,
-                       num_return_sequences=1, word_start_mask=None, incomplete_word_ids=(), seed=None, **beam_options):
-    """What `model.generate` does for TG and TXL (CC): complete each prompt into a tree.
+                       num_return_sequences=1, word_start_mask=None, incomplete_word_ids=(), seed=None, temperature=1.0,
+                       top_p=None, pad_token_id=None, with_scores=False, **beam_options):
+    """What `model.generate` does for a tree model: complete each prompt into a tree.
 
-    Returns a LongTensor [B * num_return_sequences, L] of action ids (`<s>` first, right-padded with the pad
-    id) that `tokenizer.decode` turns into bracketed trees. For a model whose grammar takes_start (paper 003's
-    Nb-Up) the tensor also has an attribute named by the grammar's `start_input` (Nb-Up: `constituent_starts`
-    [B * num_return_sequences, L], each `)`'s start, -1 elsewhere), without which its trees cannot be read:
-    `tokenizer.decode(output[i], starts=output.constituent_starts[i].tolist())`.
-    With do_sample, every action is drawn among the
-    top-k legal ones (k = top_k, default 2 as paper 003; 0 means no top-k filtering, as in transformers:
-    all legal actions); otherwise word-synchronous beam search with a word
-    beam of num_beams (at least num_return_sequences) and an action beam ten times larger, unless
-    beam_size / word_beam_size are given.
+    Returns a LongTensor [B * num_return_sequences, L] of action ids (`<s>` first, right-padded with
+    `pad_token_id`, by default the model's pad id) that `tokenizer.decode` turns into trees; with `with_scores`,
+    (that tensor, [B * num_return_sequences] float64 each tree's joint log p(x, y)). For a model whose grammar
+    takes_start (paper 003's Nb-Up) the tensor also has an attribute named by the grammar's `start_input` (Nb-Up:
+    `constituent_starts` [B * num_return_sequences, L], each `)`'s start, -1 elsewhere), without which its trees
+    cannot be read: `tokenizer.decode(output[i], starts=output.constituent_starts[i].tolist())`.
+    With do_sample, every action is drawn among the top-k legal ones (k = top_k, default 2 as paper 003; 0 means
+    no top-k filtering, as in transformers: all legal actions), with their log-probabilities divided by
+    `temperature`, and among them the most probable ones whose probabilities add up to `top_p` (None or 1: all);
+    otherwise word-synchronous beam search with a word beam of num_beams (at least num_return_sequences) and an
+    action beam ten times larger, unless beam_size / word_beam_size are given.
     """
     grammar = grammar_for_config(model.config)
     layout = grammar.layout
@@ -652,17 +663,20 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
         if top_k is not None and (not isinstance(top_k, int) or top_k < 0):
             raise ValueError(f"top_k must be a non-negative integer (0: all legal actions), got {top_k!r}")
         k = 2 if top_k is None else top_k or model.config.vocab_size
-        trees = search.generate(prompts, max_new_words=max_new_words, top_k=k, num_samples=num_return_sequences, seed=seed)
+        trees = search.generate(prompts, max_new_words=max_new_words, top_k=k, num_samples=num_return_sequences, seed=seed,
+                                temperature=temperature, top_p=None if top_p is None or top_p >= 1 else top_p)
     else:
         trees = search.generate(prompts, max_new_words=max_new_words)
-    rows = []
+    rows, scores = [], []
     for per_prompt in trees:
-        chosen = [ids for ids, _ in per_prompt[:num_return_sequences]]
+        chosen = per_prompt[:num_return_sequences]
         while len(chosen) < num_return_sequences:  # fewer complete trees than asked: repeat the best
             chosen.append(chosen[0])
-        rows.extend(chosen)
+        rows.extend(ids for ids, _ in chosen)
+        scores.extend(score for _, score in chosen)
     width = max(len(r) for r in rows)
-    output = torch.full((len(rows), width), layout.pad_token_id, dtype=torch.long)
+    pad = layout.pad_token_id if pad_token_id is None else pad_token_id
+    output = torch.full((len(rows), width), pad, dtype=torch.long)
     for index, row in enumerate(rows):
         output[index, : len(row)] = torch.tensor(row, dtype=torch.long)
     if search.takes_start:
@@ -670,4 +684,4 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
         for index, row in enumerate(rows):
             starts[index, : len(row)] = torch.tensor(row.starts, dtype=torch.long)
         setattr(output, grammar.start_input, starts)
-    return output
+    return (output, torch.tensor(scores, dtype=torch.float64)) if with_scores else output

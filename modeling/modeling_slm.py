@@ -35,11 +35,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.generation.utils import GenerateBeamDecoderOnlyOutput
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
-from .configuration_slm import SyntacticTransformerConfig
+from .configuration_slm import SyntacticTransformerConfig, recorded_word_boundaries
+from .generation_options import PROMPT_INPUTS, generation_settings
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
 from .grammars import PositionKind, grammar_for_config
 from .hub_code import SavesHubCode
@@ -544,42 +546,57 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
     def generate(self, inputs=None, generation_config=None, tokenizer=None, word_start_mask=None, beam_options=None,
                  **kwargs):
         """HF-style generation. Words-only models (TXL (terminals)) use transformers' own generate. Tree models complete each
-        prompt (`<s>` + word pieces, as tokenizer(words, is_split_into_words=True) gives; None for no prompt)
-        into a tree with word-synchronous beam search, or with top-k sampling (`do_sample=True`), and return
-        action ids that `tokenizer.decode` turns into bracketed trees.
+        prompt (`<s>` + word pieces, as tokenizer(words, is_split_into_words=True) gives, padded on either side;
+        None for no prompt) into a tree with word-synchronous beam search, or by sampling (`do_sample=True`), and
+        return action ids that `tokenizer.decode` turns into trees.
 
-        Read from kwargs or `generation_config`: num_beams, do_sample, top_k, num_return_sequences and
-        max_new_tokens (counted in words here). Pass `tokenizer=` (or `word_start_mask=`) so that words made
-        of several pieces are told apart; `beam_options` (a dict) sets any BeamSearchOptions field.
+        The GenerationConfig fields a tree search can honour are read from kwargs, `generation_config` and
+        `model.generation_config`, as transformers reads them; the others, when set, are refused in one error that
+        says why and what to use instead (generation_options.py: HONOURED_FIELDS, REFUSED_FIELDS). max_new_tokens
+        counts words. `seed` seeds the sampler. `return_dict_in_generate=True` returns a
+        GenerateBeamDecoderOnlyOutput (with `output_scores`, its sequences_scores are each tree's joint
+        log p(x, y)). Where words begin comes from the config (word_start_ranges, recorded when the model was
+        built for its tokenizer); a checkpoint saved before that needs `tokenizer=` (or `word_start_mask=`).
+        `beam_options` (a dict) sets any BeamSearchOptions field.
         """
         if self.grammar.words_only:  # TXL (terminals): transformers' own generate
             return super().generate(inputs, generation_config=generation_config, **kwargs)
-        input_ids = kwargs.pop("input_ids", inputs)
-        settings = {}
-        if generation_config is not None:
-            for name in ("num_beams", "do_sample", "top_k", "num_return_sequences", "max_new_tokens"):
-                value = getattr(generation_config, name, None)
-                # transformers' default top_k (50) in a generation config is no choice; an explicit top_k is
-                if value is not None and not (name == "top_k" and value == GenerationConfig().top_k):
-                    settings[name] = value
-        for name in ("num_beams", "do_sample", "top_k", "num_return_sequences", "max_new_tokens", "seed"):
-            if name in kwargs:
-                settings[name] = kwargs.pop(name)
-        kwargs.pop("attention_mask", None)  # the grammar derives structure; a padding mask adds nothing
-        if kwargs:
-            raise ValueError(f"generate() of a {self.config.grammar} model does not take {sorted(kwargs)}")
-        incomplete = ()
-        if tokenizer is not None:
-            word_start_mask = tokenizer.word_start_mask
-            incomplete = getattr(tokenizer, "incomplete_word_ids", ())
-        top_k = settings.get("top_k")
-        return syntactic_generate(
-            self, input_ids, num_beams=settings.get("num_beams", 1), do_sample=settings.get("do_sample", False),
-            top_k=top_k,
+        # a prompt is words: the tokenizer's other fields for them (Nb-Up's constituent_starts, all -1) add nothing
+        settings, model_inputs = generation_settings(self, generation_config, kwargs,
+                                                     (*PROMPT_INPUTS, *self.grammar.action_inputs))
+        input_ids = model_inputs.get("input_ids", inputs)
+        # the attention mask adds nothing: the prompt's words are its ids that are not padding, on either side
+        word_start_mask, incomplete = self._word_boundaries(tokenizer, word_start_mask)
+        beam_options = dict(beam_options or {})
+        if "use_cache" in settings:
+            beam_options.setdefault("use_cache", bool(settings["use_cache"]))
+        output, scores = syntactic_generate(
+            self, input_ids, num_beams=settings.get("num_beams", 1), do_sample=bool(settings.get("do_sample", False)),
+            top_k=settings.get("top_k"), temperature=settings.get("temperature", 1.0), top_p=settings.get("top_p"),
             max_new_words=settings.get("max_new_tokens") or 20,
             num_return_sequences=settings.get("num_return_sequences", 1), word_start_mask=word_start_mask,
-            incomplete_word_ids=incomplete, seed=settings.get("seed"), **(beam_options or {}),
+            incomplete_word_ids=incomplete, seed=model_inputs.get("seed"), pad_token_id=settings.get("pad_token_id"),
+            with_scores=True, **beam_options,
         )
+        if not settings.get("return_dict_in_generate"):
+            return output
+        return GenerateBeamDecoderOnlyOutput(sequences=output,
+                                             sequences_scores=scores if settings.get("output_scores") else None)
+
+    def _word_boundaries(self, tokenizer, word_start_mask):
+        """(word_start_mask, incomplete_word_ids) for generate: the tokenizer's if given, else `word_start_mask` if
+        given, else the config's record (word_start_ranges); ValueError naming `tokenizer=` when there is none."""
+        if tokenizer is not None:
+            return tokenizer.word_start_mask, getattr(tokenizer, "incomplete_word_ids", ())
+        if word_start_mask is not None:
+            return word_start_mask, ()
+        recorded = recorded_word_boundaries(self.config)
+        if recorded is None:
+            raise ValueError(
+                f"this {self.config.grammar} model's config does not record where words begin (word_start_ranges: it "
+                "was saved before generate could read them from the checkpoint), so generate cannot tell a new word "
+                "from the next piece of one; pass tokenizer=<the checkpoint's tokenizer> (or word_start_mask=)")
+        return recorded
 
     def word_synchronous_beam_search(self, words, options=None, word_start_mask=None, **option_fields):
         """Forced-word beam search: `words[s]` = sentence s as words of piece ids. Returns SentenceResults

@@ -6,6 +6,7 @@ import torch
 import hf_slm
 from hf_slm.families import config_for_grammar
 from hf_slm.families import causal_lm_for_config
+from hf_slm.modeling.configuration_slm import word_boundary_fields
 
 # Prepended to scripts run in a fresh interpreter: hf_slm and nltk cannot be imported there (a meta-path
 # finder in front of every other, the editable install's included), so only a checkpoint's hub code serves.
@@ -60,7 +61,7 @@ def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", lineariz
     options = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
     options.update(config)
     model_config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, **options,
-                                            **tokenizer.action_layout)
+                                      **tokenizer.action_layout, **word_boundary_fields(tokenizer))
     torch.manual_seed(seed)
     model = causal_lm_for_config(model_config).eval()
     model.save_pretrained(directory)

@@ -30,7 +30,9 @@ SENTENCE = [[VOCAB.ids["a"]], [VOCAB.ids["b1"], VOCAB.ids["b2"]], [VOCAB.ids["c"
 def tiny_model(grammar, seed=0, vocab=VOCAB, **overrides):
     config = config_for_grammar(
         vocab_size=len(vocab.tokens), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=32, grammar=grammar, **vocab.layout.to_dict(), **overrides,
+        intermediate_size=32, grammar=grammar, **vocab.layout.to_dict(),
+        # every word of an ActionVocabulary is one id (after the specials, before the nonterminals)
+        word_start_ranges=[[vocab.layout.unk_token_id + 1, vocab.layout.open_nt_start]], **overrides,
     )
     torch.manual_seed(seed)
     return causal_lm_for_config(config).eval()
@@ -226,8 +228,8 @@ def test_bad_options_and_inputs():
         search.generate([[]], max_new_words=0)
     with pytest.raises(ValueError, match="a prompt must be words"):
         model.generate(torch.tensor([[1, VOCAB.layout.open_nt_start]]))
-    with pytest.raises(ValueError, match="does not take"):
-        model.generate(torch.tensor([[1, VOCAB.ids["a"]]]), temperature=0.5)
+    with pytest.raises(ValueError, match="cannot honour repetition_penalty=1.5"):
+        model.generate(torch.tensor([[1, VOCAB.ids["a"]]]), repetition_penalty=1.5)
 
 
 # ---- through a tokenizer, the CLI, and a checkpoint loaded without hf_slm ---------------------------

@@ -416,7 +416,9 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
         if seed is not None:
             torch.manual_seed(seed)
     output = model.generate(
-        inputs, tokenizer=tokenizer, num_beams=num_beams or max(num_trees, 1), do_sample=top_k is not None,
+        inputs, tokenizer=tokenizer, do_sample=top_k is not None,
+        # sampling draws each tree on its own: a beam is beam search's only
+        num_beams=1 if top_k is not None else num_beams or max(num_trees, 1),
         top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words, beam_options=beam_options or None,
         **seeded,
     )

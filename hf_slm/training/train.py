@@ -68,6 +68,7 @@ from ..families import (
 )
 from ..families import preset as preset_of
 from ..families.tree_formats import format_of_grammar, format_of_tokenizer, grammars_of_linearization
+from ..modeling.configuration_slm import word_boundary_fields
 from ..modeling.segment_recurrence import check_segment_model
 from ..modeling.segments import check_segment_options
 from ..runs.journal import output_lock
@@ -554,6 +555,7 @@ def train_grammar_model(setup, log):
             raise ValueError(f"prepared dataset {str(prepared)!r} holds documents; it needs document_level=true")
         overrides["document_level"] = True
     overrides.update(tokenizer.action_layout)
+    overrides.update(word_boundary_fields(tokenizer))  # so that the checkpoint generates whole words by itself
     # What else the tokenizer fixes of the model (a variant gives the same vocabulary other sequences): the model
     # reads the tokenizer's.
     for name, value in family_for_grammar(grammar).tokenizer_config_fields(tokenizer).items():

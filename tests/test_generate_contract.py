@@ -1,0 +1,117 @@
+"""`generate` as transformers' users call it, for every family whose trees it generates (issue 28, item 2).
+
+A tiny checkpoint per variant (save_tiny_checkpoint), loaded with the Auto classes, gets the tokenizer's output for
+a batch of prompts and transformers' options: sampling (temperature, top_k, top_p), beams with a GenerationConfig and
+return_dict_in_generate, options it cannot honour, and no `tokenizer=` (where words begin is in the checkpoint).
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+from hf_slm.modeling.grammars import ActionKind, grammar_for_config
+
+from conftest import save_tiny_checkpoint
+
+GUM = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum" / "train.txt"
+# The variants of tests/test_families.py's CASES that save_tiny_checkpoint builds from bracketed trees and whose
+# generate is the word-synchronous search (words-only models and SOM use transformers' own generate).
+VARIANTS = ["tg", "choe_charniak", "nb-dn-in-m", "nb-up-ex-m"]
+PROMPTS = [["The", "students"], ["A"]]
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def checkpoint(request, tmp_path_factory, one_thread):
+    trees = GUM.read_text(encoding="utf-8").splitlines()[:40]
+    directory = tmp_path_factory.mktemp(f"generate-{request.param}")
+    # pieces (vocab_size 120 over 40 sentences): words of several pieces, and SentencePiece's bare word start
+    save_tiny_checkpoint(directory, trees, vocab_size=120, grammar=request.param)
+    model = AutoModelForCausalLM.from_pretrained(directory, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=True)
+    return directory, model, tokenizer
+
+
+def _inputs(tokenizer):
+    return tokenizer(PROMPTS, is_split_into_words=True, return_tensors="pt", padding=True)
+
+
+def _words(model, tokenizer, ids):
+    """The words of action ids, split where the tokenizer says words begin: lists of piece ids."""
+    kinds = grammar_for_config(model.config).layout.kinds(np.asarray(ids, dtype=np.int64))
+    words = []
+    for i, kind in zip(ids, kinds):
+        if kind == ActionKind.TERMINAL:
+            if tokenizer.word_start_mask[i] or not words:
+                words.append([i])
+            else:
+                words[-1].append(i)
+    return words
+
+
+def _check_trees(model, tokenizer, output, per_prompt):
+    """Each row is a tree that continues its prompt with whole words, and decodes to text that encodes back to it."""
+    assert output.shape[0] == len(PROMPTS) * per_prompt
+    prompt_words = [_words(model, tokenizer, tokenizer(p, is_split_into_words=True)["input_ids"]) for p in PROMPTS]
+    starts = getattr(output, "constituent_starts", None)
+    for index, row in enumerate(output.tolist()):
+        ids = [i for i in row if i != model.config.pad_token_id]
+        words = _words(model, tokenizer, ids)
+        assert words[: len(prompt_words[index // per_prompt])] == prompt_words[index // per_prompt], (row, words)
+        assert len(words) > len(prompt_words[index // per_prompt])
+        extra = {} if starts is None else {"starts": starts[index].tolist()[: len(ids)]}
+        text = tokenizer.decode(ids, **extra)
+        encoded = tokenizer(text)
+        assert encoded["input_ids"] == ids, (text, ids)
+        if starts is not None:
+            assert encoded["constituent_starts"] == extra["starts"], text
+
+
+def test_sampling_options_work_without_the_tokenizer(checkpoint):
+    _, model, tokenizer = checkpoint
+    options = dict(do_sample=True, temperature=0.7, top_k=0, top_p=0.9, num_return_sequences=2, max_new_tokens=3)
+    output = model.generate(**_inputs(tokenizer), **options, seed=0)
+    # where words begin comes from the checkpoint: the same draws as with the tokenizer given
+    assert torch.equal(output, model.generate(**_inputs(tokenizer), **options, seed=0, tokenizer=tokenizer))
+    _check_trees(model, tokenizer, output, 2)
+
+
+def test_beams_through_a_generation_config(checkpoint):
+    _, model, tokenizer = checkpoint
+    config = GenerationConfig(num_beams=2, num_return_sequences=2, max_new_tokens=2, return_dict_in_generate=True,
+                              output_scores=True, pad_token_id=model.config.pad_token_id)
+    output = model.generate(**_inputs(tokenizer), generation_config=config)
+    scores = output.sequences_scores.view(len(PROMPTS), 2)
+    assert torch.isfinite(scores).all() and (scores[:, 0] >= scores[:, 1]).all()  # joint log p, best first
+    _check_trees(model, tokenizer, output.sequences, 2)
+
+
+def test_options_it_cannot_honour_are_named(checkpoint):
+    _, model, tokenizer = checkpoint
+    with pytest.raises(ValueError, match="cannot honour") as error:
+        model.generate(**_inputs(tokenizer), repetition_penalty=1.2, max_length=9)
+    assert "repetition_penalty=1.2 (" in str(error.value) and "max_length=9 (" in str(error.value)
+    assert "use max_new_tokens" in str(error.value)
+    with pytest.raises(ValueError, match=r"num_beams=2 with do_sample"):
+        model.generate(**_inputs(tokenizer), do_sample=True, num_beams=2)
+
+
+def test_a_checkpoint_without_word_starts_needs_the_tokenizer(checkpoint, tmp_path):
+    directory, _, tokenizer = checkpoint
+    old = tmp_path / "old"
+    old.mkdir()
+    for path in Path(directory).iterdir():
+        if path.is_file():
+            (old / path.name).write_bytes(path.read_bytes())
+    config = json.loads((old / "config.json").read_text())
+    config.pop("word_start_ranges")
+    config.pop("incomplete_word_ids")
+    (old / "config.json").write_text(json.dumps(config))
+    model = AutoModelForCausalLM.from_pretrained(old, trust_remote_code=True).eval()
+    with pytest.raises(ValueError, match="tokenizer="):
+        model.generate(**_inputs(tokenizer), max_new_tokens=2)
+    output = model.generate(**_inputs(tokenizer), max_new_tokens=2, tokenizer=tokenizer)
+    _check_trees(model, tokenizer, output, 1)
