@@ -1,9 +1,16 @@
 """Helpers shared by the tests: a tiny saved checkpoint, and an interpreter where hf_slm cannot be imported."""
 
+import os
+
 import pytest
 import torch
 
 import hf_slm
+
+# Under pytest-xdist (`-n N`) each worker takes its share of the cores, so that N workers do not each start
+# one thread per core and wait on each other.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 from hf_slm.families import config_for_grammar
 from hf_slm.families import causal_lm_for_config
 from hf_slm.modeling.configuration_slm import word_boundary_fields
