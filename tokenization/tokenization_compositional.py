@@ -292,9 +292,7 @@ class CompositionalTokenizer(SyntacticTokenizer):
                 raise _labeled_error(where, repr(text[:60]))
             else:
                 words = text.split()
-                # GPT2-token's sequence is the words and `</s>`: plain-word text is a whole sentence of it, as a
-                # tree's words are (a list of words, is_split_into_words, stays a prompt).
-                written_end |= add_special_tokens and not is_split_into_words and self.linearization == "terminals"
+                written_end |= add_special_tokens and not is_split_into_words and self.plain_words_are_sentences
         elif isinstance(item, (list, tuple)):
             if not item:
                 raise ValueError("empty input: expected at least one word, got an empty list")

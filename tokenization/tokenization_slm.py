@@ -382,9 +382,7 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
                 refuse_dependency_tree(text, "tokenizer input", self._expected_input)
                 read = read_input(text, "tokenizer input", **self.normalization)
                 tree, words = (read, None) if isinstance(read, Tree) else (None, read)
-                # A words-only linearization's sequence is the words and `</s>`: plain-word text is a whole
-                # sentence of it, as a tree's words are (a list of words, is_split_into_words, stays a prompt).
-                ends_with_eos = words is not None and self.linearization == "terminals"
+                ends_with_eos = words is not None and self.plain_words_are_sentences
         elif isinstance(item, (list, tuple)):
             if not item:
                 raise ValueError("empty input: expected at least one word, got an empty list")
@@ -411,6 +409,13 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         if (add_special_tokens and ends_with_eos) or written_end:
             ids, starts = ids + [EOS_ID], starts + [False]
         return ids, starts
+
+    @property
+    def plain_words_are_sentences(self):
+        """Whether a string of plain words encodes as a whole sequence, with `</s>`: under the terminals
+        linearization (a words-only model) a sentence's sequence is its words, as its tree's is, so that a client
+        scoring the text gets log p(x) with the end. A list of words (is_split_into_words) is always a prompt."""
+        return self.linearization == "terminals"
 
     # What a string given to this tokenizer may be, for the message that refuses another family's format.
     _expected_input = ("PTB brackets '(S (NP the bird) (VP sings))', a top-down action sequence "
@@ -844,8 +849,9 @@ class SyntacticTokenizer(SyntacticTokenizerBase):
 
         An unknown character decodes as `<unk>` (`na<unk>ve`); reading that back as the unknown token makes decode
         and encode agree. Only where the piece model cannot spell `<unk>` itself (its characters < or > are
-        unknown too), so a model that learned the text `<unk>` (a corpus that writes rare words so) keeps reading
-        it as text, with the same ids as before."""
+        unknown too): a model that learned the text `<unk>` (a corpus that writes rare words so) keeps reading it
+        as text, with the same ids as before; elsewhere the text `<unk>` already held unknown pieces (`▁ <unk> u n
+        k <unk>`) and now reads as the one `<unk>` it stands for."""
         if UNK_ID not in [self._sp_to_id[i] for i in self.sp_model.encode(self.unk_token)]:
             return None
         for character in ("\ue000", "\ue001", "\U000f0000"):  # private use: absent from real text
