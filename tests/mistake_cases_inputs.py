@@ -117,7 +117,7 @@ def _suite_accuracy(returned):
 
 def _trained_on_actions(tokenizer):
     assert tokenizer.nonterminals == ["NP", "S", "VP"]
-    assert tokenizer.decode(tokenizer(ACTIONS)["input_ids"]) == "(S (NP the bird) (VP sings))"
+    assert tokenizer.decode(tokenizer(ACTIONS)["input_ids"], skip_special_tokens=True) == "(S (NP the bird) (VP sings))"
 
 
 def _train_on_action_string(model, tokenizer, tmp, model_dir):

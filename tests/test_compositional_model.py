@@ -158,7 +158,7 @@ def test_the_tokenizer_writes_each_linearization_and_decodes_it_back():
         ids = tokenizer(tree)["input_ids"]
         assert tokenizer.convert_ids_to_tokens(ids) == [
             "\u2581" + token if token in words else token for token in actions.split()]
-        decoded = tokenizer.decode(ids)
+        decoded = tokenizer.decode(ids, skip_special_tokens=True)
         assert decoded == (" ".join(words) if linearization == "terminals" else
                            {"nb-dn": "( Write ( an essay ) quickly )"}.get(linearization, "( ( Write ( an essay ) ) quickly )"))
         if linearization != "terminals":
@@ -184,8 +184,8 @@ def test_the_nb_up_tokenizer_gives_each_closing_bracket_its_start_and_reads_tree
     actions, first_actions = bottom_up_actions(parse_tree(nested.replace("( ", "(X ")))
     assert [-1] + [-1 if p is None else p + 1 for p in bottom_up_pointers(actions, first_actions)] + [-1] == \
         encoded["constituent_starts"]
-    assert tokenizer.decode(encoded["input_ids"], starts=encoded["constituent_starts"]) == nested
-    assert tokenizer.decode(encoded["input_ids"]) == "a dog ) barks )"  # no starts: the actions, not a guessed tree
+    assert tokenizer.decode(encoded["input_ids"], starts=encoded["constituent_starts"], skip_special_tokens=True) == nested
+    assert tokenizer.decode(encoded["input_ids"], skip_special_tokens=True) == "a dog ) barks )"  # no starts: the actions, not a guessed tree
     for side in ("right", "left"):
         batch = tokenizer(["( Write ( an essay ) quickly )", nested], padding=True, padding_side=side)
         pad = [-1] * (len(figure_1["input_ids"]) - len(encoded["input_ids"]))
@@ -228,12 +228,12 @@ def test_bi_words_of_several_pieces_are_their_own_binary_constituents():
     assert tokenizer.convert_ids_to_tokens(encoded["input_ids"]) == ["<s>", "(", "\u2581a", *["("] * (len(p) - 1), p[0],
                                                                    *closing, ")"]
     assert [i for i, start in enumerate(encoded["word_starts"]) if start] == [2, 2 + len(p)]
-    assert tokenizer.decode(encoded["input_ids"]) == "( a dog )"
+    assert tokenizer.decode(encoded["input_ids"], skip_special_tokens=True) == "( a dog )"
     up = CompositionalTokenizer.train(LABELED, vocab_size=30, linearization="bi-up")
     assert up.convert_ids_to_tokens(up("( a dog )")["input_ids"]) == ["<s>", "\u2581a", p[0], *closing, ")", "</s>"]
     # one word of several pieces: its own constituent is the root
     assert up.convert_ids_to_tokens(up("( dog )")["input_ids"]) == ["<s>", p[0], *closing, "</s>"]
-    assert up.decode(up("( dog )")["input_ids"]) == "( dog )"
+    assert up.decode(up("( dog )")["input_ids"], skip_special_tokens=True) == "( dog )"
 
 
 def test_the_tokenizer_refuses_labeled_trees_and_non_binary_actions():
@@ -681,7 +681,7 @@ def test_an_exhaustive_beam_finds_every_nb_up_tree_with_its_brute_force_score(gr
     assert result.log_prob == pytest.approx(float(torch.logsumexp(joint.double(), 0)), abs=1e-4)
     parsed = hf_slm.parse(model, tokenizer, [SENTENCE], beam_size=400, word_beam_size=400, fast_track=0,
                           max_nonterminals=3, progress=False)[0]
-    assert parsed == tokenizer.decode(list(best[0]), starts=list(best[1]))
+    assert parsed == tokenizer.decode(list(best[0]), starts=list(best[1]), skip_special_tokens=True)
     # n_c bounds a Nb-Up tree's `)` (paper 003, section 2.6): with one, only the flat tree; also when gold trees are
     # replayed through the search
     assert hf_slm.parse(model, tokenizer, [SENTENCE], beam_size=50, word_beam_size=10, max_nonterminals=1,

@@ -68,11 +68,14 @@ def test_prepare_ptb_through_the_cli_then_train(wsj_tokenizer, tmp_path, capsys)
             # The ids are what the tokenizer gives for the raw tree of the .mrg file (it normalizes once).
             raw = raw_wsj_tree(example["file"], example["index"])
             assert example["input_ids"] == tokenizer(raw)["input_ids"], (example["file"], example["index"])
-            assert tokenizer.decode(example["input_ids"]) == example["tree"]
+            # decode writes the tree so that it reads back (the action sequence where every word is alone)
+            assert tokenizer.decode(example["input_ids"], skip_special_tokens=True) == \
+                tokenizer.tree_text(parse_tree(example["tree"]))
     # (S (NP-SBJ It) (VP rained)): re-normalizing the stored string would take NP-SBJ and VP for POS tags.
     rained = prepared["train"][1]
     assert rained["tree"] == "(S (NP-SBJ It) (VP rained))"
-    assert tokenizer.decode(tokenizer(rained["tree"])["input_ids"]) == "(S It rained)"
+    assert tokenizer.decode(rained["input_ids"], skip_special_tokens=True) == "(S (NP-SBJ It NP-SBJ) (VP rained VP) S)"
+    assert tokenizer.decode(tokenizer(rained["tree"])["input_ids"], skip_special_tokens=True) == "(S It rained)"
     assert rained["input_ids"] == tokenizer([parse_tree(rained["tree"])])["input_ids"][0]
 
     record = json.loads((output / "prepare.json").read_text())
@@ -262,7 +265,7 @@ def test_prepare_conllu_for_a_dependency_grammar(dependency_treebank, tmp_path, 
             assert example["input_ids"] == tokenizer(tree)["input_ids"]
             assert example["input_ids"][0] == tokenizer.action_layout["root_token_id"]
             assert example["input_ids"][-1] == tokenizer.eos_token_id
-            assert tokenizer.decode(example["input_ids"]) == tree.to_inline()
+            assert tokenizer.decode(example["input_ids"], skip_special_tokens=True) == tree.to_inline()
     # arc-swift: max_k is the largest k the (lifted) training trees need; the other systems have one LA and one RA.
     needed = max(t.value for words, heads in zip(prepared["train"]["words"], prepared["train"]["heads"])
                  for t in transition_system("arc_swift").transitions(DependencyTree(words, heads))

@@ -35,7 +35,7 @@ def test_trees_round_trip_and_structure_tokens_follow_the_oracle(tokenizer):
     system = tokenizer.transition_system
     for text in TREES:
         ids = tokenizer(text)["input_ids"]
-        assert tokenizer.decode(ids) == text
+        assert tokenizer.decode(ids, skip_special_tokens=True) == text
     tokens = tokenizer.convert_ids_to_tokens(tokenizer(TREES[0])["input_ids"])
     assert " ".join(t for t in tokens if t.startswith("<")) == STRUCTURE[system]
     # load_conllu's examples (mappings with words and heads) encode as their trees, alone or in a batch
@@ -43,7 +43,7 @@ def test_trees_round_trip_and_structure_tokens_follow_the_oracle(tokenizer):
     assert tokenizer(examples)["input_ids"] == tokenizer(TREES)["input_ids"]
     assert tokenizer(examples[1])["input_ids"] == tokenizer(TREES[1])["input_ids"]
     words = tokenizer("There is a difference")["input_ids"]  # plain words: a prompt, no structure, no </s>
-    assert words[0] == tokenizer.start_id and tokenizer.decode(words) == "There is a difference"
+    assert words[0] == tokenizer.start_id and tokenizer.decode(words, skip_special_tokens=True) == "There is a difference"
 
 
 def test_the_grammar_accepts_what_the_tokenizer_writes(tokenizer):
@@ -71,7 +71,7 @@ def test_every_ewt_dev_tree_encodes_to_ids_the_grammar_accepts():
         projective = [tree for tree in trees if tree.is_projective()]
         ids = tokenizer(projective)["input_ids"]
         grammar.batch(ids)  # raises on any illegal action
-        assert [tokenizer.decode(row) for row in ids] == [tree.to_inline() for tree in projective]
+        assert [tokenizer.decode(row, skip_special_tokens=True) for row in ids] == [tree.to_inline() for tree in projective]
 
 
 def test_saved_tokenizer_loads_through_autotokenizer_without_hf_slm(tmp_path, tokenizer):
@@ -83,7 +83,7 @@ import json
 from transformers import AutoTokenizer
 tokenizer = AutoTokenizer.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)
 ids = tokenizer({TREES[0]!r})["input_ids"]
-print(json.dumps({{"ids": ids, "decoded": tokenizer.decode(ids), "layout": tokenizer.action_layout}}))
+print(json.dumps({{"ids": ids, "decoded": tokenizer.decode(ids, skip_special_tokens=True), "layout": tokenizer.action_layout}}))
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             env={"HF_HOME": str(tmp_path / ".hf"), "PATH": "/usr/bin:/bin"})
@@ -115,7 +115,7 @@ def test_training_skips_or_lifts_non_projective_trees():
     lifted = DependencyTokenizer.train(TREES + [crossing], vocab_size=40, non_projective="lift")
     assert 3 not in lifted("qa qb")["input_ids"]
     tree, lifts = projective_tree(DependencyTree.from_inline(crossing), "lift")  # lifting: test_transitions.py
-    assert lifts > 0 and lifted.decode(lifted(tree)["input_ids"]) == tree.to_inline()
+    assert lifts > 0 and lifted.decode(lifted(tree)["input_ids"], skip_special_tokens=True) == tree.to_inline()
     swift = DependencyTokenizer.train(["a/0 b/1 c/1"], vocab_size=10, transition_system="arc_swift")
     assert swift.max_k == 2  # the largest k its training trees need
     assert swift.convert_ids_to_tokens(swift("a/0 b/1 c/1")["input_ids"])[-2:] == ["<RA[2]>", "</s>"]

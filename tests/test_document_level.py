@@ -235,7 +235,7 @@ def test_beam_search_after_a_prefix_scores_conditionally(tg, grammar, use_cache)
         assert ids[: len(prefix)] == prefix
         assert log_prob == pytest.approx(joint - prefix_score, abs=1e-4)  # log p(y, x | prefix)
         # What follows the prefix is one tree over the sentence's words.
-        assert hf_slm.parse_tree(tokenizer.decode([tokenizer.bos_token_id] + ids[len(prefix) :])).leaves() == words
+        assert hf_slm.parse_tree(tokenizer.decode([tokenizer.bos_token_id] + ids[len(prefix) :], skip_special_tokens=True)).leaves() == words
     assert sum(result.surprisals) + result.end_surprisal == pytest.approx(-result.log_prob, abs=1e-4)
     # The prefix matters: the same sentence without it scores differently.
     (alone,) = search.search([pieces])
@@ -274,7 +274,7 @@ def test_score_documents_chains_greedy_best_trees(tg):
         _, pieces = _pieces(tokenizer, DOCS[2][position])
         (found,) = search.search([pieces], prefixes=[prefix])
         assert results[2][position]["log_prob"] == pytest.approx(found.log_prob, abs=1e-5)
-        assert results[2][position]["tree"] == tokenizer.decode([tokenizer.bos_token_id] + found.trees[0][0][len(prefix) :])
+        assert results[2][position]["tree"] == tokenizer.decode([tokenizer.bos_token_id] + found.trees[0][0][len(prefix) :], skip_special_tokens=True)
         prefix = found.trees[0][0]
     with pytest.raises(ValueError, match="needs a document-level model"):
         score_documents(_model(tokenizer, "tg", document_level=False), tokenizer, documents, progress=False)

@@ -64,7 +64,7 @@ def test_the_sequence_is_document_prompt_summary_with_labels_on_the_summary(toke
     example = summarization_sequence(tokenizer, document, summary, "d1")
     ids, labels, start = example["input_ids"], example["labels"], example["summary_start"]
     assert ids == tokenizer.encode_document(document + [PROMPT] + summary)["input_ids"]
-    assert tokenizer.decode(ids[start:]) == "(S (NP A dog) (VP sings) .)"
+    assert tokenizer.decode(ids[start:], skip_special_tokens=True) == "(S (NP A dog) (VP sings) .)"
     assert tokenizer.decode_actions(ids[:start])[-4:] == ["(NP", "Summary", ":", "NP)"]  # the prompt before it
     assert labels[:start] == [-100] * start and labels[start:] == ids[start:]
     everything = summarization_sequence(tokenizer, document, summary, "d1", SummarizationFormat(labels="all"))
@@ -76,8 +76,8 @@ def test_a_words_only_tokenizer_gets_the_words_and_learns_the_end(tokenizers):
     _, terminals = tokenizers
     example = summarization_sequence(terminals, [["The", "bird", "sings", "."]], [["A", "dog", "barks", "."]], "d1")
     ids, start = example["input_ids"], example["summary_start"]
-    assert terminals.decode(ids[:start]) == "The bird sings . Summary :"
-    assert terminals.decode(ids[start:]) == "A dog barks ." and ids[-1] == terminals.eos_token_id
+    assert terminals.decode(ids[:start], skip_special_tokens=True) == "The bird sings . Summary :"
+    assert terminals.decode(ids[start:], skip_special_tokens=True) == "A dog barks ." and ids[-1] == terminals.eos_token_id
     assert example["labels"][start:] == ids[start:]  # `</s>` is trained: it ends the summary
 
 

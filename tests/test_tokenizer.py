@@ -143,14 +143,14 @@ def test_every_fixture_tree_decodes_to_its_normalized_string(tokenizer):
     for raw, expected in zip(RAW_TREES, NORMALIZED_TREES, strict=True):
         ids = tokenizer(raw)["input_ids"]
         assert ids[0] == tokenizer.bos_token_id and tokenizer.eos_token_id not in ids  # no </s> after a tree
-        assert tokenizer.decode(ids) == expected
-        assert tokenizer.decode(tokenizer.encode(expected)) == expected  # already-normalized input
+        assert tokenizer.decode(ids, skip_special_tokens=True) == expected
+        assert tokenizer.decode(tokenizer.encode(expected), skip_special_tokens=True) == expected  # already-normalized input
 
 
 def test_example_sentence_actions(tokenizer):
     ids = tokenizer("(ROOT (S (NP (DT the) (NN bird)) (VP (VBZ sings))))")["input_ids"]
     assert tokenizer.decode_actions(ids) == ["(S", "(NP", "the", "bird", "NP)", "(VP", "sings", "VP)", "S)"]
-    assert tokenizer.decode(ids) == "(S (NP the bird) (VP sings))"
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "(S (NP the bird) (VP sings))"
     tokens = tokenizer.convert_ids_to_tokens(ids)
     assert tokens[:3] == ["<s>", "(S", "(NP"] and tokens[-2:] == ["VP)", "S)"]
 
@@ -165,7 +165,7 @@ def test_encode_actions_matches_tree_encoding(tokenizer):
     # Prefixes (generation) encode too, and without <s> when asked.
     prefix = tokenizer.encode_actions(["(S", "(NP", "the"], add_special_tokens=False)["input_ids"]
     assert prefix == tokenizer("(S (NP the bird))")["input_ids"][1 : 1 + len(prefix)]
-    assert tokenizer.decode(prefix) == "(S (NP the"
+    assert tokenizer.decode(prefix, skip_special_tokens=True) == "(S (NP the"
 
 
 def _words_by_starts(tokenizer, ids, starts):
@@ -207,15 +207,15 @@ def test_unknown_characters_become_unk(tokenizer):
     # The word-boundary mark is a piece of its own, then one <unk> for the run of unseen characters.
     assert tokenizer.convert_ids_to_tokens(ids[-2:]) == ["\u2581", "<unk>"]
     assert ids[-1] == tokenizer.unk_token_id and starts[-2:] == [True, False]
-    assert tokenizer.decode(ids) == "the <unk>"
-    assert tokenizer.decode(tokenizer(["na\u00efve"], is_split_into_words=True)["input_ids"]) == "na<unk>ve"
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "the <unk>"
+    assert tokenizer.decode(tokenizer(["na\u00efve"], is_split_into_words=True)["input_ids"], skip_special_tokens=True) == "na<unk>ve"
 
 
 def test_words_encode_without_eos(tokenizer):
     words = ["the", "bird", "sang", LONG_WORD]
     ids = tokenizer(words, is_split_into_words=True)["input_ids"]
     assert ids[0] == tokenizer.bos_token_id and tokenizer.eos_token_id not in ids
-    assert tokenizer.decode(ids) == "the bird sang " + LONG_WORD
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "the bird sang " + LONG_WORD
     # A string that is not a bracketed tree is taken as words.
     assert tokenizer("the bird sang " + LONG_WORD)["input_ids"] == ids
     # Without special tokens, exactly the pieces of the words.
@@ -229,7 +229,7 @@ def test_terminals_linearization_ends_with_eos():
     assert ids[0] == tok.bos_token_id and ids[-1] == tok.eos_token_id
     assert all(i < tok.action_layout["open_nt_start"] for i in ids)
     assert sum(encoded["word_starts"]) == 4
-    assert tok.decode(ids) == "the bird sings ."
+    assert tok.decode(ids, skip_special_tokens=True) == "the bird sings ."
     assert tok.init_kwargs["linearization"] == "terminals"
     # Prompts do not end: no </s> after words.
     assert tok(["the", "bird"], is_split_into_words=True)["input_ids"][-1] != tok.eos_token_id
@@ -239,7 +239,7 @@ def test_tree_objects_are_taken_as_normalized(tokenizer):
     tree = normalize_tree(parse_tree(RAW_TREES[2]), strip_function_tags=True)
     assert tokenizer(tree)["input_ids"] == tokenizer(RAW_TREES[2])["input_ids"]
     batch = tokenizer([tree, RAW_TREES[3]])["input_ids"]
-    assert tokenizer.decode(batch) == NORMALIZED_TREES[2:4]
+    assert tokenizer.decode(batch, skip_special_tokens=True) == NORMALIZED_TREES[2:4]
 
 
 # ---- HF API: batches, padding, tensors, pickling -------------------------------------------------------
@@ -260,7 +260,7 @@ def test_batch_padding_and_tensors(tokenizer, side):
         assert batch["attention_mask"][row].sum().item() == n and batch["attention_mask"][row, real].all()
         assert (batch["input_ids"][row, pad] == tokenizer.pad_token_id).all()
         assert not batch["word_starts"][row, pad].any()
-    assert tokenizer.decode(batch["input_ids"]) == NORMALIZED_TREES[:4]
+    assert tokenizer.decode(batch["input_ids"], skip_special_tokens=True) == NORMALIZED_TREES[:4]
 
 
 def test_single_input_tensors_and_word_batches(tokenizer):
@@ -268,7 +268,7 @@ def test_single_input_tensors_and_word_batches(tokenizer):
     assert single["input_ids"].shape == (1, len(tokenizer(RAW_TREES[0])["input_ids"]))
     words = tokenizer([["the", "bird"], ["a", "cat", "sleeps"]], is_split_into_words=True, padding=True)
     assert len(words["input_ids"][0]) == len(words["input_ids"][1])
-    assert tokenizer.decode(words["input_ids"]) == ["the bird", "a cat sleeps"]
+    assert tokenizer.decode(words["input_ids"], skip_special_tokens=True) == ["the bird", "a cat sleeps"]
     padded = tokenizer.pad([tokenizer(r, return_word_starts=True) for r in RAW_TREES[:2]], return_tensors="pt")
     assert padded["word_starts"].shape == padded["input_ids"].shape
 
@@ -370,7 +370,7 @@ def test_byte_level_bpe_pieces_spell_any_word_and_mark_word_starts(bpe_tokenizer
     terminals = [(token, start) for token, start in zip(tokens, starts) if not token.startswith("(") and not token.endswith(")") and token != "<s>"]
     assert [start for _, start in terminals] == [token.startswith("Ġ") for token, _ in terminals]
     assert sum(start for _, start in terminals) == 5  # one start per word
-    assert bpe_tokenizer.decode(ids) == "(S (NP Zoë's naïve café) (VP sang 🎶))"
+    assert bpe_tokenizer.decode(ids, skip_special_tokens=True) == "(S (NP Zoë's naïve café) (VP sang 🎶))"
     assert [bpe_tokenizer.convert_ids_to_tokens(i) for i in bpe_tokenizer.incomplete_word_ids] == ["Ġ"]
     bpe_tokenizer.save_pretrained(tmp_path / "bpe")
     assert (tmp_path / "bpe" / "byte_bpe.json").is_file() and not (tmp_path / "bpe" / "spiece.model").exists()
@@ -389,7 +389,7 @@ def test_compositional_tokenizer_with_byte_level_bpe_pieces(tmp_path):
     tree = "( ( the naïve bird ) ( sings loudly ) )"
     ids = tokenizer(tree)["input_ids"]
     assert tokenizer.pieces == "byte_bpe" and tokenizer.unk_token_id not in ids
-    assert tokenizer.decode(ids).split() == tree.split()
+    assert tokenizer.decode(ids, skip_special_tokens=True).split() == tree.split()
     tokenizer.save_pretrained(tmp_path / "c")
     assert CompositionalTokenizer.from_pretrained(tmp_path / "c")(tree)["input_ids"] == ids
 
@@ -456,15 +456,15 @@ def test_special_token_strings(tokenizer):
     ids = tokenizer("(S (NP <s> bird) (VP </s>))")["input_ids"]
     assert ids.count(tokenizer.bos_token_id) == 1 and tokenizer.eos_token_id not in ids
     # `<`, `/` and `>` never occur in the fixture: each run of them is one <unk>.
-    assert tokenizer.decode(ids) == "(S (NP <unk>s<unk> bird) (VP <unk>s<unk>))"
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "(S (NP <unk>s<unk> bird) (VP <unk>s<unk>))"
     ids = tokenizer.encode_actions(["<s>", "the", "bird", "</s>"])["input_ids"]
     assert ids[0] == tokenizer.bos_token_id and ids.count(tokenizer.bos_token_id) == 1
-    assert ids[-1] == tokenizer.eos_token_id and tokenizer.decode(ids) == "the bird"
+    assert ids[-1] == tokenizer.eos_token_id and tokenizer.decode(ids, skip_special_tokens=True) == "the bird"
 
 
 def test_a_partial_tree_decodes_to_its_actions(tokenizer):
     ids = tokenizer.encode_actions(["(S", "(NP", "the", "bird", "NP)"])["input_ids"]
-    assert tokenizer.decode(ids) == "(S (NP the bird NP)"
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "(S (NP the bird NP)"
 
 
 # ---- word-level tokenizer -----------------------------------------------------------------------------
@@ -524,12 +524,12 @@ def test_word_tokenizer_maps_words_to_words_classes_or_unk(word_tokenizer):
     ]  # fmt: skip
     assert ids[5] == word_tokenizer.unk_token_id  # <UNK-HASLC-NUM-DASH> never occurred in training
     assert encoded["word_starts"] == [False] + [True] * len(words)
-    assert word_tokenizer.decode(ids) == "the <UNK-INITC> <UNK-INITC> <UNK-LC-ed> <unk> bird"
+    assert word_tokenizer.decode(ids, skip_special_tokens=True) == "the <UNK-INITC> <UNK-INITC> <UNK-LC-ed> <unk> bird"
 
 
 def test_word_tokenizer_trees(word_tokenizer):
     encoded = word_tokenizer(RAW_TREES[0], return_word_starts=True)
-    assert word_tokenizer.decode(encoded["input_ids"]) == "(S (NP-SBJ the bird) (VP <UNK-LC-s>) .)"
+    assert word_tokenizer.decode(encoded["input_ids"], skip_special_tokens=True) == "(S (NP-SBJ the bird) (VP <UNK-LC-s>) .)"
     assert word_tokenizer.convert_ids_to_tokens(encoded["input_ids"])[:3] == ["<s>", "(S", "(NP-SBJ"]
     starts = [i < word_tokenizer.action_layout["open_nt_start"] and i > 3 for i in encoded["input_ids"]]
     assert encoded["word_starts"] == starts
@@ -545,7 +545,7 @@ def test_word_tokenizer_min_count_one_keeps_every_word():
     assert set(tokens[4 : tok.action_layout["open_nt_start"]]) == set(counts)
     for raw in RAW_TREES:
         expected = tree_to_string(normalize_tree(parse_tree(raw)))
-        assert tok.decode(tok(raw)["input_ids"]) == expected
+        assert tok.decode(tok(raw)["input_ids"], skip_special_tokens=True) == expected
 
 
 # ---- GUM: every tree round-trips --------------------------------------------------------------------
@@ -584,8 +584,9 @@ def test_gum_every_tree_round_trips(gum):
     mismatches = []
     for name, trees in raw.items():
         for tree in trees:
-            expected_decoded = unseen_run.sub("<unk>", tree_to_string(normalize_tree(tree)))
-            decoded = tokenizer.decode(tokenizer(tree_to_string(tree))["input_ids"])
+            # the written form: PTB brackets, or the action sequence where every word stands alone in its bracket
+            expected_decoded = unseen_run.sub("<unk>", tokenizer.tree_text(normalize_tree(tree)))
+            decoded = tokenizer.decode(tokenizer(tree_to_string(tree))["input_ids"], skip_special_tokens=True)
             if decoded != expected_decoded:
                 mismatches.append((name, expected_decoded, decoded))
     assert not mismatches, mismatches[:3]
@@ -599,4 +600,4 @@ def test_gum_long_words_split_into_pieces(gum):
         encoded = tokenizer([word], is_split_into_words=True, return_word_starts=True, add_special_tokens=False)
         assert len(encoded["input_ids"]) >= 2
         assert encoded["word_starts"] == [True] + [False] * (len(encoded["input_ids"]) - 1)
-        assert tokenizer.decode(encoded["input_ids"]) == word
+        assert tokenizer.decode(encoded["input_ids"], skip_special_tokens=True) == word

@@ -19,10 +19,47 @@ paper 002 (transitions.py) build unlabeled projective trees with one root, so:
 This file is hub code: it is copied into checkpoints and must import nothing from hf_slm.
 """
 
+import re
 from dataclasses import dataclass
 
 # What `non_projective` may ask for when a tree is not projective.
 NON_PROJECTIVE_POLICIES = ("error", "skip", "lift")
+INLINE_ITEM = re.compile(r"^\S+/\d+$")
+CONLLU_COLUMNS = 10
+
+
+def is_inline_tree(text):
+    """Whether every whitespace-separated item of `text` is WORD/HEAD (an inline dependency tree)."""
+    items = text.split()
+    return bool(items) and all(INLINE_ITEM.match(item) for item in items)
+
+
+def is_conllu_text(text):
+    """Whether `text` holds a CoNLL-U word line: ten tab-separated fields, the first a word index."""
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) == CONLLU_COLUMNS and fields[0].strip().isdigit():
+            return True
+    return False
+
+
+def refuse_dependency_tree(text, where, expected):
+    """Raise ValueError naming `where` and `expected` when `text` is a dependency tree (CoNLL-U lines, or an
+    inline tree whose heads make a tree: `The/2 cat/3 sleeps/0`) given to a tokenizer that reads another format.
+    A sentence whose words merely contain a slash and digits (`1/2`) is no tree, and passes."""
+    found = None
+    if is_conllu_text(text):
+        found = "CoNLL-U lines"
+    elif is_inline_tree(text):
+        try:
+            DependencyTree.from_inline(text, where)
+            found = "an inline dependency tree (WORD/HEAD)"
+        except ValueError:
+            pass
+    if found:
+        shown = text.strip().replace("\n", " ")[:60]
+        raise ValueError(f"{where} {shown!r} is {found}, a dependency tree; this tokenizer reads {expected} (a "
+                         "dependency tree goes to a dependency model's tokenizer)")
 
 
 def check_heads(words, heads, where="sentence"):

@@ -33,10 +33,11 @@ Inputs of `tokenizer(...)`, one or a batch:
   tree form: unary chains are removed and Bi trees binarized at encode time), or an nltk.Tree whose labels
   are all empty;
 - plain words (a string without brackets, or a list with `is_split_into_words=True`): `<s>` and the pieces,
-  a prompt or a sentence to score.
+  a prompt (GPT2-token: a string of plain words is its whole sentence, with `</s>`, as its trees encode).
 A labeled tree (PTB brackets, labeled actions, an nltk.Tree with labels) is a ValueError that says how to unlabel
-it: `tokenizer.unlabel(tree)`. `encode_actions` takes the actions of this linearization as written (nb-up: with each `)`'s start; a Bi
-tokenizer refuses a constituent that is not binary). `decode` gives the unlabeled tree back.
+it: `tokenizer.unlabel(tree)`; a dependency tree (inline `word/head`, CoNLL-U) is a ValueError too. `encode_actions`
+takes the actions of this linearization as written (nb-up: with each `)`'s start; a Bi tokenizer refuses a constituent that is not binary). `decode` gives the unlabeled tree back, between `<s>` (and
+`</s>` bottom-up) unless skip_special_tokens; the text it writes encodes to the same ids.
 
 This file is hub code: it imports only its siblings, transformers, sentencepiece and tokenizers (not nltk).
 """
@@ -45,6 +46,7 @@ import os
 
 from transformers.utils import PaddingStrategy
 
+from .dependency_trees import refuse_dependency_tree
 from .linearizers import UNLABELED_CLOSE, parse_action_string
 from .tokenization_slm import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SyntacticTokenizer, ids_encoding, train_piece_model
 from .tree_type import Tree
@@ -269,12 +271,15 @@ class CompositionalTokenizer(SyntacticTokenizer):
     def _encode_with_pointers(self, item, is_split_into_words, add_special_tokens):
         """(ids, word_starts, constituent starts) of one input (-1 where an action has no start)."""
         where = "tokenizer input"
-        tree = None
+        tree, written_start, written_end = None, False, False
         if isinstance(item, Tree):
             self._check_unlabeled(item, where)
             tree = item
         elif isinstance(item, str):
             text = item.strip()
+            if not is_split_into_words:
+                text, written_start, written_end = self._written_bounds(text)
+                refuse_dependency_tree(text, where, self._expected_input)
             if not text:
                 raise ValueError("empty input: expected an unlabeled tree or words, got an empty string")
             if not is_split_into_words and is_unlabeled_tree_string(text):
@@ -287,6 +292,7 @@ class CompositionalTokenizer(SyntacticTokenizer):
                 raise _labeled_error(where, repr(text[:60]))
             else:
                 words = text.split()
+                written_end |= add_special_tokens and not is_split_into_words and self.plain_words_are_sentences
         elif isinstance(item, (list, tuple)):
             if not item:
                 raise ValueError("empty input: expected at least one word, got an empty list")
@@ -296,13 +302,14 @@ class CompositionalTokenizer(SyntacticTokenizer):
                              "string, an nltk.Tree with empty labels or a list of words")
         if tree is not None:
             ids, starts, pointers = self._tree_ids(tree, where)
-            ends = [EOS_ID] if not self.top_down else []
+            ends = [EOS_ID] if (add_special_tokens and not self.top_down) or written_end else []
         else:  # words only: a prompt or a sentence to score
             ids, starts = self._words_ids(words, where)
-            pointers, ends = [-1] * len(ids), []
-        if add_special_tokens:  # `<s>` comes first: every start moves one on
-            pointers = [-1] + [p + 1 if p >= 0 else -1 for p in pointers] + [-1] * len(ends)
-            ids, starts = [BOS_ID] + ids + ends, [False] + starts + [False] * len(ends)
+            pointers, ends = [-1] * len(ids), [EOS_ID] if written_end else []
+        pointers, starts, ids = pointers + [-1] * len(ends), starts + [False] * len(ends), ids + ends
+        if add_special_tokens or written_start:  # `<s>` comes first: every start moves one on
+            pointers = [-1] + [p + 1 if p >= 0 else -1 for p in pointers]
+            ids, starts = [BOS_ID] + ids, [False] + starts
         return ids, starts, pointers
 
     def _document_record(self, sentence, is_split_into_words, position):
@@ -520,7 +527,9 @@ class CompositionalTokenizer(SyntacticTokenizer):
         except ValueError:
             return " ".join(self.decode_actions(token_ids))
 
-    def _decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, starts=None, **kwargs):
+    _expected_input = "an unlabelled tree '( ( Write ( an essay ) ) quickly )' or plain words"
+
+    def _decode_body(self, token_ids, starts=None, **kwargs):
         """A whole tree decodes to its unlabeled string `( ( Write ( an essay ) ) quickly )` (nb-up: given its
         constituent `starts`); anything else (a prefix, words, nb-up ids without starts) to its actions joined by
         spaces."""

@@ -15,25 +15,19 @@ A tree encodes as `<root>` (the reference variant: `<s>`), the oracle's transiti
 written inline (`There/2 is/0 a/4 difference/2`: every whitespace-separated item is WORD/HEAD), a mapping with
 `words` and `heads` (an example of hf_slm.data.load_conllu), or plain words
 (`is_split_into_words=True`, or a string that is not an inline tree): the start token and the pieces, a prompt
-or a sentence to score. Decoding gives the inline tree back when the ids are a whole sequence.
+or a sentence to score; a bracketed constituency tree is a ValueError naming these formats. Decoding gives the
+inline tree back when the ids are a whole sequence, between `<root> ... </s>` unless skip_special_tokens. The
+start token is `<root>` (`start_id`; `<s>` in the reference variant); `bos_token` stays `<s>` (see __init__).
 
 This file is hub code: it imports only its siblings, transformers and sentencepiece.
 """
 
-import re
-
-from .dependency_trees import NON_PROJECTIVE_POLICIES, DependencyTree, projective_tree
+from .dependency_trees import NON_PROJECTIVE_POLICIES, DependencyTree, is_inline_tree, projective_tree
 from .tokenization_slm import BOS_ID, EOS_ID, PAD_ID, SyntacticTokenizer, train_sentencepiece
 from .transitions import GEN, LEFT_ARC, POP, RIGHT_ARC, Transition, transition_system
+from .trees import refuse_bracketed_tree
 
 VARIANTS = ("paper", "reference")
-INLINE_ITEM = re.compile(r"^\S+/\d+$")
-
-
-def is_inline_tree(text):
-    """Whether every whitespace-separated item of `text` is WORD/HEAD (an inline dependency tree)."""
-    items = text.split()
-    return bool(items) and all(INLINE_ITEM.match(item) for item in items)
 
 
 def _as_tree(item, where):
@@ -84,6 +78,12 @@ class DependencyTokenizer(SyntacticTokenizer):
             self._word_start_mask.append(False)
         self.special_tokens_pattern = "none"  # _encode_one adds the start token and </s> itself
         self.linearization = transition_system  # what a model's grammar checks (the base class said "terminals")
+        # The HF bos_token stays `<s>`, though the paper's sequences start with `<root>` (`start_id`): transformers'
+        # Trainer copies tokenizer.bos_token_id into the model config's bos_token_id (align_special_tokens), and
+        # that field is the layout's `<s>` slot, which the grammar classifies as BOS. With bos_token `<root>`,
+        # training would make `<root>` the BOS kind and change every mask. `<root>` is this tokenizer's start token
+        # instead: decode writes it as a special token (skip_special_tokens leaves it out), encode reads it back,
+        # and clients that prepend a start token take `start_id` (README, "Use a checkpoint").
 
     # ---- vocabulary ---------------------------------------------------------------------------------
     @property
@@ -125,19 +125,24 @@ class DependencyTokenizer(SyntacticTokenizer):
             ids[-1] = self._pop_id
         return ids, starts
 
+    _expected_input = "an inline dependency tree 'There/2 is/0 a/4 difference/2' or plain words"
+
     def _encode_one(self, item, is_split_into_words, add_special_tokens):
         where = "tokenizer input"
+        written_start = written_end = False
+        if isinstance(item, str) and not is_split_into_words:
+            item, written_start, written_end = self._written_bounds(item.strip())
+            refuse_bracketed_tree(item, where, self._expected_input)
         if isinstance(item, (DependencyTree, dict)) or (isinstance(item, str) and not is_split_into_words
                                                         and is_inline_tree(item)):
             transitions = self.system.transitions(_as_tree(item, where), where=where)
             ids, starts = self._transition_ids(transitions, where)
-            ends = [EOS_ID]
+            ends = [EOS_ID] if add_special_tokens or written_end else []
         else:  # plain words: a prompt or a sentence to score
             ids, starts = super()._encode_one(item, True if isinstance(item, str) else is_split_into_words, False)
-            ends = []
-        if add_special_tokens:
-            ids, starts = [self.start_id] + ids + ends, [False] + starts + [False] * len(ends)
-        return ids, starts
+            ends = [EOS_ID] if written_end else []
+        begins = [self.start_id] if add_special_tokens or written_start else []
+        return begins + ids + ends, [False] * len(begins) + starts + [False] * len(ends)
 
     def _document_bounds(self):
         """A document of dependency trees (an arc-standard grammar with document_level): its start token, the
@@ -177,13 +182,15 @@ class DependencyTokenizer(SyntacticTokenizer):
         except ValueError:
             return " ".join(t.spelled(self.system.uses_k) for t in transitions)
 
-    def _decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, **kwargs):
+    def _decode_body(self, token_ids, **kwargs):
         """A whole sequence decodes to its inline tree `There/2 is/0 ...`; anything else (a prefix, words) to
         its actions joined by spaces."""
         try:
             return self.system.tree(self.transitions_of(token_ids), where="ids").to_inline()
         except ValueError:
-            return " ".join(self.decode_actions([i for i in token_ids if int(i) != self._root_id]))
+            # the start token is written by _decode; a `<root>` elsewhere (the reference variant's) is an action
+            ids = [int(i) for i in token_ids]
+            return " ".join(self.decode_actions([i for i in ids if i != self.start_id or i == BOS_ID]))
 
     # ---- training -----------------------------------------------------------------------------------
     @classmethod

@@ -14,8 +14,13 @@ Linearizations (the config key `linearization`):
 - "top_down": `<s>` then the labeled Choe-Charniak actions `(S (NP the bird NP) (VP sings VP) S)`, each word
   replaced by its pieces. No `</s>`: generation ends when the root closes (grammars tg, choe_charniak).
 - "terminals": `<s>` then the pieces of the words, then `</s>` (grammar terminals).
-A list of words (`is_split_into_words=True`, or a string of plain words) encodes as `<s>` and the pieces only,
-without `</s>`: it is a prompt or a sentence to score, not a finished sequence.
+A list of words (`is_split_into_words=True`) encodes as `<s>` and the pieces only, without `</s>`: a prompt. A
+string of plain words is one too under "top_down" (a tree needs its brackets); under "terminals" it is the whole
+sentence, `<s>` + pieces + `</s>`, as the tree of those words encodes, so that a client scoring text gets log p(x).
+
+Decoding writes a sequence's boundary tokens (`<pad>`, `<s>`, `</s>`) as themselves unless skip_special_tokens,
+and a tree in a form that encodes back to the same ids (`tree_text`); a string that begins with `<s>` or ends with
+`</s>` reads them as those tokens (`_written_bounds`), so `tokenizer(tokenizer.decode(ids))` gives `ids` back.
 
 A string is read by the one rule of `trees.input_format`: an action sequence `(S (NP the bird NP) S)` when a
 token `X)` closes an `(X` of the string, else PTB brackets when it starts with "(", else plain words (without
@@ -45,6 +50,7 @@ from transformers.tokenization_utils_base import BatchEncoding, TruncationStrate
 from transformers.utils import PaddingStrategy
 
 from .byte_level_pieces import ByteLevelPieces, train_byte_level_bpe
+from .dependency_trees import refuse_dependency_tree
 from .linearizers import (
     UNLABELED_CLOSE,
     close_label,
@@ -155,8 +161,9 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
     - a bracketed tree string, PTB with or without POS tags: normalized with the stored options, then
       linearized (`<s>` + actions for "top_down", `<s>` + words + `</s>` for "terminals");
     - an nltk.Tree, taken as already normalized, linearized the same way;
-    - a list of words with `is_split_into_words=True`, or a string that does not start with `(`:
-      `<s>` + the pieces of the words, no `</s>`.
+    - a list of words with `is_split_into_words=True`, or a string of plain words: `<s>` + the pieces of the
+      words, no `</s>` (under "terminals", a string of plain words ends with `</s>`: module docstring);
+    - not a dependency tree (an inline `word/head` tree, CoNLL-U lines): a ValueError names what it reads.
     Outputs: input_ids, attention_mask (1-D per sequence; the structural mask is the grammar's job), and
     with `return_word_starts=True` "word_starts": True exactly at the first piece of every word. Padding,
     `return_tensors`, `return_length` and `return_special_tokens_mask` work as in transformers; truncation
@@ -360,18 +367,22 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
 
     def _encode_one(self, item, is_split_into_words, add_special_tokens):
         """(ids, word_starts) of one input: a tree string, an nltk.Tree or a list of words."""
-        ends_with_eos = False
+        ends_with_eos, written_start, written_end = False, False, False
         if isinstance(item, Tree):
             tree = item
         elif isinstance(item, str):
             text = item.strip()
+            if not is_split_into_words:
+                text, written_start, written_end = self._written_bounds(text)
             if not text:
                 raise ValueError("empty input: expected a bracketed tree or words, got an empty string")
             if is_split_into_words:
                 tree, words = None, text.split()
             else:  # trees.input_format decides: actions, PTB brackets (normalized) or plain words
+                refuse_dependency_tree(text, "tokenizer input", self._expected_input)
                 read = read_input(text, "tokenizer input", **self.normalization)
                 tree, words = (read, None) if isinstance(read, Tree) else (None, read)
+                ends_with_eos = words is not None and self.plain_words_are_sentences
         elif isinstance(item, (list, tuple)):
             if not item:
                 raise ValueError("empty input: expected at least one word, got an empty list")
@@ -393,11 +404,39 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
                 pieces = self._word_ids(word, where=f"word {index}")
                 ids.extend(pieces)
                 starts.extend([True] + [False] * (len(pieces) - 1))
-        if add_special_tokens:
+        if add_special_tokens or written_start:
             ids, starts = [BOS_ID] + ids, [False] + starts
-            if ends_with_eos:
-                ids, starts = ids + [EOS_ID], starts + [False]
+        if (add_special_tokens and ends_with_eos) or written_end:
+            ids, starts = ids + [EOS_ID], starts + [False]
         return ids, starts
+
+    @property
+    def plain_words_are_sentences(self):
+        """Whether a string of plain words encodes as a whole sequence, with `</s>`: under the terminals
+        linearization (a words-only model) a sentence's sequence is its words, as its tree's is, so that a client
+        scoring the text gets log p(x) with the end. A list of words (is_split_into_words) is always a prompt."""
+        return self.linearization == "terminals"
+
+    # What a string given to this tokenizer may be, for the message that refuses another family's format.
+    _expected_input = ("PTB brackets '(S (NP the bird) (VP sings))', a top-down action sequence "
+                       "'(S (NP the bird NP) (VP sings VP) S)' or plain words")
+
+    def _written_bounds(self, text):
+        """(text without its written boundary tokens, whether it began with the start token, whether it ended
+        with `</s>`): how a string that decode wrote with its special tokens (`<s> (S ...)`, `<s> the bird
+        sings </s>`) reads back to the same ids. Only whole whitespace-separated tokens at the ends count;
+        `<pad>` there is padding and is left out (the encoder pads on request)."""
+        tokens = text.split()
+        first, stop = 0, len(tokens)
+        while first < stop and tokens[first] == self.pad_token:
+            first += 1
+        while stop > first and tokens[stop - 1] == self.pad_token:
+            stop -= 1
+        written_start = first < stop and tokens[first] == self._id_to_token[self.start_id]
+        written_end = stop > first + written_start and tokens[stop - 1] == self.eos_token
+        if (first, stop) == (0, len(tokens)) and not written_start and not written_end:
+            return text, False, False  # as given, so that errors keep the input's lines and columns
+        return " ".join(tokens[first + written_start : stop - written_end]), written_start, written_end
 
     def _encode_record(self, item, is_split_into_words, add_special_tokens):
         """(ids, word_starts, extra per-action fields of the tokenizer's output) of one input: `_encode_one`'s,
@@ -531,7 +570,8 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
             if return_token_type_ids:
                 record["token_type_ids"] = [0] * len(ids)
             if return_special_tokens_mask:
-                record["special_tokens_mask"] = [int(i < NUM_SPECIAL_IDS and i != UNK_ID) for i in ids]
+                boundary = {PAD_ID, BOS_ID, EOS_ID, self.start_id}  # the start token (`<root>`) is one too
+                record["special_tokens_mask"] = [int(i in boundary) for i in ids]
             if return_word_starts:
                 record["word_starts"] = starts
             if return_length:
@@ -611,16 +651,66 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         return actions
 
     def _decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, **kwargs):
-        """A complete top-down action sequence decodes to its one-line bracketed tree `(S (NP the bird) ...)`;
-        ids without nonterminals to the words joined by spaces; anything else (a prefix of a tree, as during
-        generation) to its actions joined by spaces. Pad, `<s>` and `</s>` are always left out."""
+        """transformers' `decode` and `batch_decode` come here with one id or one sequence of ids.
+
+        The ids between the sequence's boundary tokens (leading `<pad>` and start token, trailing end token and
+        `<pad>`) decode as `_decode_body` says; the boundary tokens are written as themselves around that text
+        (`<s> (S (NP the bird) (VP sings))`, `<root> There/2 is/0 ... </s>`, `<s> the bird sings </s>`), which
+        `_written_bounds` reads back, unless skip_special_tokens. `<unk>` is part of a word's text and is always
+        written (leaving it out would merge or drop words)."""
+        ids = [int(token_ids)] if isinstance(token_ids, int) else [int(index) for index in token_ids]
+        leading, trailing = self._leading_ids, (EOS_ID, PAD_ID)
+        first, stop = 0, len(ids)
+        while first < stop and ids[first] in leading:
+            first += 1
+        while stop > first and ids[stop - 1] in trailing:
+            stop -= 1
+        text = self._decode_body(ids, **kwargs) if first < stop else ""
+        if skip_special_tokens:
+            return text
+        written = [self._convert_id_to_token(i) for i in ids[:first]] + ([text] if text else [])
+        return " ".join(written + [self._convert_id_to_token(i) for i in ids[stop:]])
+
+    @property
+    def _leading_ids(self):
+        """The ids that may open a sequence before its actions: padding (left padding) and the start tokens."""
+        return (PAD_ID, BOS_ID, self.start_id)
+
+    @property
+    def start_id(self):
+        """The first id of every sequence: `<s>` (a dependency tokenizer's is `<root>`)."""
+        return BOS_ID
+
+    def _decode_body(self, token_ids, **kwargs):
+        """The text of a sequence without its boundary tokens (`token_ids` may hold them; they are left out).
+
+        A complete top-down action sequence decodes to the tree in the form `tree_text` chooses; ids without
+        nonterminals to the words joined by spaces (which a words-only tokenizer reads back as its complete
+        sequence); anything else (a prefix of a tree, as during generation) to its actions joined by spaces."""
         actions = self.decode_actions(token_ids)
         if not any(is_open_nt(action) or is_close_nt(action) for action in actions):
             return " ".join(actions)
         try:
-            return tree_to_string(tree_from_top_down(actions))
+            return self.tree_text(tree_from_top_down(actions))
         except ValueError:
             return " ".join(actions)
+
+    def tree_text(self, tree):
+        """A tree as decode writes it: PTB brackets `(S (NP the bird) (VP sings))` when this tokenizer reads them
+        back as the same tree, else the top-down action sequence `(S (NP The NP) (VP sleeps VP) S)`.
+
+        PTB brackets read back otherwise when normalization changes them: a tree whose every word stands alone
+        in its bracket reads as POS tags over the words (`(S (NP The) (VP sleeps))` is `(S The sleeps)`), and
+        drop_root, remove_unary or binarize reshape a tree that a model may generate. The action sequence is read
+        as written (trees.input_format finds its labelled closing brackets), so whatever decode writes, encode
+        gives back the same ids."""
+        text = tree_to_string(tree)
+        try:
+            if read_tree_string(text, "decoded tree", **self.normalization) == tree:
+                return text
+        except ValueError:
+            pass
+        return " ".join(top_down_actions(tree))
 
     def convert_tokens_to_string(self, tokens):
         return self._decode(self.convert_tokens_to_ids(tokens))
@@ -686,7 +776,7 @@ class SyntacticTokenizer(SyntacticTokenizerBase):
                  bpe_file=None, bpe_model_json=None, **kwargs):
         if bpe_model_json is None and bpe_file is not None:
             bpe_model_json = Path(bpe_file).read_text(encoding="utf-8")
-        self._bpe = None
+        self._bpe, self._unknown_character = None, None
         if bpe_model_json is not None:
             self._bpe = ByteLevelPieces(bpe_model_json)
             self.sp_model, self._sp_model_proto = None, None
@@ -715,6 +805,7 @@ class SyntacticTokenizer(SyntacticTokenizerBase):
             self._terminal_tokens.append(piece)
             self._terminal_starts_word.append(piece.startswith(WORD_BOUNDARY))
         super().__init__(nonterminals=nonterminals, linearization=linearization, **kwargs)
+        self._unknown_character = self._find_unknown_character()
 
     @classmethod
     def train(cls, trees, vocab_size=32000, linearization="top_down", sentencepiece_options=None,
@@ -749,7 +840,24 @@ class SyntacticTokenizer(SyntacticTokenizerBase):
     def _encode_word(self, word):
         if self._bpe is not None:
             return [NUM_SPECIAL_IDS + piece for piece in self._bpe.word_ids(word)]
+        if self.unk_token in word and self._unknown_character is not None:
+            word = word.replace(self.unk_token, self._unknown_character)
         return [self._sp_to_id[sp_id] for sp_id in self.sp_model.encode(word)]
+
+    def _find_unknown_character(self):
+        """A character SentencePiece reads as `<unk>`, which stands for `<unk>` written in a word, or None.
+
+        An unknown character decodes as `<unk>` (`na<unk>ve`); reading that back as the unknown token makes decode
+        and encode agree. Only where the piece model cannot spell `<unk>` itself (its characters < or > are
+        unknown too): a model that learned the text `<unk>` (a corpus that writes rare words so) keeps reading it
+        as text, with the same ids as before; elsewhere the text `<unk>` already held unknown pieces (`▁ <unk> u n
+        k <unk>`) and now reads as the one `<unk>` it stands for."""
+        if UNK_ID not in [self._sp_to_id[i] for i in self.sp_model.encode(self.unk_token)]:
+            return None
+        for character in ("\ue000", "\ue001", "\U000f0000"):  # private use: absent from real text
+            if [self._sp_to_id[i] for i in self.sp_model.encode(character)][-1:] == [UNK_ID]:
+                return character
+        return None
 
     def _word_from_tokens(self, tokens):
         if self._bpe is not None:

@@ -182,6 +182,18 @@ def input_format(text):
     return "ptb" if text.lstrip().startswith("(") else "words"
 
 
+def refuse_bracketed_tree(text, where, expected):
+    """Raise ValueError naming `where` and `expected` when `text` is a constituency tree (PTB brackets or a
+    top-down action sequence, by the rule of `input_format`) given to a tokenizer that reads another format."""
+    found = input_format(text)
+    if found != "words":
+        kind = "PTB brackets" if found == "ptb" else "a top-down action sequence"
+        raise ValueError(
+            f"{where} {_snippet(text.strip(), 0)!r} is {kind}, a constituency tree; this tokenizer reads {expected} "
+            "(words that hold brackets go as a list, with is_split_into_words=True)"
+        )
+
+
 def read_words(text, source="<string>"):
     """The words of a plain-word sentence; a word holding a bracket is a ValueError naming its position."""
     words = text.split()
