@@ -237,6 +237,50 @@ def test_the_commands_run_on_the_checkpoint(trained, data, tmp_path, capsys):
     assert {"ppl", "sg", "blimp"} <= written, sorted(results.iterdir())
 
 
+# ---- the tools researchers already score with: minicons and lm-evaluation-harness ------------------------------
+
+def _client_texts(variant):
+    """What a client passes for each family (README, "Scoring with minicons and lm-evaluation-harness"): a tree of
+    its format, or words for a words-only model."""
+    trees, sentences = _examples(variant)
+    return sentences if variant_family(variant).variant(variant).tree_format == "words" else trees
+
+
+# Not for the clients: SOM's scorer scores no given tree (its p(x) is exact, by its own dynamic program), and
+# Nb-Up's start pointer scores where each constituent starts from constituent_starts, an input the clients do
+# not pass (README, "Scoring with minicons and lm-evaluation-harness").
+CLIENT_CASES = [variant for variant in CASES if variant not in ("syntactic_ordered_memory", "nb-up-ex-m")]
+
+
+@pytest.mark.parametrize("variant", CLIENT_CASES)
+def test_minicons_and_lm_eval_give_the_projects_log_probs(variant, checkpoints):
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.registry import get_model
+    from minicons.scorer import IncrementalLMScorer
+
+    _, output, _ = checkpoints(variant)
+    model, tokenizer = _load(output)
+    texts = _client_texts(variant)
+    # the project's number: log p(x, y) of the tokenizer's sequence (log p(x) for a words-only model)
+    expected = scorer_for(model, tokenizer).joint_log_probs([tokenizer(text)["input_ids"] for text in texts])
+    minicons = IncrementalLMScorer(model, "cpu", tokenizer=tokenizer)
+    assert minicons.sequence_score(texts, reduction=lambda x: x.sum(0).item()) == pytest.approx(expected, abs=1e-4)
+    # lm-eval puts its prefix token before the text's tokens: the text is encoded without the start token (as
+    # add_bos_token=False asks), and the start token is the prefix (a dependency model's is <root>)
+    harness = get_model("hf").create_from_arg_string(
+        f"pretrained={output},trust_remote_code=True,batch_size=2,device=cpu,add_bos_token=False,"
+        f"prefix_token_id={tokenizer.start_id}")
+    # the text after the start token, as decode writes it (with </s> where the family's sequences end with it)
+    after_start = [tokenizer.decode(tokenizer(text)["input_ids"][1:]) for text in texts]
+    rolling = harness.loglikelihood_rolling(
+        [Instance("loglikelihood_rolling", {}, (text,), index) for index, text in enumerate(after_start)])
+    assert rolling == pytest.approx(expected, abs=1e-4)
+    # a continuation after nothing is the whole sequence after the start token
+    pairs = harness.loglikelihood(
+        [Instance("loglikelihood", {}, ("", text), index) for index, text in enumerate(after_start)])
+    assert [value for value, _ in pairs] == pytest.approx(expected, abs=1e-4)
+
+
 def test_the_card_names_the_variant(trained, tmp_path, capsys):
     variant, output, _ = trained
     # written beside the checkpoint: a README.md inside it would be the card `hf-slm push` keeps (test below)

@@ -104,7 +104,7 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, 
     samples = sample_trees(model, num_samples=3, max_words=20, word_start_mask=tokenizer.word_start_mask,
                            incomplete_word_ids=tokenizer.incomplete_word_ids, seed=seed)
     for sample in samples:
-        log("  " + tokenizer.decode(sample))
+        log("  " + tokenizer.decode(sample, skip_special_tokens=True))
     log(f"\ndone in {time.monotonic() - started:.0f}s. The checkpoint is in {output}/ (safetensors, tokenizer, hub code).")
     log(f"Next: hf-slm parse --model {output} --pretty \"The students are happy .\"   # beam-search parsing")
     log(f"      hf-slm score --model {output} --bits \"The students are happy .\"    # surprisals, log p(x)")
