@@ -25,64 +25,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import toy_family
-from hf_slm import Family, Variant, register_family
 from hf_slm.cli import main
-from hf_slm.families import family_for_config, family_named, grammar_class, registered_families, unregister_family
+from hf_slm.families import family_for_config, family_named, grammar_class, registered_families
 from hf_slm.families.tree_formats import tree_format
 from hf_slm.search.scorers import scorer_for
 from hf_slm.tokenization.dependency_trees import DependencyTree
 
 from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, write_conllu_treebank
+from family_cases import CASES, FIXTURES, TOY, toy_registered, variant_family  # noqa: F401 (a fixture)
 from hub_server import LocalHub
 
-FIXTURES = Path(__file__).parent / "fixtures"
 GUM = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum" / "train.txt"
 TOKEN = "hf_local_test_token"
-
-TINY = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
-# The toy family's record: what a package outside hf-slm registers (its card template is its own file).
-TOY = Family(
-    name="toy_depth_causal", model_type=toy_family.ToyConfig.model_type, paper="tests/toy_family.py",
-    config_class=toy_family.ToyConfig, model_class=toy_family.ToyModel, causal_lm_class=toy_family.ToyForCausalLM,
-    tokenizer_classes=("hf_slm.tokenization.tokenization_slm:SyntacticTokenizer",),
-    variants=(Variant("toy-depth", "Toy depth-causal LM", "toy-depth-causal", str(FIXTURES / "toy_card.md")),),
-    grammar_classes=toy_family.TOY_GRAMMARS,
-    presets={"toy-tiny": {"description": "the toy for CPUs", "model": dict(TINY, grammar="toy-depth"),
-                          "training": dict(batch_size=4, sequence_length=256, max_steps=10, warmup_steps=1,
-                                           initial_learning_rate=1e-7, learning_rate=1e-3,
-                                           final_learning_rate=1e-7)}},
-)
-
-# variant -> (preset, its extra `hf-slm train` options). Every registered family has a case (a test says so).
-TINY_SET = [item for key, value in TINY.items() for item in ("--set", f"{key}={value}")]
-CASES = {
-    "tg": ("tg-ptb", TINY_SET),
-    "choe_charniak": ("txl-cc-ptb", TINY_SET),
-    "terminals": ("txl-terminals-ptb", TINY_SET),
-    "dtg": ("dtg-tiny", TINY_SET),
-    "txl_trans": ("txl-trans-tiny", TINY_SET),
-    "nb-dn-in-m": ("nb-dn-in-m-tiny", TINY_SET),
-    # external composition and the start pointer (two heads)
-    "nb-up-ex-m": ("nb-up-ex-m-tiny", TINY_SET + ["--set", "composer_hidden_size=8", "--set", "composer_num_layers=1",
-                                                  "--set", "composer_num_heads=2", "--set",
-                                                  "composer_intermediate_size=16"]),
-    "syntactic_ordered_memory": ("esom-tiny", ["--set", "hidden_size=16", "--set", "num_slots=4", "--gold-tree",
-                                               "constituency"]),
-    "toy-depth": ("toy-tiny", []),
-}
 BEAM = ["--beam-size", "4", "--word-beam-size", "2"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def toy_registered():
-    register_family(TOY)
-    yield
-    unregister_family(TOY.name)
-
-
-def variant_family(variant):
-    return next(family for family in registered_families() if variant in [v.name for v in family.variants])
 
 
 def test_every_registered_family_has_a_case():

@@ -16,16 +16,14 @@ import numpy as np
 import pytest
 from conftest import save_tiny_checkpoint
 from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
-from test_families import CASES, TOY, variant_family
+from family_cases import CASES, toy_registered, variant_family  # noqa: F401 (a fixture)
 
-from hf_slm import register_family
 from hf_slm.auto import tokenizer_class_for_grammar
 from hf_slm.cli import main
 from hf_slm.families import (
     causal_lm_for_config,
     config_for_grammar,
     grammar_class,
-    unregister_family,
 )
 from hf_slm.families.tree_formats import tree_format
 from hf_slm.search.scorers import scorer_for
@@ -50,13 +48,6 @@ TRAINING_DEPENDENCY = ["the/2 bird/3 sings/0", "a/2 dog/3 barks/0 loudly/3", "th
 TRAINING_TREES = [group[0] for group in BRACKETED] + ["(S (NP (DT the) (NN dog)) (VP (VBZ sings) (RB loudly)))"]
 WORDS_ONLY, REFUSED = "terminals", "syntactic_ordered_memory"
 SYNTACTIC = [variant for variant in CASES if variant not in (WORDS_ONLY, REFUSED)]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def toy_registered():
-    register_family(TOY)
-    yield
-    unregister_family(TOY.name)
 
 
 def _format(variant):
