@@ -224,21 +224,48 @@ class SearchConstraints:
         """Whether the action sequence `sequence` (`<s>` first, a whole tree over the given `words`, each a
         list of piece ids; Nb-Up: with its constituent `starts`, one per action) stays inside these constraints at
         every step: whether forced-word beam search can find it at all."""
-        state = self.grammar.start()
-        self.grammar.step(state, sequence[0])
-        status = DecodingStatus.start(hypothesis_rows(self.grammar, [state]), [sequence[0]])
-        table = SentenceWords([words], [0])
-        for index, action in enumerate(sequence[1:], start=1):
-            if not bool(self.allowed(status, table)[0][0, action]):
-                return False
-            actions = torch.tensor([action])
+        return self.reachable_all([sequence], [words], None if starts is None else [starts])[0]
+
+    def reachable_all(self, sequences, words, starts=None):
+        """`reachable` of each sequence (with its words, and starts if given), all replayed together as the rows
+        of one batch, as beam search advances its hypotheses: a row leaves the batch at its first refused action
+        or at its sequence's end."""
+        states = []
+        for sequence in sequences:
+            states.append(self.grammar.start())
+            self.grammar.step(states[-1], sequence[0])
+        status = DecodingStatus.start(hypothesis_rows(self.grammar, states), [sequence[0] for sequence in sequences])
+        table = SentenceWords(list(words), [0] * len(sequences))
+        lengths = torch.tensor([len(sequence) for sequence in sequences])
+        found = [False] * len(sequences)
+        for index in range(1, int(lengths.max()) if len(sequences) else 1):
+            ended = lengths[status.sentence] == index
+            self._judge_ended(status, ended, table, found)
+            status = status.select(torch.nonzero(~ended).flatten())
+            if not len(status):
+                return found
+            actions = torch.tensor([sequences[row][index] for row in status.sentence.tolist()])
+            kept = torch.nonzero(self.allowed(status, table)[0][torch.arange(len(status)), actions]).flatten()
+            status, actions = status.select(kept), actions[kept]
+            if not len(status):
+                return found
             if starts is None:
                 rows, _ = status.grammar_rows.step(actions)
             else:  # a Nb-Up `)` with its start (the grammar checks it is in C_k)
-                rows, _ = status.grammar_rows.step(actions, torch.tensor([starts[index]]))
+                rows, _ = status.grammar_rows.step(
+                    actions, torch.tensor([starts[row][index] for row in status.sentence.tolist()]))
             status = DecodingStatus(rows, status.sentence, actions, **self.counters_after(status, actions, table),
                                     open_before=status.open_before)
-        return int(status.word) == len(words) and bool(status.grammar_rows.complete[0])
+        self._judge_ended(status, torch.ones(len(status), dtype=torch.bool), table, found)
+        return found
+
+    @staticmethod
+    def _judge_ended(status, ended, words, found):
+        """Mark in `found` the rows of `status` whose sequence has ended (`ended` [H]) with every word and a
+        complete tree."""
+        complete = (status.word == words.num_forced[status.sentence]) & status.grammar_rows.complete
+        for row in torch.nonzero(ended & complete).flatten().tolist():
+            found[int(status.sentence[row])] = True
 
     def _nothing_binds(self, status, forced_left, needs):
         """Whether no hypothesis can be refused by _keep_completable (most rounds: checked in a few reductions, not

@@ -449,16 +449,19 @@ def gold_tree_coverage(tokenizer, trees, grammar=None, **beam_options):
     constraints = SearchConstraints(rules, tokenizer.word_start_mask, _incomplete_word_ids(tokenizer),
                                     options.max_nonterminals, options.max_consecutive_open,
                                     options.max_structural_per_word, options.max_nonterminals_per_word)
-    unreachable = []
-    for index, tree in enumerate(trees):
+    sequences, words, starts = [], [], []
+    for tree in trees:
         encoded = tokenizer(tree, return_word_starts=True)
-        words = []  # the tree's words as piece ids: a new word at every word start
-        for piece, starts in zip(encoded["input_ids"], encoded["word_starts"]):
+        pieces = []  # the tree's words as piece ids: a new word at every word start
+        for piece, starts_word in zip(encoded["input_ids"], encoded["word_starts"]):
             if rules.layout.kind(piece) == ActionKind.TERMINAL:
-                if starts or not words:
-                    words.append([piece])
+                if starts_word or not pieces:
+                    pieces.append([piece])
                 else:
-                    words[-1].append(piece)
-        if not constraints.reachable(encoded["input_ids"], words, encoded.get("constituent_starts")):
-            unreachable.append(index)
+                    pieces[-1].append(piece)
+        sequences.append(encoded["input_ids"])
+        words.append(pieces)
+        starts.append(encoded.get("constituent_starts"))
+    found = constraints.reachable_all(sequences, words, starts if all(s is not None for s in starts) else None)
+    unreachable = [index for index, reached in enumerate(found) if not reached]
     return 1 - len(unreachable) / max(len(trees), 1), unreachable
