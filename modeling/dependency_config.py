@@ -27,6 +27,9 @@ class DependencyTransformerGrammarConfig(SyntacticTransformerConfig):
         root_token_id, left_arc_start, left_arc_stop, right_arc_start, right_arc_stop, pop_token_id,
             continuation_ids: the id layout (dependency_grammars.DependencyLayout, a DependencyTokenizer's
             `action_layout`): `<root>`, LA[1..K], RA[1..K], POP, and the pieces that continue a word.
+        layout_bos_token_id: the layout's `<s>` id (the grammar's BOS kind; default: the given bos_token_id). The
+            HF `bos_token_id` is the start of every sequence, as the tokenizer's `bos_token`: `<root>` in the
+            paper's variant, `<s>` in the reference one.
         dependency_variant: "paper", or "reference" (arc-standard as in the authors' released code).
         arc_representation: what an arc position reads (paper 002, section 3.3 and Table 4): "w+arc" (the arc's
             embedding plus that of the head word's last piece), "arc" (the arc's only) or "w" (the head's only).
@@ -38,7 +41,7 @@ class DependencyTransformerGrammarConfig(SyntacticTransformerConfig):
 
     def __init__(self, root_token_id=4, left_arc_start=5, left_arc_stop=6, right_arc_start=6, right_arc_stop=7,
                  pop_token_id=7, continuation_ids=None, dependency_variant="paper", arc_representation="w+arc",
-                 **kwargs):
+                 layout_bos_token_id=None, **kwargs):
         if dependency_variant not in DEPENDENCY_VARIANTS:
             raise ValueError(f"dependency_variant must be one of {DEPENDENCY_VARIANTS}, got {dependency_variant!r}")
         if arc_representation not in ARC_REPRESENTATIONS:
@@ -52,6 +55,10 @@ class DependencyTransformerGrammarConfig(SyntacticTransformerConfig):
         self.right_arc_start, self.right_arc_stop = right_arc_start, right_arc_stop
         self.continuation_ids = list(continuation_ids or [])
         self.dependency_variant, self.arc_representation = dependency_variant, arc_representation
+        # A config written before layout_bos_token_id existed holds the layout's `<s>` in bos_token_id.
+        self.layout_bos_token_id = kwargs.get("bos_token_id", 1) if layout_bos_token_id is None \
+            else layout_bos_token_id
+        kwargs["bos_token_id"] = self.layout_bos_token_id if dependency_variant == "reference" else root_token_id
         super().__init__(**kwargs)
 
 

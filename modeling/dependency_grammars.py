@@ -130,6 +130,10 @@ class DependencyLayout:
     def from_config(cls, config):
         """The layout of a model config (fields of the same names)."""
         fields = {name: getattr(config, name, None) for name in cls.__dataclass_fields__}
+        # the config's bos_token_id is HF's (the start token, `<root>`); the layout's `<s>` is its own field
+        fields["bos_token_id"] = getattr(config, "layout_bos_token_id", None)
+        if fields["bos_token_id"] is None:
+            fields["bos_token_id"] = config.bos_token_id
         fields["continuation_ids"] = tuple(fields["continuation_ids"] or ())
         return cls(**fields)
 

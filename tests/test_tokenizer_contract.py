@@ -2,7 +2,7 @@
 
 One parametrized module over every registered variant (and every tokenizer class its family may hold): `decode`
 takes an id, a list or a batch; `<s>`, `</s>`, `<pad>` and the start token decode as themselves unless
-skip_special_tokens; the start token (`bos_token`, or a dependency tokenizer's `<root>`) is the first token of
+skip_special_tokens; the start token (`bos_token`: a dependency tokenizer's `<root>`) is the first token of
 every encoded sequence; what decode writes encodes back
 to the same ids, with or without the special tokens, for random sequences of the family's own format (one-word
 constituents, unary chains, words of several pieces, unknown characters); another family's format is refused
@@ -182,17 +182,20 @@ def test_special_tokens_decode_as_themselves_unless_skipped(case):
     assert not set(skipped[:1] + skipped[-1:]) & set(specials)
 
 
-def test_the_start_token_is_the_first_token_of_every_sequence(case):
-    """`bos_token` is that token, but for the paper's dependency tokenizers, whose sequences start with `<root>`
-    (`start_id`) while `bos_token` stays `<s>`: transformers' Trainer copies bos_token_id into the model config,
-    whose bos_token_id is the grammar's `<s>` slot (tokenization_dependency.py says more)."""
+def test_the_start_token_is_the_first_token_of_every_sequence(case, tmp_path):
+    """`bos_token` is that token in every family (`<root>` for the paper's dependency tokenizers), and a saved
+    tokenizer loads with the same one."""
     variant, tokenizer = case
-    paper_dependency = isinstance(tokenizer, DependencyTokenizer) and tokenizer.variant == "paper"
-    assert (tokenizer.start_id == tokenizer.bos_token_id) != paper_dependency
+    assert tokenizer.start_id == tokenizer.bos_token_id
     for encoding in sampled_encodings(variant, tokenizer):
         assert encoding["input_ids"][0] == tokenizer.start_id
     # a prompt of words, too
     assert tokenizer(["the"], is_split_into_words=True)["input_ids"][0] == tokenizer.start_id
+    tokenizer.save_pretrained(tmp_path)
+    reloaded = type(tokenizer).from_pretrained(tmp_path)
+    assert (reloaded.bos_token, reloaded.bos_token_id) == (tokenizer.bos_token, tokenizer.bos_token_id)
+    assert reloaded.convert_ids_to_tokens(list(range(len(tokenizer)))) == \
+        tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
 
 
 def test_what_decode_writes_encodes_to_the_same_ids(case):

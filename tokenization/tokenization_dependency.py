@@ -17,7 +17,7 @@ written inline (`There/2 is/0 a/4 difference/2`: every whitespace-separated item
 (`is_split_into_words=True`, or a string that is not an inline tree): the start token and the pieces, a prompt
 or a sentence to score; a bracketed constituency tree is a ValueError naming these formats. Decoding gives the
 inline tree back when the ids are a whole sequence, between `<root> ... </s>` unless skip_special_tokens. The
-start token is `<root>` (`start_id`; `<s>` in the reference variant); `bos_token` stays `<s>` (see __init__).
+start token (`start_id`, `bos_token`) is `<root>` (`<s>` in the reference variant).
 
 This file is hub code: it imports only its siblings, transformers and sentencepiece.
 """
@@ -62,6 +62,9 @@ class DependencyTokenizer(SyntacticTokenizer):
         self.system = system
         kwargs.pop("nonterminals", None)
         kwargs.pop("linearization", None)
+        # `<s>` keeps its id (BOS_ID) in every variant; the bos_token a saved tokenizer names (`<root>`) is the
+        # start token, set below from the variant
+        kwargs.pop("bos_token", None)
         super().__init__(vocab_file=vocab_file, nonterminals=[], linearization="terminals",
                          sp_model_proto=sp_model_proto, transition_system=transition_system, max_k=max_k,
                          variant=variant, **kwargs)
@@ -78,12 +81,11 @@ class DependencyTokenizer(SyntacticTokenizer):
             self._word_start_mask.append(False)
         self.special_tokens_pattern = "none"  # _encode_one adds the start token and </s> itself
         self.linearization = transition_system  # what a model's grammar checks (the base class said "terminals")
-        # The HF bos_token stays `<s>`, though the paper's sequences start with `<root>` (`start_id`): transformers'
-        # Trainer copies tokenizer.bos_token_id into the model config's bos_token_id (align_special_tokens), and
-        # that field is the layout's `<s>` slot, which the grammar classifies as BOS. With bos_token `<root>`,
-        # training would make `<root>` the BOS kind and change every mask. `<root>` is this tokenizer's start token
-        # instead: decode writes it as a special token (skip_special_tokens leaves it out), encode reads it back,
-        # and clients that prepend a start token take `start_id` (README, "Use a checkpoint").
+        # The HF bos_token is the first token of every sequence: `<root>` in the paper's variant. The grammar's
+        # `<s>` slot (BOS_ID) is the layout's own field (action_layout's bos_token_id; a model config holds it as
+        # layout_bos_token_id), so transformers' Trainer, which copies bos_token_id into the model config, changes
+        # no mask.
+        self.bos_token = self.convert_ids_to_tokens(self.start_id)
 
     # ---- vocabulary ---------------------------------------------------------------------------------
     @property
