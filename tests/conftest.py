@@ -59,12 +59,19 @@ def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", lineariz
     """Train a tokenizer on `trees`, build a small random model, save both to `directory`.
 
     The tokenizer is the one `hf-slm train` gives the grammar (its family's class, e.g. CompositionalTokenizer for
-    paper 003's grammars), with the grammar's linearization unless `linearization` says otherwise."""
+    paper 003's grammars), with the grammar's linearization unless `linearization` says otherwise (a dependency
+    grammar's: its transition system, over dependency `trees`)."""
     from hf_slm.auto import tokenizer_class_for_grammar
     from hf_slm.families import grammar_class
 
-    tokenizer = tokenizer_class_for_grammar(grammar).train(
-        trees, vocab_size=vocab_size, linearization=linearization or grammar_class(grammar).linearization)
+    from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
+
+    tokenizer_class = tokenizer_class_for_grammar(grammar)
+    linearization = linearization or grammar_class(grammar).linearization
+    if issubclass(tokenizer_class, DependencyTokenizer):  # dependency trees: the transition system linearizes
+        tokenizer = tokenizer_class.train(trees, vocab_size=vocab_size, transition_system=linearization)
+    else:
+        tokenizer = tokenizer_class.train(trees, vocab_size=vocab_size, linearization=linearization)
     options = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
     options.update(config)
     model_config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, **options,

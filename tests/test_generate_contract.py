@@ -11,33 +11,41 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from nltk import Tree
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from hf_slm.modeling.grammars import ActionKind, grammar_for_config
 
 from conftest import save_tiny_checkpoint
+from family_cases import variant_family
 
 GUM = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum" / "train.txt"
-# The variants of tests/test_families.py's CASES that save_tiny_checkpoint builds from bracketed trees and whose
-# generate is the word-synchronous search (words-only models and SOM use transformers' own generate).
-VARIANTS = ["tg", "choe_charniak", "nb-dn-in-m", "nb-up-ex-m"]
+# The variants of tests/test_families.py's CASES whose generate is the word-synchronous search, one per tree format
+# (words-only models and SOM use transformers' own generate), built by save_tiny_checkpoint from GUM's trees (for
+# DTG, dependency chains over their words).
+VARIANTS = ["tg", "choe_charniak", "nb-dn-in-m", "nb-up-ex-m", "dtg"]
 PROMPTS = [["The", "students"], ["A"]]
 # paper 003's linearizations, which remove unary chains (see _check_trees)
 UNARY_FREE = {"nb-dn-in-m", "nb-up-ex-m"}
-# Bottom-up trees decode with their constituents' starts, which generate does not return yet (issue 28 note):
-# their round trip is not checked here.
-BOTTOM_UP = {"nb-up-ex-m"}
 
 
 @pytest.fixture(scope="module", params=VARIANTS)
 def checkpoint(request, tmp_path_factory, one_thread):
     trees = GUM.read_text(encoding="utf-8").splitlines()[:40]
+    if variant_family(request.param).variant(request.param).tree_format == "dependency":
+        trees = [_chain(Tree.fromstring(tree).leaves()) for tree in trees]
     directory = tmp_path_factory.mktemp(f"generate-{request.param}")
     # pieces (vocab_size 120 over 40 sentences): words of several pieces, and SentencePiece's bare word start
     save_tiny_checkpoint(directory, trees, vocab_size=120, grammar=request.param)
     model = AutoModelForCausalLM.from_pretrained(directory, trust_remote_code=True).eval()
     tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=True)
     return directory, model, tokenizer
+
+
+def _chain(words):
+    """A projective dependency tree over `words`, inline: each word's head is the next word, the last one's the
+    root."""
+    return " ".join(f"{word}/{index + 2 if index + 1 < len(words) else 0}" for index, word in enumerate(words))
 
 
 def _inputs(tokenizer):
@@ -73,8 +81,6 @@ def _check_trees(model, tokenizer, output, per_prompt):
         words = _words(model, tokenizer, ids)
         assert words[: len(prompt_words[index // per_prompt])] == prompt_words[index // per_prompt], (row, words)
         assert len(words) > len(prompt_words[index // per_prompt])
-        if model.config.grammar in BOTTOM_UP:
-            continue
         extra = {} if starts is None else {"starts": starts[index].tolist()[: len(ids)]}
         text = tokenizer.decode(ids, **extra)
         encoded = tokenizer(text)
@@ -85,8 +91,11 @@ def _check_trees(model, tokenizer, output, per_prompt):
             # it; the words stay, and the text read back is a fixed point.
             assert model.config.grammar in UNARY_FREE, (text, ids)
             assert [a for a in read_back if a not in "()"] == [a for a in actions if a not in "()"]
-            again = tokenizer.decode(encoded["input_ids"])
+            read_starts = {"starts": encoded["constituent_starts"]} if "constituent_starts" in encoded else {}
+            again = tokenizer.decode(encoded["input_ids"], **read_starts)
             assert tokenizer(again)["input_ids"] == encoded["input_ids"], again
+            assert tokenizer(again).get("constituent_starts") == encoded.get("constituent_starts"), again
+            continue
         elif _canonical(model, tokenizer, ids):
             assert encoded["input_ids"] == ids, (text, ids)
         else:
