@@ -75,6 +75,9 @@ REFUSED_ARGUMENTS = {
 }
 # Inputs that describe the prompt and are read elsewhere (the prompt's words come from input_ids).
 PROMPT_INPUTS = ("input_ids", "attention_mask")
+# generate's own arguments beside transformers': the sampler's seed, and a callback per word step (progress bars:
+# generation_slm.WordSynchronousBeamSearch's on_word)
+PROJECT_ARGUMENTS = ("seed", "on_word")
 
 
 def generation_settings(model, generation_config, kwargs, prompt_inputs=PROMPT_INPUTS):
@@ -111,10 +114,10 @@ def generation_settings(model, generation_config, kwargs, prompt_inputs=PROMPT_I
             refused[name] = value
     problems = [f"{name}={value!r} ({REFUSED_FIELDS.get(name, _OTHER_REASON)})" for name, value in refused.items()]
     problems += [f"{name} ({REFUSED_ARGUMENTS[name]})" for name, value in refused_arguments.items() if value is not None]
-    unknown = sorted(name for name in inputs if name not in (*prompt_inputs, "seed"))
+    unknown = sorted(name for name in inputs if name not in (*prompt_inputs, *PROJECT_ARGUMENTS))
     if unknown:
         problems.append(f"{unknown}: neither GenerationConfig fields nor inputs of the model (it reads "
-                        f"{list(prompt_inputs)} and the project's `seed`)")
+                        f"{list(prompt_inputs)} and the project's {list(PROJECT_ARGUMENTS)})")
     _check_settings(model, settings, problems)
     if problems:
         raise ValueError(f"generate() of a {model.config.grammar} model cannot honour " + "; ".join(problems)

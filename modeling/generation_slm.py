@@ -194,13 +194,18 @@ def _rows(mask):
 class WordSynchronousBeamSearch:
     """Batched word-synchronous beam search over any model a SearchDecoder can drive."""
 
-    def __init__(self, model, options=None, word_start_mask=None, incomplete_word_ids=(), decoder=None):
+    def __init__(self, model, options=None, word_start_mask=None, incomplete_word_ids=(), decoder=None,
+                 on_word=None):
         """word_start_mask: for every id, whether it begins a word (tokenizer.word_start_mask); without it every
         terminal piece is a word. incomplete_word_ids: pieces that start a word but spell none of it
         (SentencePiece's bare "\u2581"): in free generation a continuation piece must follow them.
         decoder: a SearchDecoder (search_decoders.py); by default the model's own, or the Transformer
-        KV-cache decoder (re-encoding with options.use_cache=False)."""
+        KV-cache decoder (re-encoding with options.use_cache=False).
+        on_word: called after each step with the number of sentences (rows) it advanced, for a progress bar: a
+        step takes each sentence's next word, or ends its trees after its last word (a forced sentence of n words
+        takes n + 1 steps; a generated one at most max_new_words + 1)."""
         self.model = model
+        self.on_word = on_word
         self.options = (options or BeamSearchOptions()).check()
         config = model.config
         self.grammar = grammar_for_config(config)
@@ -337,8 +342,11 @@ class WordSynchronousBeamSearch:
         finished = [[] for _ in range(count)]  # per sentence: (joint log-probability, action ids) of complete trees
         generator = torch.Generator().manual_seed(task.seed) if task.seed is not None else None
         while len(frontier):
+            advancing = int(torch.unique(frontier.status.sentence).numel()) if self.on_word is not None else 0
             candidates, finished_candidates = self._next_word(frontier, words, task, finished, generator)
             frontier = self._prune(candidates, finished_candidates, marginals, task)
+            if self.on_word is not None:
+                self.on_word(advancing)
         calls = self.decoder.forward_calls - calls_before
         results = []
         sampling = task.top_k is not None
@@ -628,7 +636,7 @@ def prompt_words(ids, grammar, word_start_mask=None):
 
 def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_k=None, max_new_words=20,
                        num_return_sequences=1, word_start_mask=None, incomplete_word_ids=(), seed=None, temperature=1.0,
-                       top_p=None, pad_token_id=None, with_scores=False, **beam_options):
+                       top_p=None, pad_token_id=None, with_scores=False, on_word=None, **beam_options):
     """What `model.generate` does for a tree model: complete each prompt into a tree.
 
     Returns a LongTensor [B * num_return_sequences, L] of action ids (`<s>` first, right-padded with
@@ -641,7 +649,8 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
     no top-k filtering, as in transformers: all legal actions), with their log-probabilities divided by
     `temperature`, and among them the most probable ones whose probabilities add up to `top_p` (None or 1: all);
     otherwise word-synchronous beam search with a word beam of num_beams (at least num_return_sequences) and an
-    action beam ten times larger, unless beam_size / word_beam_size are given.
+    action beam ten times larger, unless beam_size / word_beam_size are given. `on_word`: as in
+    WordSynchronousBeamSearch (progress; with do_sample each of the num_return_sequences trees is a row).
     """
     grammar = grammar_for_config(model.config)
     layout = grammar.layout
@@ -658,7 +667,7 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
         **beam_options,
     )
     search = WordSynchronousBeamSearch(model, options, word_start_mask=word_start_mask,
-                                       incomplete_word_ids=incomplete_word_ids)
+                                       incomplete_word_ids=incomplete_word_ids, on_word=on_word)
     if do_sample:
         if top_k is not None and (not isinstance(top_k, int) or top_k < 0):
             raise ValueError(f"top_k must be a non-negative integer (0: all legal actions), got {top_k!r}")

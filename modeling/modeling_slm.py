@@ -553,7 +553,8 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         The GenerationConfig fields a tree search can honour are read from kwargs, `generation_config` and
         `model.generation_config`, as transformers reads them; the others, when set, are refused in one error that
         says why and what to use instead (generation_options.py: HONOURED_FIELDS, REFUSED_FIELDS). max_new_tokens
-        counts words. `seed` seeds the sampler. `return_dict_in_generate=True` returns a
+        counts words. `seed` seeds the sampler; `on_word` is called after each word step with the number of
+        sequences that took a word in it (a progress bar's update). `return_dict_in_generate=True` returns a
         GenerateBeamDecoderOnlyOutput (with `output_scores`, its sequences_scores are each tree's joint
         log p(x, y)). Where words begin comes from the config (word_start_ranges, recorded when the model was
         built for its tokenizer); a checkpoint saved before that needs `tokenizer=` (or `word_start_mask=`).
@@ -576,7 +577,7 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
             max_new_words=settings.get("max_new_tokens") or 20,
             num_return_sequences=settings.get("num_return_sequences", 1), word_start_mask=word_start_mask,
             incomplete_word_ids=incomplete, seed=model_inputs.get("seed"), pad_token_id=settings.get("pad_token_id"),
-            with_scores=True, **beam_options,
+            with_scores=True, on_word=model_inputs.get("on_word"), **beam_options,
         )
         if not settings.get("return_dict_in_generate"):
             return output

@@ -11,6 +11,7 @@ from .errors import run_command
 from ..data.command import add_data_command
 from ..families import grammar_names
 from .publishing_command import add_publishing_commands
+from .quickstart import QUICKSTART_STEPS
 from .summarization_command import add_summarization_commands, add_training_precision_options
 
 
@@ -250,7 +251,7 @@ def command_parse(args):
     scorer = _scorer(args, model, tokenizer, "parse")
     with _left_out_said_once():
         trees = parse_sentences(model, tokenizer, sentences, sources, cache_dir=args.cache,
-                                progress=len(sentences) > 8, on_error=_sentence_options(args)["on_error"],
+                                progress=True, on_error=_sentence_options(args)["on_error"],
                                 scorer=scorer)
     trees_written = tree_format(variant_for_config(model.config).tree_format)
     for tree in trees:
@@ -274,7 +275,7 @@ def command_score(args):
     scorer = _scorer(args, model, tokenizer, "score")
     units = "bits" if args.bits else "nats"
     with _left_out_said_once():
-        results = scorer.score(args.sentences, bits=args.bits, progress=len(args.sentences) > 8,
+        results = scorer.score(args.sentences, bits=args.bits, progress=True,
                                **_sentence_options(args))
     for result in results:
         if "error" in result:  # left out: a line that says why keeps one line per sentence
@@ -605,8 +606,12 @@ def build_parser():
         "quickstart", help="train a small TG on the shipped GUM sample, reload it, score and sample (a few minutes)"
     )
     quickstart.add_argument("--output", default="hf-slm-quickstart", help="checkpoint directory")
-    quickstart.add_argument("--max-steps", type=int, default=1200)
-    quickstart.add_argument("--max-seconds", type=float, default=300, help="stop training after this long")
+    quickstart.add_argument("--max-steps", type=int, default=QUICKSTART_STEPS,
+                            help="training steps (default %(default)s: about 3 minutes on 2 CPU cores; every machine "
+                                 "trains the same model, a slower one for longer)")
+    quickstart.add_argument("--max-seconds", type=float, default=None,
+                            help="stop training after this many seconds (default: no limit); a capped run says it "
+                                 "stopped early and is not reused as a finished model")
     quickstart.add_argument("--overwrite", action="store_true",
                             help="train a new model in --output; without it, a rerun reuses the model an earlier "
                                  "quickstart finished there (an interrupted one resumes from its last checkpoint)")

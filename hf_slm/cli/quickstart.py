@@ -6,6 +6,10 @@
 3. print the joint log-probability of held-out trees and the action-level perplexity;
 4. sample a few trees (ancestral sampling restricted to legal actions).
 
+Training is a fixed number of steps (QUICKSTART_STEPS, about 3 minutes on 2 CPU cores), so every machine gets the
+same model; a slower one takes longer (the progress bar says how long is left). `max_seconds` (`--max-seconds`)
+caps training if asked: a capped run says loudly that it stopped early, and its model is never reused as finished.
+
 Run again into the same folder, it does not train again: a model it finished there (with the same settings)
 is reused and only steps 2-4 run; a run interrupted during training resumes from its last checkpoint.
 `overwrite=True` (`--overwrite`) trains a new model in its place. Any other model in the folder is refused
@@ -18,11 +22,12 @@ import time
 from pathlib import Path
 
 from ..families import preset as preset_of
-from ..training.train import TrainingSetup, holds_trained_model, train
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "gum"
 # The demo's preset (hf-slm presets), with QUICKSTART_MODEL's sizes.
 QUICKSTART_PRESET = "tg-ptb"
+# Sized to finish in about 3 minutes on 2 CPU cores (measured: benchmarks/README or the closing note of issue 31).
+QUICKSTART_STEPS = 700
 
 # Small enough to learn something from 1,500 trees in a few minutes on two CPU cores.
 QUICKSTART_MODEL = dict(hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
@@ -33,17 +38,27 @@ QUICKSTART_MODEL = dict(hidden_size=128, intermediate_size=512, num_hidden_layer
 def _finished_quickstart(output, setup):
     """The training record of a model this quickstart finished in `output` with `setup`'s data and schedule,
     else None."""
+    from ..training.train import holds_trained_model
+
     record_path = Path(output) / "training_setup.json"
     if not holds_trained_model(output) or not record_path.is_file():
         return None
     record = json.loads(record_path.read_text(encoding="utf-8"))
     expected = {"preset": setup.preset, "train_data": [str(path) for path in setup.train], "seed": setup.seed,
                 "max_steps": setup.max_steps}
-    return record if all(record.get(key) == value for key, value in expected.items()) else None
+    if not all(record.get(key) == value for key, value in expected.items()):
+        return None
+    if record.get("steps_done") != setup.max_steps:
+        raise ValueError(f"{output} holds a quickstart model that stopped at step {record.get('steps_done')} of "
+                         f"{setup.max_steps} (the --max-seconds cap); it is under-trained, so it is not reused: "
+                         "pass --overwrite to train it again in full")
+    return record
 
 
-def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, vocab_size=2000, seed=0, log=print,
-                   overwrite=False):
+def run_quickstart(output="hf-slm-quickstart", max_steps=QUICKSTART_STEPS, max_seconds=None, vocab_size=2000, seed=0,
+                   log=print, overwrite=False):
+    from ..training.train import TrainingSetup, holds_trained_model, train
+
     started = time.monotonic()
     output = Path(output)
 
@@ -51,8 +66,9 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, 
         log(f"\n[{number}/4] {text}  ({time.monotonic() - started:.0f}s)")
 
     family, preset = preset_of(QUICKSTART_PRESET)
-    stage(1, f"training a tokenizer and a small {family.variant(preset['model']['grammar']).display_name} on "
-             f"{SAMPLE / 'train.txt'}")
+    stage(1, f"training a tokenizer and a small {family.variant(preset['model']['grammar']).display_name} "
+             f"({QUICKSTART_MODEL['num_hidden_layers']} layers, d {QUICKSTART_MODEL['hidden_size']}; "
+             f"{QUICKSTART_PRESET}'s grammar and schedule) for {max_steps} steps on {SAMPLE / 'train.txt'}")
     setup = TrainingSetup(
         preset=QUICKSTART_PRESET, train=[SAMPLE / "train.txt"], eval=[SAMPLE / "dev.txt"], output=str(output),
         vocab_size=vocab_size, model_overrides=QUICKSTART_MODEL, max_steps=max_steps, batch_size=16,
@@ -73,6 +89,10 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=1200, max_seconds=300, 
         evals = [entry["eval_loss"] for entry in trainer.state.log_history if "eval_loss" in entry]
         log(f"trained {steps} steps" + (f"; training loss {losses[0]:.2f} -> {losses[-1]:.2f}" if losses else "")
             + (f"; dev loss {evals[-1]:.2f}" if evals else ""))
+        if steps < max_steps:
+            log(f"\nWARNING: training STOPPED EARLY at step {steps} of {max_steps} (--max-seconds {max_seconds:g}); the "
+                "model is under-trained, so the scores and samples below are poor. Run again with --overwrite and "
+                "without --max-seconds for the full model.\n")
 
     stage(2, f"loading {output} back with AutoModelForCausalLM / AutoTokenizer (trust_remote_code=True)")
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from transformers import StoppingCriteriaList
 
 from ..checkpoints.checks import check_tokenizer_matches
 from ..modeling.configuration_slm import position_limit
@@ -18,6 +19,7 @@ from ..modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSear
 from ..modeling.grammars import ActionKind, ActionLayout, grammar_for_config
 from ..tokenization.linearizers import tree_from_top_down
 from ..tokenization.trees import escape_word, tree_to_string
+from .progress import TokenProgress, progress_bar
 
 # What `score`, `parse`, `score_documents` and the evaluations do with a sentence that cannot be scored.
 ON_ERROR = ("skip", "raise")
@@ -177,20 +179,21 @@ def score(model, tokenizer, sentences, bits=False, batch_size=8, progress=True, 
     _check_sentence_list(sentences, "sentences")
     options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
     all_words, encoded, left_out = check_sentences(model, tokenizer, sentences, sources, on_error)
-    search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
-                                       incomplete_word_ids=_incomplete_word_ids(tokenizer))
     unit = 1 / math.log(2) if bits else 1.0
     skipped = {entry["index"] for entry in left_out}
     kept = [index for index in range(len(all_words)) if index not in skipped]
     results = [None] * len(all_words)
-    starts = range(0, len(kept), batch_size)
-    for start in tqdm(starts, desc="beam search", unit="batch", disable=not progress):
-        batch = kept[start : start + batch_size]
-        for index, result in zip(batch, _search_each(search, [encoded[i] for i in batch])):
-            if isinstance(result, ValueError):
-                left_out.append(_search_failed(index, _name(index, sources), all_words[index], result, on_error))
-            else:
-                results[index] = _readable(tokenizer, all_words[index], encoded[index], result, unit)
+    # a step per word of each sentence and one to end it (a batch that fails is searched again sentence by sentence)
+    with progress_bar(sum(len(all_words[index]) + 1 for index in kept), "beam search", "step", progress) as bar:
+        search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
+                                           incomplete_word_ids=_incomplete_word_ids(tokenizer), on_word=bar.update)
+        for start in range(0, len(kept), batch_size):
+            batch = kept[start : start + batch_size]
+            for index, result in zip(batch, _search_each(search, [encoded[i] for i in batch])):
+                if isinstance(result, ValueError):
+                    left_out.append(_search_failed(index, _name(index, sources), all_words[index], result, on_error))
+                else:
+                    results[index] = _readable(tokenizer, all_words[index], encoded[index], result, unit)
     left_out.sort(key=lambda entry: entry["index"])
     for entry in left_out:
         results[entry["index"]] = entry
@@ -402,26 +405,32 @@ def parse(model, tokenizer, sentences, **options):
 
 
 def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None,
-                   **beam_options):
+                   progress=True, **beam_options):
     """Bracketed trees that continue `prompt` (words; None for none), by beam search or top-k sampling. The
-    prompt's words are the first leaves of every tree, as given (brackets escaped)."""
+    prompt's words are the first leaves of every tree, as given (brackets escaped). `progress`: a bar over the
+    new words (hf_slm.search.progress: it shows after a few seconds)."""
     inputs, words, pieces = None, [], []
     if prompt:
         words, pieces, _ = check_sentences(model, tokenizer, [prompt], ["the prompt"], on_error="raise")
         words, pieces = words[0], pieces[0]
         inputs = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"]
-    seeded = {"seed": seed}
-    if grammar_for_config(model.config).words_only:  # transformers' own generate, which takes no seed: seeded here
-        seeded = {}
-        if seed is not None:
-            torch.manual_seed(seed)
-    output = model.generate(
-        inputs, tokenizer=tokenizer, do_sample=top_k is not None,
-        # sampling draws each tree on its own: a beam is beam search's only
-        num_beams=1 if top_k is not None else num_beams or max(num_trees, 1),
-        top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words, beam_options=beam_options or None,
-        **seeded,
-    )
+    words_only = grammar_for_config(model.config).words_only  # transformers' own generate: a step a token
+    # the search's steps (a word, or the end), per row (sampling draws each tree as a row of its own); transformers'
+    # steps (a token each)
+    rows = num_trees if top_k is not None and not words_only else 1
+    with progress_bar((max_new_words + (not words_only)) * rows, "generating", "step", progress) as bar:
+        seeded = {"seed": seed, "on_word": bar.update}
+        if words_only:  # transformers' own generate takes no seed: seeded here
+            seeded = {"stopping_criteria": StoppingCriteriaList([TokenProgress(bar)])}
+            if seed is not None:
+                torch.manual_seed(seed)
+        output = model.generate(
+            inputs, tokenizer=tokenizer, do_sample=top_k is not None,
+            # sampling draws each tree on its own: a beam is beam search's only
+            num_beams=1 if top_k is not None else num_beams or max(num_trees, 1),
+            top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words,
+            beam_options=beam_options or None, **seeded,
+        )
     starts = getattr(output, "constituent_starts", None)  # a Nb-Up model's (syntactic_generate)
     return [tree_string(tokenizer, row.tolist(), words, pieces, None if starts is None else starts[index].tolist())
             for index, row in enumerate(output)]

@@ -99,9 +99,11 @@ class Scorer(ABC):
         left-out one."""
 
     @abstractmethod
-    def generate(self, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None):
+    def generate(self, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None,
+                 progress=True):
         """Strings (trees, or sentences for a model of words) that continue `prompt` (words, or None): beam
-        search with `num_beams` (default num_trees), or sampling among the top `top_k` (0: among all)."""
+        search with `num_beams` (default num_trees), or sampling among the top `top_k` (0: among all).
+        `progress`: a bar over the generation's steps (hf_slm.search.progress)."""
 
     @abstractmethod
     def evaluate_parses(self, gold, limit=None, batch_size=None, output_dir=None, overwrite=False, progress=True,

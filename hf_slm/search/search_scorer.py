@@ -89,9 +89,11 @@ class BeamSearchScorer(Scorer):
         return parse(self.model, self.tokenizer, sentences, batch_size=batch_size or SEARCH_BATCH_SIZE,
                      progress=progress, on_error=on_error, sources=sources, **self.search_options)
 
-    def generate(self, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None):
+    def generate(self, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None,
+                 progress=True):
         return generate_trees(self.model, self.tokenizer, prompt, num_trees=num_trees, num_beams=num_beams,
-                              top_k=top_k, max_new_words=max_new_words, seed=seed, **self.search_options)
+                              top_k=top_k, max_new_words=max_new_words, seed=seed, progress=progress,
+                              **self.search_options)
 
     def evaluate_parses(self, gold, limit=None, batch_size=None, output_dir=None, overwrite=False, progress=True,
                         on_error="skip"):

@@ -56,9 +56,10 @@ def cache_path(cache_dir, header):
     return Path(cache_dir) / f"silver-{digest}.journal.jsonl"
 
 
-def _parse_chunk(scorer, keys, words, names, batch_size, on_error):
-    """{"tree"} or {"tree": None, "error"} per sentence of a chunk (`keys` index `words` and `names`)."""
-    trees = scorer.parse([words[key] for key in keys], batch_size=batch_size, progress=False,
+def _parse_chunk(scorer, keys, words, names, batch_size, on_error, progress):
+    """{"tree"} or {"tree": None, "error"} per sentence of a chunk (`keys` index `words` and `names`); `progress`:
+    the search's own bar (its steps) under the bar over sentences."""
+    trees = scorer.parse([words[key] for key in keys], batch_size=batch_size, progress=progress,
                          sources=[names[key] for key in keys], on_error=on_error)
     errors = {entry["index"]: entry["error"] for entry in trees.left_out}
     return [{"tree": tree} if tree is not None else {"tree": None, "error": errors[index]}
@@ -84,7 +85,7 @@ def _trees_by_sentence(scorer, words, names, cache_dir, header, batch_size, prog
                                        on_error="raise")
 
             def parse_chunk(chunk):
-                return _parse_chunk(scorer, chunk, words, names, batch_size, on_error)
+                return _parse_chunk(scorer, chunk, words, names, batch_size, on_error, progress)
 
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", category=SentencesLeftOut)  # said once by the caller

@@ -568,7 +568,7 @@ def train_grammar_model(setup, log):
     check_tokenizer_matches(config, tokenizer)
     torch.manual_seed(setup.seed)
     model = causal_lm_for_config(config)
-    log(f"model: {setup.preset} ({grammar}), {sum(p.numel() for p in model.parameters()):,} parameters")
+    log(f"model: {_model_description(setup, preset, grammar)}, {sum(p.numel() for p in model.parameters()):,} parameters")
 
     # With segments a sequence may be as long as it is: the model reads L positions at a time.
     max_length = config.max_sequence_length if setup.segment_length is None else math.inf
@@ -897,6 +897,18 @@ def write_training_record(output, setup, grammar, schedule, trainer, train_examp
     path = Path(output) / "training_setup.json"
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path
+
+
+def _model_description(setup, preset, grammar):
+    """The preset and what the run changed in its model ("tg-ptb (tg) with hidden_size=128, ..."), so that a log
+    never names a preset's model for another one."""
+    changed = {name: value for name, value in setup.model_overrides.items()
+               if name != "grammar" and preset["model"].get(name) != value}
+    described = f"{setup.preset} ({grammar})"
+    if not changed:
+        return described
+    shown = [f"{name}={value}" for name, value in changed.items()]
+    return f"{described} with " + ", ".join(shown[:4]) + (f" and {len(shown) - 4} more changes" if len(shown) > 4 else "")
 
 
 class _TimeLimit(TrainerCallback):

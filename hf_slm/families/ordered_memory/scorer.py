@@ -10,6 +10,7 @@ the model's tokens, words printed. Its parses are evaluated by UF1 against gold 
 import math
 
 from ...search.beam import SentenceResults, warn_left_out
+from ...search.progress import TokenProgress, progress_bar
 from ...search.scorers import Scorer
 from .evaluation import run_som_parse_eval, som_parses, som_sentence_scores, som_surprisals
 
@@ -79,10 +80,12 @@ class SyntacticOrderedMemoryScorer(Scorer):
         return self._per_sentence(sentences, sources, on_error, lambda kept: som_parses(
             self.model, self.tokenizer, kept, batch_size=batch_size or BATCH_SIZE))
 
-    def generate(self, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None):
+    def generate(self, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None,
+                 progress=True):
         """Sentences (the prompt's words, then the new ones) by transformers' model.generate: beam search with
         `num_beams` (default num_trees; greedy for one), sampling among the top k with `top_k` (0: among all)."""
         import torch
+        from transformers import StoppingCriteriaList
 
         if num_trees < 1 or max_new_words < 1:
             raise ValueError(f"--num-trees {num_trees} and --max-new-words {max_new_words}: expected positive "
@@ -104,8 +107,9 @@ class SyntacticOrderedMemoryScorer(Scorer):
                                  "least as many beams as sentences to return")
             options.update(do_sample=False, num_beams=num_beams)
         self.model.eval()
-        with torch.no_grad():
-            output = self.model.generate(torch.tensor([ids], device=next(self.model.parameters()).device), **options)
+        with torch.no_grad(), progress_bar(options["max_new_tokens"], "generating", "token", progress) as bar:
+            output = self.model.generate(torch.tensor([ids], device=next(self.model.parameters()).device),
+                                         stopping_criteria=StoppingCriteriaList([TokenProgress(bar)]), **options)
         return [" ".join(_words(tokenizer, row[1:])[:len(prompt) + max_new_words]) for row in output.tolist()]
 
     def evaluate_parses(self, gold, limit=None, batch_size=None, output_dir=None, overwrite=False, progress=True,
