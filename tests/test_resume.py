@@ -129,3 +129,14 @@ def test_quickstart_run_twice_into_one_folder_reuses_its_model(tmp_path):
     assert any("holds the model an earlier quickstart trained (2 steps" in line for line in lines), lines
     assert (tmp_path / "quick" / "model.safetensors").read_bytes() == weights
     assert second["steps"] == first["steps"] == 2 and second["log_probs"] == first["log_probs"]
+
+
+def test_a_quickstart_stopped_by_its_time_cap_says_so_and_is_not_reused(tmp_path):
+    from hf_slm.cli.quickstart import run_quickstart
+
+    lines = []
+    capped = run_quickstart(tmp_path / "quick", max_steps=3, max_seconds=1e-6, log=lines.append)
+    assert capped["steps"] == 1
+    assert any("STOPPED EARLY at step 1 of 3" in line for line in lines), lines
+    with pytest.raises(ValueError, match=r"stopped at step 1 of 3 .*--overwrite"):
+        run_quickstart(tmp_path / "quick", max_steps=3, log=lines.append)
