@@ -135,14 +135,14 @@ def _score_api(on_error, sentences):
 def _long_left_out(returned):
     results, said = returned
     assert [entry["index"] for entry in results.left_out] == [1]
-    assert results[1]["error"].startswith("sentence 1 is too long for the model: its shortest tree takes 1204 positions")
+    assert results[1]["error"].startswith("sentence 2 is too long for the model: its shortest tree takes 1204 positions")
     assert math.isfinite(results[0]["log_prob"]) and math.isfinite(results[2]["log_prob"])
     assert len(said) == 1 and "left out 1 of 3 sentences" in str(said[0].message)
 
 
 def _parse_empty_left_out(returned):
     assert list(returned)[0] is None and returned[1] is not None
-    assert returned.left_out[0]["error"] == "sentence 0 is empty; expected at least one word"
+    assert returned.left_out[0]["error"] == "sentence 1 is empty; expected at least one word"
 
 
 def _small_model_search(model, tokenizer, tmp, model_dir):
@@ -221,7 +221,7 @@ CASES = [
     ApiCase("hf_slm.score leaves out an over-long sentence (on_error='skip')", _score_api("skip", [GOOD[0], LONG, GOOD[1]]),
             None, check=_long_left_out),
     ApiCase("hf_slm.score on_error='raise' stops at an over-long sentence", _score_api("raise", [GOOD[0], LONG]),
-            ValueError, r"sentence 1 is too long for the model: its shortest tree takes 1204 positions"),
+            ValueError, r"sentence 2 is too long for the model: its shortest tree takes 1204 positions"),
     ApiCase("hf_slm.parse leaves out an empty sentence", lambda model, tokenizer, tmp, directory:
             hf_slm.parse(model, tokenizer, [[], GOOD[0]], progress=False, **BEAM), None, check=_parse_empty_left_out),
     ApiCase("hf_slm.parse on_error='raise' names an empty sentence by its source", lambda model, tokenizer, tmp, directory:

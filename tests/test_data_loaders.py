@@ -381,7 +381,7 @@ def test_conllu_non_projective_trees_are_kept_refused_skipped_or_lifted(tmp_path
     sentences = ["There/2 is/0 a/4 difference/2", "a/3 b/0 c/2 d/1", "Dogs/2 bark/0"]  # the second crosses
     _conllu_file(tmp_path / "x-ud-train.conllu", sentences)
     if policy == "error":
-        with pytest.raises(ValueError, match=r"x-ud-train\.conllu, sentence 1 \(s1\) is not projective: the arc"):
+        with pytest.raises(ValueError, match=r"x-ud-train\.conllu, sentence 2 \(s1\) is not projective: the arc"):
             data.load_conllu(tmp_path, cache_dir=cache, non_projective=policy)
         return
     if policy == "skip":

@@ -176,9 +176,9 @@ def test_traces_are_deleted_with_the_constituents_they_leave_empty():
 
 def test_length_and_word_mismatch_name_the_sentence():
     gold = ["(S (NP (PRP I)) (VP (VBP sing)))", "(S (NP (PRP you)) (VP (VBP sing)))"]
-    with pytest.raises(ValueError, match=r"sentence 1: length mismatch, the gold tree has 2 words and the test tree 3"):
+    with pytest.raises(ValueError, match=r"sentence 2: length mismatch, the gold tree has 2 words and the test tree 3"):
         corpus_f1(gold, ["(S (NP I) (VP sing))", "(S (NP you) (VP sing loudly))"], test_pos=False)
-    with pytest.raises(ValueError, match=r"sentence 1: word mismatch at word 0: gold 'you', test 'we'"):
+    with pytest.raises(ValueError, match=r"sentence 2: word mismatch at word 1: gold 'you', test 'we'"):
         corpus_f1(gold, ["(S (NP I) (VP sing))", "(S (NP we) (VP sing))"], test_pos=False)
     with pytest.raises(ValueError, match="2 gold trees but 1 test trees"):
         corpus_f1(gold, ["(S (NP I) (VP sing))"])
@@ -305,11 +305,11 @@ def test_rerank_errors_name_the_proposal(tiny, tmp_path):
     model, tokenizer = tiny
     bad = [PROPOSALS[0], PROPOSALS[1], ["(S (NP I like) (VP it))"]]  # the period is missing
     path = write_proposals(tmp_path / "bad.txt", bad)
-    with pytest.raises(ValueError, match=r"bad.txt, line 10: sentence 2: length mismatch"):
+    with pytest.raises(ValueError, match=r"bad.txt, line 10: sentence 3: length mismatch"):
         rerank(model, tokenizer, TREES, path, progress=False)
     with pytest.raises(ValueError, match="2 proposal blocks for 3 gold trees"):
         rerank(model, tokenizer, TREES, PROPOSALS[:2], progress=False)
-    with pytest.raises(ValueError, match=r"sentence 0, proposal 0: .*FOO"):
+    with pytest.raises(ValueError, match=r"sentence 1, proposal 1: .*FOO"):
         rerank(model, tokenizer, TREES[:1], [["(FOO the blue bird sings .)"]], progress=False)
 
 

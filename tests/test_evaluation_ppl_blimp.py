@@ -257,7 +257,7 @@ def test_proposal_errors_name_the_sentence(tg, tmp_path):
     data = tmp_path / "data.txt"
     data.write_text("the bird\nsings\n")
     wrong = _write_proposals(tmp_path / "wrong.txt", [["(S (NP the bird))"], ["(S sings)", "(S (NP the) sings)"]])
-    with pytest.raises(ValueError, match=r"sentence 1, proposal 1 has the words 'the sings'"):
+    with pytest.raises(ValueError, match=r"sentence 2, proposal 2 has the words 'the sings'"):
         word_perplexity(model, tokenizer, data, proposals=wrong, progress=False)
     short = _write_proposals(tmp_path / "short.txt", [["(S (NP the bird))"]])
     with pytest.raises(ValueError, match=r"1 block\(s\) of proposal trees for 2 sentence"):

@@ -243,7 +243,7 @@ def test_proposal_errors_name_the_file_the_place_and_the_format(checkpoints, tmp
     wrong.write_text(_conllu([("s0", WORDS[0], [2, 3, 0]), ("s1", ["a", "cat", "barks", "loudly"], [2, 3, 0, 3])]))
     assert main(["eval", "ppl", "--model", str(directory), "--data", str(data), "--proposals", str(wrong)]) == 2
     error = capsys.readouterr().err
-    assert f"{wrong}, analysis 2 (s1): sentence 1, proposal 0 has the words 'a cat barks loudly'" in error
+    assert f"{wrong}, analysis 2 (s1): sentence 2, proposal 1 has the words 'a cat barks loudly'" in error
     bracketed = tmp_path / "bracketed.txt"
     bracketed.write_text(_proposals("tg", [0, 1])[0])
     assert main(["eval", "ppl", "--model", str(directory), "--data", str(data), "--proposals", str(bracketed)]) == 2

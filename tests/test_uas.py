@@ -73,7 +73,7 @@ def test_sentence_and_corpus_uas_by_hand():
     metrics = attachment_score(gold, [None, "a/0 b/1 c/2"])
     assert (metrics["uas"], metrics["scored_tokens"], metrics["sentences"], metrics["sentences_left_out"]) == (
         pytest.approx(200 / 3), 3, 1, 1)
-    with pytest.raises(ValueError, match="gold sentence 1: 2 predicted heads for 3 gold words"):
+    with pytest.raises(ValueError, match="gold sentence 2: 2 predicted heads for 3 gold words"):
         attachment_score(gold, [[0], [0, 1]])
     with pytest.raises(ValueError, match="1 predicted trees for 2 gold sentences"):
         attachment_score(gold, [[0]])
@@ -108,7 +108,7 @@ def test_without_upos_punctuation_is_words_of_punctuation_characters():
     mixed = [{"words": ["Hi", "!"], "heads": [0, 1], "upos": ["INTJ", "PUNCT"]},
              {"words": ["Hi", "!"], "heads": [0, 1], "upos": ["_", "_"]}]
     assert attachment_score(mixed, [[0, 1], [0, 1]])["punctuation"]["rule"] == "characters"
-    with pytest.raises(ValueError, match="gold sentence 1: punctuation_rule 'upos' needs a UPOS"):
+    with pytest.raises(ValueError, match="gold sentence 2: punctuation_rule 'upos' needs a UPOS"):
         attachment_score(mixed, [[0, 1], [0, 1]], punctuation_rule="upos")
 
 

@@ -6,6 +6,7 @@ import json
 import sys
 import warnings
 
+from ..data.numbering import sentence_name
 from .card_command import add_card_command
 from .errors import run_command
 from ..data.command import add_data_command
@@ -192,7 +193,7 @@ def _sentence_options(args):
     arguments) how messages name each one: "sentence 1" for the first."""
     options = {"on_error": "raise" if args.stop_on_error else "skip"}
     if hasattr(args, "sentences"):
-        options["sources"] = [f"sentence {number}" for number in range(1, len(args.sentences) + 1)]
+        options["sources"] = [sentence_name(index) for index in range(len(args.sentences))]
     return options
 
 

@@ -32,6 +32,7 @@ import conllu
 from conllu.exceptions import ParseException
 from datasets import Features, List, Value
 
+from .numbering import sentence_name
 from .text_files import open_text
 from ..tokenization.dependency_trees import DependencyTree, check_heads, projective_tree
 from .split_files import (
@@ -147,7 +148,7 @@ def read_conllu_file(path, name, heads=True):
 def _projective(example, non_projective):
     """The example with projective heads as `non_projective` says (module docstring), or None to leave it out."""
     tree = DependencyTree(example["words"], example["heads"])
-    where = f"CoNLL-U file {example['file']}, sentence {example['index']}" + (
+    where = f"CoNLL-U file {example['file']}, {sentence_name(example['index'])}" + (
         f" ({example['sent_id']})" if example["sent_id"] else "")
     projective, lifts = projective_tree(tree, non_projective, where=where)
     if projective is None:

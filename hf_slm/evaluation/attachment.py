@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.numbering import item_name, sentence_name
 from ..search.beam import _sequence_positions, check_sentences, position_limit
 from ..search.beam import score as beam_score
 from ..checkpoints.checks import check_tokenizer_matches
@@ -249,7 +250,7 @@ def gold_sentences(gold, limit=None):
                 break
             sentences.append({"words": example["words"], "heads": example["heads"], "upos": example["upos"],
                               "sent_id": example["sent_id"],
-                              "source": f"{gold}, sentence {example['index'] + 1}"
+                              "source": f"{gold}, {sentence_name(example['index'])}"
                                         + (f" ({example['sent_id']})" if example["sent_id"] else "")})
         if not sentences and limit != 0:
             raise ValueError(f"gold file {gold}: no sentences; expected CoNLL-U sentences with heads")
@@ -260,7 +261,7 @@ def gold_sentences(gold, limit=None):
     for index, item in enumerate(gold):
         if limit is not None and index >= limit:
             break
-        where = f"gold sentence {index}"
+        where = f"gold {sentence_name(index)}"
         tree = _dependency_tree(item, where)
         upos = item.get("upos") if isinstance(item, dict) else None
         if upos is not None and len(upos) != len(tree.words):
@@ -289,7 +290,7 @@ def proposal_blocks(proposals):
             except ValueError as error:
                 raise _needs_heads(error, "proposal file") from None
     for index, block in enumerate(proposals):
-        where = [f"sentence {index}, proposal {j}" for j in range(len(block))]
+        where = [f"{sentence_name(index)}, {item_name('proposal', j)}" for j in range(len(block))]
         yield [_dependency_tree(tree, w) for tree, w in zip(block, where)], where, None
 
 
@@ -299,8 +300,8 @@ def write_dependency_proposals(path, proposals):
     blocks = []
     for index, block in enumerate(proposals):
         if not len(block):
-            raise ValueError(f"sentence {index} has no proposal trees; expected at least one")
-        blocks.append("\n".join(_dependency_tree(t, f"sentence {index}").to_inline() for t in block))
+            raise ValueError(f"{sentence_name(index)} has no proposal trees; expected at least one")
+        blocks.append("\n".join(_dependency_tree(t, sentence_name(index)).to_inline() for t in block))
     Path(path).write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
     return path
 
@@ -513,7 +514,7 @@ def _score_block_chunk(model, tokenizer, chunk, batch_size):
 
 def _check_block(index, sentence, trees, locations, sent_id):
     if not trees:
-        raise ValueError(f"sentence {index} has no proposal trees; expected at least one")
+        raise ValueError(f"{sentence_name(index)} has no proposal trees; expected at least one")
     if sent_id is not None and sentence["sent_id"] is not None and sent_id != sentence["sent_id"]:
         raise ValueError(f"{locations[0]}: proposal block {index + 1} has sent_id {sent_id!r} but gold sentence "
                          f"{index + 1} has {sentence['sent_id']!r}; expected the analyses of each gold sentence, in "

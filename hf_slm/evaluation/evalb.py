@@ -46,6 +46,7 @@ that a sentence with no brackets on either side is an exact match with precision
 
 from collections import Counter
 
+from ..data.numbering import sentence_name
 from ..tokenization.tree_type import Tree
 from ..tokenization.trees import has_preterminals, parse_tree
 
@@ -77,9 +78,9 @@ def _as_tree(tree, what, index):
     if isinstance(tree, Tree):
         return tree
     if isinstance(tree, str):
-        return parse_tree(tree, source=f"sentence {index} ({what})")
+        return parse_tree(tree, source=f"{sentence_name(index)} ({what})")
     raise ValueError(
-        f"sentence {index} ({what}): expected an nltk.Tree or a bracketed string, got {type(tree).__name__}"
+        f"{sentence_name(index)} ({what}): expected an nltk.Tree or a bracketed string, got {type(tree).__name__}"
     )
 
 
@@ -88,7 +89,7 @@ def _is_tagged(tree, option, what, index):
         return has_preterminals(tree)
     if option in (True, False):
         return option
-    raise ValueError(f"sentence {index}: {what}_pos={option!r}; expected 'auto', True or False")
+    raise ValueError(f"{sentence_name(index)}: {what}_pos={option!r}; expected 'auto', True or False")
 
 
 def _read_tree(tree, tagged):
@@ -191,7 +192,7 @@ class GoldSentence:
         tagged = _is_tagged(tree, gold_pos, "gold", index)
         self.words, tags, constituents = _without_traces(*_read_tree(tree, tagged))
         if not self.words:
-            raise ValueError(f"sentence {index}: the gold tree has no words once -NONE- traces are removed")
+            raise ValueError(f"{sentence_name(index)}: the gold tree has no words once -NONE- traces are removed")
         self.punctuation_from_words = False
         if punctuation == "none":
             deleted = [False] * len(self.words)
@@ -199,7 +200,7 @@ class GoldSentence:
             deleted = [tag in PUNCTUATION_TAGS for tag in tags]
         elif punctuation == "tags":
             raise ValueError(
-                f"sentence {index}: punctuation='tags' needs POS tags in the gold tree, which has none "
+                f"{sentence_name(index)}: punctuation='tags' needs POS tags in the gold tree, which has none "
                 "(pass punctuation='words' to decide punctuation by word form)"
             )
         else:
@@ -224,14 +225,14 @@ class GoldSentence:
         words, _, constituents = _without_traces(*_read_tree(tree, tagged))
         if len(words) != len(self.words):
             raise ValueError(
-                f"sentence {index}: length mismatch, the gold tree has {len(self.words)} words and the test tree "
+                f"{sentence_name(index)}: length mismatch, the gold tree has {len(self.words)} words and the test tree "
                 f"{len(words)} (traces removed); expected the same words. gold: {' '.join(self.words)[:120]!r}, "
                 f"test: {' '.join(words)[:120]!r}"
             )
         if check_words and words != self.words:
             position = next(i for i, (g, t) in enumerate(zip(self.words, words)) if g != t)
             raise ValueError(
-                f"sentence {index}: word mismatch at word {position}: gold {self.words[position]!r}, test "
+                f"{sentence_name(index)}: word mismatch at word {position + 1}: gold {self.words[position]!r}, test "
                 f"{words[position]!r}; expected the same words in the same order"
             )
         test = _brackets(constituents, self.kept_before, self.labeled)

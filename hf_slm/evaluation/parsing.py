@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.numbering import item_name, sentence_name
 from ..checkpoints.checks import check_tokenizer_matches
 from ..runs.distributed import is_main_process, world_size
 from ..families import variant_for_config
@@ -87,7 +88,7 @@ def write_proposals(path, proposals):
     blocks = []
     for index, block in enumerate(proposals):
         if not len(block):
-            raise ValueError(f"sentence {index} has no proposal trees; expected at least one")
+            raise ValueError(f"{sentence_name(index)} has no proposal trees; expected at least one")
         blocks.append("\n".join(tree_to_string(t) if isinstance(t, Tree) else " ".join(t.split()) for t in block))
     Path(path).write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
     return path
@@ -125,7 +126,7 @@ def _proposal_blocks(proposals, limit):
     for index, block in enumerate(proposals):
         if limit is not None and index >= limit:
             return
-        where = [f"sentence {index}, proposal {j}" for j in range(len(block))]
+        where = [f"{sentence_name(index)}, {item_name('proposal', j)}" for j in range(len(block))]
         trees = [parse_tree(t, source=w) if isinstance(t, str) else t for t, w in zip(block, where)]
         yield trees, where
 
@@ -265,7 +266,7 @@ def _rerank(model, tokenizer, gold, gold_source, proposals, batch_size, limit, m
                 raise ValueError(f"more proposal blocks than the {len(gold)} gold trees; expected one block per "
                                  f"gold tree (the extra block starts at {locations[0]})")
             if not trees:
-                raise ValueError(f"sentence {index} has no proposal trees; expected at least one")
+                raise ValueError(f"{sentence_name(index)} has no proposal trees; expected at least one")
             if max_proposals is not None:
                 trees, locations = trees[:max_proposals], locations[:max_proposals]
             yield index, trees, locations
@@ -319,7 +320,7 @@ def _with_words(tree, words, index):
         return Tree(node.label(), [copy(c) if isinstance(c, Tree) else next(leaves) for c in node])
 
     if len(tree.leaves()) != len(words):
-        raise ValueError(f"sentence {index}: the predicted tree has {len(tree.leaves())} words, the gold "
+        raise ValueError(f"{sentence_name(index)}: the predicted tree has {len(tree.leaves())} words, the gold "
                          f"sentence {len(words)}: {tree_to_string(tree)[:120]!r}")
     return copy(tree)
 

@@ -62,6 +62,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.numbering import item_name, sentence_name
 from ..search.beam import describe_left_out
 from ..checkpoints.checks import check_tokenizer_matches
 from ..families import variant_for_config
@@ -204,7 +205,7 @@ def document_log_probs(score_sequences, documents, bos_token_id):
         for k in active:
             picks = [j for j, owner in enumerate(owners) if owner == k]
             if not picks:
-                raise ValueError(f"document {k}, sentence {position}: expected at least one candidate tree")
+                raise ValueError(f"{item_name('document', k)}, {sentence_name(position)}: expected at least one candidate tree")
             values = [scores[j] for j in picks]
             best = picks[int(np.argmax(values))]
             results[k].append(logsumexp(values) - prefix_log_probs[k])
@@ -342,7 +343,7 @@ def _sentence_names(path, count):
     """How messages name the first `count` sentences of a data file: `path:line` in a file of sentences (one per
     non-blank line), `path, tree k` in a tree file, `path, sentence k (sent_id)` in a CoNLL-U file (k from 1)."""
     if is_conllu_file(path, "data file"):
-        return [f"{path}, sentence {example['index'] + 1}" + (f" ({example['sent_id']})" if example["sent_id"] else "")
+        return [f"{path}, {sentence_name(example['index'])}" + (f" ({example['sent_id']})" if example["sent_id"] else "")
                 for example, _ in zip(read_conllu_file(path, str(path), heads=False), range(count))]
     if is_tree_file(path):
         return [f"{path}, tree {k}" for k in range(count)]

@@ -19,6 +19,7 @@ through the same formats.
 
 import numpy as np
 
+from ..data.numbering import item_name, sentence_name
 from ..families import variant_for_config
 from ..families.tree_formats import ProposalBlock, tree_format
 from ..search.search_scorer import joint_in_length_order
@@ -63,7 +64,7 @@ def read_proposals(path, normalization=None, limit=None, tree_format_name="brack
 def _trees_and_locations(block, index):
     if isinstance(block, ProposalBlock):
         return block.trees, block.locations
-    return list(block), [f"sentence {index}, proposal {j}" for j in range(len(block))]
+    return list(block), [f"{sentence_name(index)}, {item_name('proposal', j)}" for j in range(len(block))]
 
 
 def check_proposal_words(sentences, proposals, source="proposals", tree_format_name="brackets"):
@@ -83,7 +84,7 @@ def check_proposal_words(sentences, proposals, source="proposals", tree_format_n
                 position = next((k for k, (a, b) in enumerate(zip(leaves, words)) if a != b),
                                 min(len(leaves), len(words)))
                 raise ValueError(
-                    f"{location}: sentence {index}, proposal {j} has the words {' '.join(leaves)!r} but the "
+                    f"{location}: {sentence_name(index)}, {item_name('proposal', j)} has the words {' '.join(leaves)!r} but the "
                     f"sentence is {' '.join(words)!r} (first difference at word {position}); expected the "
                     "same words in the same order"
                 )

@@ -13,6 +13,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import StoppingCriteriaList
 
+from ..data.numbering import item_name, sentence_name
 from ..checkpoints.checks import check_tokenizer_matches
 from ..modeling.configuration_slm import position_limit
 from ..modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
@@ -66,7 +67,7 @@ def _incomplete_word_ids(tokenizer):
 
 
 def _name(index, sources):
-    return sources[index] if sources is not None else f"sentence {index}"
+    return sources[index] if sources is not None else sentence_name(index)
 
 
 def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
@@ -321,7 +322,7 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
     search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
                                        incomplete_word_ids=_incomplete_word_ids(tokenizer))
     if sources is None:
-        sources = [[f"document {d}, sentence {i}" for i in range(len(document))] for d, document in enumerate(documents)]
+        sources = [[f"{item_name('document', d)}, {sentence_name(i)}" for i in range(len(document))] for d, document in enumerate(documents)]
     if [len(names) for names in sources] != [len(document) for document in documents]:
         raise ValueError("sources must hold one name per sentence of each document")
     flat_names = [name for names in sources for name in names]

@@ -9,6 +9,7 @@ joint log-probability, as the terminals linearization encodes a tree's words), n
 
 import dataclasses
 
+from ..data.numbering import sentence_name
 from .beam import (
     SentenceResults,
     check_sentences,
@@ -63,7 +64,7 @@ class BeamSearchScorer(Scorer):
         """log p(x) per sentence, shortest sentences batched together: exact for a words-only grammar (the
         search options are then unused), else the final beam's mass."""
         sentences = [sentence_words(sentence) for sentence in sentences]
-        sources = list(sources) if sources is not None else [f"sentence {i}" for i in range(len(sentences))]
+        sources = list(sources) if sources is not None else [sentence_name(i) for i in range(len(sentences))]
         if self.words_only:
             _, _, left_out = check_sentences(self.model, self.tokenizer, sentences, sources, on_error)
             skipped = {entry["index"] for entry in left_out}

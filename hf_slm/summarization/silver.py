@@ -26,6 +26,7 @@ import json
 import warnings
 from pathlib import Path
 
+from ..data.numbering import sentence_name
 from ..search.beam import ON_ERROR, SentenceResults, SentencesLeftOut, sentence_words, warn_left_out
 from ..runs.journal import RunJournal, map_in_chunks, model_fingerprint, output_lock
 from ..search.scorers import scorer_of
@@ -124,7 +125,7 @@ def parse_sentences(model, tokenizer, sentences, sources=None, cache_dir=None, b
                         f"[{sentences[:40]!r}]")
     all_words = [sentence_words(sentence) for sentence in sentences]
     if sources is None:
-        sources = [f"sentence {number}" for number in range(1, len(all_words) + 1)]
+        sources = [sentence_name(index) for index in range(len(all_words))]
     if len(sources) != len(all_words):
         raise ValueError(f"got {len(sources)} sources for {len(all_words)} sentences; expected one per sentence")
     keys = [" ".join(words) for words in all_words]

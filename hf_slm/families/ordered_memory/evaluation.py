@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ...data.numbering import sentence_name
 from ...evaluation.results import evaluation_run, save_results
 from ...modeling.som_structure import parse_spans
 from ...runs.journal import map_in_chunks
@@ -44,7 +45,7 @@ def som_sentence_scores(model, tokenizer, sentences, batch_size=32, eos=True):
         chunk = [list(words) for words in sentences[start:start + batch_size]]
         for index, words in enumerate(chunk):
             if not words:
-                raise ValueError(f"sentence {start + index} is empty; expected at least one word")
+                raise ValueError(f"{sentence_name(start + index)} is empty; expected at least one word")
         encoded = tokenizer(chunk, is_split_into_words=True, return_word_starts=True)
         sequences = [list(ids) + ([tokenizer.eos_token_id] if eos else []) for ids in encoded["input_ids"]]
         batch = SyntacticOrderedMemoryCollator(pad_token_id=tokenizer.pad_token_id)(
@@ -110,7 +111,7 @@ def som_parses(model, tokenizer, sentences, batch_size=32):
         chunk = [list(words) for words in sentences[start:start + batch_size]]
         for index, words in enumerate(chunk):
             if not words:
-                raise ValueError(f"sentence {start + index + 1} is empty; expected at least one word")
+                raise ValueError(f"{sentence_name(start + index)} is empty; expected at least one word")
         encoded = tokenizer(chunk, is_split_into_words=True, return_word_starts=True)
         features = [{"input_ids": list(ids) + [tokenizer.eos_token_id]} for ids in encoded["input_ids"]]
         out, _ = _decisions(model, tokenizer, features)

@@ -49,6 +49,7 @@ import torch
 from datasets import Dataset
 from transformers import Trainer
 
+from ...data.numbering import sentence_name
 from ...data.conllu_loader import read_conllu_file
 from ...data.prepare import load_syntactic_tokenizer
 from ...data.dependency_conversion import RAW_TREE_OPTIONS, ptb_to_dependencies
@@ -235,7 +236,7 @@ def som_dataset(tokenizer, sentences, gold_tree, source):
     """A Dataset of som_example features (input_ids, som_first_siblings); errors name the sentence."""
     features = []
     for index, sentence in enumerate(sentences):
-        where = f"{source}, sentence {index}"
+        where = f"{source}, {sentence_name(index)}"
         if gold_tree == "constituency":
             features.append(som_example(tokenizer, constituency=sentence["tree"], where=where))
         else:
