@@ -1,0 +1,96 @@
+"""The manual in docs/: its command-line reference is what `hf-slm ... --help` prints, and it builds offline.
+
+docs/cli.md is written by docs/gen_cli_reference.py; these tests fail when an option changes and the reference
+is not regenerated, when a command is missing from it, or when `mkdocs build --strict` finds a broken page,
+link or API reference (skipped only where mkdocs is not installed: `pip install -e ".[docs]"`).
+"""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_cli_reference", DOCS / "gen_cli_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen_cli_reference = _generator()
+
+
+def _reference_sections():
+    """{command words: the help text} read back from docs/cli.md."""
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## `hf-slm((?: [a-z-]+)*)`\n\n```text\n(.*?)\n```$", text, flags=re.M | re.S)
+    return {tuple(words.split()): help_text for words, help_text in sections}
+
+
+def _help_processes(commands):
+    """`hf-slm WORDS --help` of each command, as a user's terminal HELP_COLUMNS wide shows it (run together)."""
+    environment = {**os.environ, "COLUMNS": str(gen_cli_reference.HELP_COLUMNS)}
+    processes = {words: subprocess.Popen([sys.executable, "-m", "hf_slm.cli", *words, "--help"], cwd=ROOT,
+                                         env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for words in commands}
+    helps = {}
+    for words, process in processes.items():
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, (words, err)
+        helps[words] = out.rstrip()
+    return helps
+
+
+def _subcommands(help_text):
+    """The subcommand names a help text lists under "positional arguments:" as a line {a,b,c} of its own (an
+    option's choices are written after the option, never alone on a line)."""
+    choices = re.search(r"^  \{([a-z,-]+)\}$", help_text, flags=re.M)
+    return choices.group(1).split(",") if choices else []
+
+
+def test_cli_reference_is_up_to_date():
+    current = (DOCS / "cli.md").read_text(encoding="utf-8")
+    assert current == gen_cli_reference.render(), "docs/cli.md is out of date: run python docs/gen_cli_reference.py"
+
+
+def test_cli_reference_equals_the_help_of_every_command():
+    reference = _reference_sections()
+    # Walk the commands as a user would, from the names each --help lists, not from the generator's walk.
+    seen, level = {}, [()]
+    while level:
+        helps = _help_processes(level)
+        seen.update(helps)
+        level = [(*words, name) for words, text in helps.items() for name in _subcommands(text)]
+    assert len(seen) > 20  # every command and eval / data subcommand
+    assert set(reference) == set(seen)
+    for words, text in seen.items():
+        assert reference[words] == text, f"docs/cli.md differs from `hf-slm {' '.join(words)} --help`"
+
+
+def test_cli_reference_check_mode_reports_a_stale_file(tmp_path, monkeypatch, capsys):
+    stale = tmp_path / "cli.md"
+    stale.write_text(gen_cli_reference.render().replace("--max-steps", "--max-stepz", 1), encoding="utf-8")
+    monkeypatch.setattr(gen_cli_reference, "REFERENCE", stale)
+    assert gen_cli_reference.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().err
+    assert gen_cli_reference.main([]) == 0 and gen_cli_reference.main(["--check"]) == 0
+
+
+@pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
+                    reason='mkdocs is not installed (pip install -e ".[docs]")')
+def test_manual_builds_strict_and_offline(tmp_path):
+    # --strict turns every warning (a broken link, a page outside the nav, an API name mkdocstrings cannot
+    # find) into a failure; the configuration fetches nothing (no remote fonts, no plugins that download).
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "cli" / "index.html").is_file()
