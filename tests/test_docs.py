@@ -32,7 +32,7 @@ gen_cli_reference = _generator()
 def _reference_sections():
     """{command words: the help text} read back from docs/cli.md."""
     text = (DOCS / "cli.md").read_text(encoding="utf-8")
-    sections = re.findall(r"^## `hf-slm((?: [a-z-]+)*)`\n\n```text\n(.*?)\n```$", text, flags=re.M | re.S)
+    sections = re.findall(r"^## `hf-slm((?: [a-z-]+)*)`\n\n```text\n(.*?)\n```$", text, flags=re.MULTILINE | re.DOTALL)
     return {tuple(words.split()): help_text for words, help_text in sections}
 
 
@@ -53,7 +53,7 @@ def _help_processes(commands):
 def _subcommands(help_text):
     """The subcommand names a help text lists under "positional arguments:" as a line {a,b,c} of its own (an
     option's choices are written after the option, never alone on a line)."""
-    choices = re.search(r"^  \{([a-z,-]+)\}$", help_text, flags=re.M)
+    choices = re.search(r"^  \{([a-z,-]+)\}$", help_text, flags=re.MULTILINE)
     return choices.group(1).split(",") if choices else []
 
 
@@ -91,6 +91,72 @@ def test_manual_builds_strict_and_offline(tmp_path):
     # --strict turns every warning (a broken link, a page outside the nav, an API name mkdocstrings cannot
     # find) into a failure; the configuration fetches nothing (no remote fonts, no plugins that download).
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+                            cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "cli" / "index.html").is_file()
+
+
+def _fenced_blocks(text, language):
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_readme_python_loads_scores_parses_and_generates(tmp_path, monkeypatch):
+    from conftest import save_tiny_checkpoint
+    from hf_slm.tokenization.trees import read_trees
+
+    trees = read_trees(ROOT / "hf_slm" / "sample_data" / "gum" / "train.txt")[:10]
+    save_tiny_checkpoint(tmp_path / "hf-slm-quickstart", trees, vocab_size=60)
+    (code,) = [block for block in _fenced_blocks((ROOT / "README.md").read_text(encoding="utf-8"), "python")
+               if "from_pretrained" in block]
+    monkeypatch.chdir(tmp_path)  # the README's checkpoint folder, where the quickstart writes it
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 (the README's own code)
+    joint, best = namespace["joint"], namespace["best"]
+    assert joint.shape == (1,) and float(joint.detach()[0]) < 0
+    assert len(best) == 1 and best[0].startswith("(")
+
+
+def _commands_in(text):
+    """(line, words) of every `hf-slm ...` command (or `-m hf_slm.cli ...`) in the text's bash blocks."""
+    for block in _fenced_blocks(text, "bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("  #")[0].split(" # ")[0]
+            for part in re.split(r"&&|;|\|\|", line):
+                match = re.search(r"(?:^|\s)(?:hf-slm|-m hf_slm\.cli)\s(.*)", part)
+                if match:
+                    yield line.strip(), match.group(1).replace("[", " ").replace("]", " ").split()
+
+
+def _known_options(parser):
+    return {option for action in parser._actions for option in action.option_strings}
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(str(path.relative_to(ROOT)) for path in DOCS.rglob("*.md"))])
+def test_every_command_shown_exists(page):
+    """A command in the README or the manual names a real command, and only options that command has."""
+    from hf_slm.cli.commands import build_parser
+
+    parsers = dict(gen_cli_reference.command_parsers(build_parser()))
+    for line, words in _commands_in((ROOT / page).read_text(encoding="utf-8")):
+        command = ()
+        while words and (*command, words[0]) in parsers:
+            command, words = (*command, words[0]), words[1:]
+        assert command or words[:1] in ([], ["--help"]), f"{page}: `{line}` names no hf-slm command"
+        unknown = {word.split("=")[0] for word in words if word.startswith("--")} - _known_options(parsers[command])
+        assert not unknown, f"{page}: `{line}`: hf-slm {' '.join(command)} has no {sorted(unknown)}"
+
+
+def test_architecture_file_map_lists_every_hub_module():
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    for folder in ("modeling", "tokenization"):
+        for module in sorted((ROOT / folder).glob("*.py")):
+            if module.name != "__init__.py":
+                assert f"  {module.name} " in text, f"docs/architecture.md's file map lacks {folder}/{module.name}"
+
+
+def test_readme_links_reach_files_of_the_repository():
+    """The README is read on a forge, outside the mkdocs build: its relative links must name files that exist."""
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert any(link.startswith("docs/") for link in links)
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
