@@ -160,3 +160,10 @@ def test_readme_links_reach_files_of_the_repository():
     assert any(link.startswith("docs/") for link in links)
     missing = [link for link in links if not (ROOT / link).exists()]
     assert not missing, f"README.md links to missing files: {missing}"
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(str(path.relative_to(ROOT)) for path in DOCS.rglob("*.md"))])
+def test_code_fences_are_closed(page):
+    # Markdown renders an unclosed fence as code to the end of the page, and mkdocs does not warn about it.
+    fences = [line for line in (ROOT / page).read_text(encoding="utf-8").splitlines() if line.startswith("```")]
+    assert len(fences) % 2 == 0, f"{page}: an unclosed ``` block"
