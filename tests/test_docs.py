@@ -90,10 +90,18 @@ def test_cli_reference_check_mode_reports_a_stale_file(tmp_path, monkeypatch, ca
 def test_manual_builds_strict_and_offline(tmp_path):
     # --strict turns every warning (a broken link, a page outside the nav, an API name mkdocstrings cannot
     # find) into a failure; the configuration fetches nothing (no remote fonts, no plugins that download).
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    # Any download during the build goes to a closed local port and fails.
+    offline = {**os.environ, "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+               "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "NO_PROXY": "", "no_proxy": ""}
+    site = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                            cwd=ROOT, env=offline, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "cli" / "index.html").is_file()
+    assert (site / "index.html").is_file() and (site / "cli" / "index.html").is_file()
+    # mkdocstrings rendered the API pages from the docstrings
+    assert "register_family" in (site / "api" / "families" / "index.html").read_text(encoding="utf-8")
+    # and a reader's browser fetches no fonts either (the theme's font: false)
+    assert not any("fonts.googleapis" in page.read_text(encoding="utf-8") for page in site.rglob("*.html"))
 
 
 def _fenced_blocks(text, language):
