@@ -5,6 +5,7 @@ is not regenerated, when a command is missing from it, or when `mkdocs build --s
 link or API reference (skipped only where mkdocs is not installed: `pip install -e ".[docs]"`).
 """
 
+import argparse
 import importlib.util
 import os
 import re
@@ -150,6 +151,9 @@ def test_every_command_shown_exists(page):
         while words and (*command, words[0]) in parsers:
             command, words = (*command, words[0]), words[1:]
         assert command or words[:1] in ([], ["--help"]), f"{page}: `{line}` names no hf-slm command"
+        has_subcommands = any(isinstance(action, argparse._SubParsersAction) for action in parsers[command]._actions)
+        assert not (has_subcommands and words and not words[0].startswith("-")), \
+            f"{page}: `{line}`: hf-slm {' '.join(command)} has no subcommand {words[0]!r}"
         unknown = {word.split("=")[0] for word in words if word.startswith("--")} - _known_options(parsers[command])
         assert not unknown, f"{page}: `{line}`: hf-slm {' '.join(command)} has no {sorted(unknown)}"
 
