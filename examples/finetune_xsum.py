@@ -1,6 +1,6 @@
 """Fine-tune a trained syntactic LM on XSum-format data and compare its ROUGE with lead-1 (paper 003, section 3.3).
 
-Every step is the command a user runs on the full XSum (README, "Summarization"):
+Every step is the command a user runs on the full XSum (docs/summarization.md):
 
   1. a base model: the quickstart TG (`hf-slm quickstart`, trained here first when --base does not exist);
   2. `hf-slm data prepare --loader xsum --summarization --parser BASE`: silver trees of every document and

@@ -198,15 +198,15 @@ def test_the_commands_run_on_the_checkpoint(trained, data, tmp_path, capsys):
 # ---- the tools researchers already score with: minicons and lm-evaluation-harness ------------------------------
 
 def _client_texts(variant):
-    """What a client passes for each family (README, "Scoring with minicons and lm-evaluation-harness"): a tree of
-    its format, or words for a words-only model."""
+    """What a client passes for each family (docs/using-a-checkpoint.md, "Scoring with minicons and
+    lm-evaluation-harness"): a tree of its format, or words for a words-only model."""
     trees, sentences = _examples(variant)
     return sentences if variant_family(variant).variant(variant).tree_format == "words" else trees
 
 
 # Not for the clients: SOM's scorer scores no given tree (its p(x) is exact, by its own dynamic program), and
 # Nb-Up's start pointer scores where each constituent starts from constituent_starts, an input the clients do
-# not pass (README, "Scoring with minicons and lm-evaluation-harness").
+# not pass (docs/using-a-checkpoint.md, "Scoring with minicons and lm-evaluation-harness").
 CLIENT_CASES = [variant for variant in CASES if variant not in ("nb-up-ex-m",)]
 
 
