@@ -14,6 +14,7 @@ import torch
 from nltk import Tree
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+import hf_slm
 from hf_slm.modeling.grammars import ActionKind, grammar_for_config
 
 from conftest import save_tiny_checkpoint
@@ -123,6 +124,15 @@ def test_beams_through_a_generation_config(checkpoint):
     scores = output.sequences_scores.view(len(PROMPTS), 2)
     assert torch.isfinite(scores).all() and (scores[:, 0] >= scores[:, 1]).all()  # joint log p, best first
     _check_trees(model, tokenizer, output.sequences, 2)
+    # each tree's score is its joint log p(x, y) as hf_slm.joint_log_probs computes it in one batch (with the
+    # start pointer's terms where actions come with starts)
+    starts = getattr(output.sequences, "constituent_starts", None)
+    sequences = []
+    for index, row in enumerate(output.sequences.tolist()):
+        ids = [i for i in row if i != model.config.pad_token_id]
+        sequences.append(ids if starts is None else {"input_ids": ids,
+                                                      "constituent_starts": starts[index].tolist()[: len(ids)]})
+    assert hf_slm.joint_log_probs(model, sequences) == pytest.approx(output.sequences_scores.tolist(), abs=1e-4)
 
 
 def test_options_it_cannot_honour_are_named(checkpoint):

@@ -24,7 +24,9 @@ def collator_for(model, **kwargs):
 
 @torch.no_grad()
 def action_log_probs(model, sequences, batch_size=32, progress=False):
-    """For each action-id sequence (`<s>` first), the array of log p(a_t | a_<t) for t = 1..n (natural log).
+    """For each action-id sequence (`<s>` first), the array of log p(a_t | a_<t) for t = 1..n (natural log); for an
+    action that comes with a start (paper 003's Nb-Up `)`: the sequence is a mapping with the grammar's
+    `start_input`), log p(a_t | a_<t) + log p(s_t | a_<=t), the pointer's term, as the beam search scores it.
 
     TG's COMPOSE copies predict nothing, so every grammar yields exactly one number per action after `<s>`.
     A model trained with segment recurrence (config.segment_length) reads the sequences as it was trained:
@@ -34,19 +36,30 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
     if getattr(model.config, "segment_length", None):
         return _segment_action_log_probs(model, sequences, batch_size, progress)
     collate = collator_for(model)
+    grammar = grammar_for_config(model.config)
     device = next(model.parameters()).device
     results = []
     batches = range(0, len(sequences), batch_size)
     for start in tqdm(batches, desc="scoring", disable=not progress, unit="batch"):
         batch = collate(list(sequences[start : start + batch_size]))
-        logits = model(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items() if k != "labels"}).logits.float()
+        output = model(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items() if k != "labels"})
         # logits[:, t] predicts action t + 1 (the HF causal-LM contract)
-        log_probs = torch.log_softmax(logits[:, :-1], dim=-1).cpu()
+        log_probs = torch.log_softmax(output.logits[:, :-1].float(), dim=-1).cpu()
         targets = batch["labels"][:, 1:]
         picked = log_probs.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+        if grammar.takes_start:  # an action that comes with a start: p(action) p(start | action) (the search's score)
+            picked = picked + _start_log_probs(output, batch[grammar.start_input][:, 1:])
         for row in range(len(targets)):
             results.append(picked[row][targets[row] != -100].numpy().astype(np.float64))
     return results
+
+
+def _start_log_probs(output, starts):
+    """[B, T - 1] log p(start | action) of the actions t + 1 that have a start (`starts` [B, T - 1], -1 elsewhere,
+    where 0 is added): the model's pointer, `start_log_probs` [B, T, T] of a grammar that takes_start (indexed by
+    predicting position, then by the start's action index)."""
+    pointed = output.start_log_probs[:, :-1].float().cpu().gather(2, starts.clamp(min=0)[:, :, None])[:, :, 0]
+    return torch.where(starts >= 0, pointed, torch.zeros_like(pointed))
 
 
 def _segment_action_log_probs(model, sequences, batch_size, progress):
