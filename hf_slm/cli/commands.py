@@ -63,6 +63,8 @@ def command_quickstart(args):
 def command_presets(args):
     from ..families import registered_families
 
+    if args.paper is not None:
+        return _print_paper_comparison(args.paper)
     for family in registered_families():  # one table per family: its own columns (Family.preset_columns)
         presets = family.all_presets()
         if not presets:
@@ -78,6 +80,18 @@ def command_presets(args):
                   + f"  {description}")
         print()
     return 0
+
+
+def _print_paper_comparison(paper):
+    """`hf-slm presets --paper N`: each preset of the paper's families beside the paper's table, with every
+    difference and its reason (hf_slm/families/paper_settings.py); exit status 1 if one is unexplained."""
+    from ..families import paper_table
+    from ..families.paper_settings import compare_table, count_preset_parameters, format_comparison
+
+    table, presets = paper_table(paper)
+    rows = compare_table(table, presets, lambda name, vocab_size: count_preset_parameters(name, vocab_size, table))
+    print(format_comparison(table, rows, [name for name in presets if name not in table.presets]))
+    return 1 if any(row.status == "unexplained" for row in rows) else 0
 
 
 def _train_option_dest(flag, keywords):
@@ -485,6 +499,11 @@ def _add_stop_option(parser):
                         "its place in the output says why, the others are scored as usual, and the exit status is 0")
 
 
+# The papers whose families have a table (Family.paper_table), written out so that building the parser imports no
+# family module; the registry refuses any other (hf_slm.families.paper_table).
+PAPERS_WITH_TABLES = ("000", "001", "002", "003")
+
+
 # The names of modeling.generation_slm.CONSTRAINT_SETTINGS, written out so that building the parser imports
 # no torch (a test holds them equal).
 CONSTRAINT_SETTING_NAMES = ("default", "paper003-sg", "paper003-summaries")
@@ -613,6 +632,9 @@ def build_parser():
     quickstart.set_defaults(function=command_quickstart)
 
     presets = commands.add_parser("presets", help="list the model presets")
+    presets.add_argument("--paper", choices=PAPERS_WITH_TABLES,
+                         help="show each preset of this paper's families beside the paper's table (field by field, "
+                              "the parameter count too), with every difference and its reason")
     presets.set_defaults(function=command_presets)
 
     train = commands.add_parser("train", help="train a model of a preset (see `hf-slm presets`) with transformers.Trainer")
