@@ -11,7 +11,11 @@ import torch
 
 from hf_slm.cli import main
 from hf_slm.families import paper_table, preset, presets
-from hf_slm.families.paper_settings import compare_table, count_preset_parameters, differences_text
+from hf_slm.families.paper_settings import (
+    compare_table,
+    count_preset_parameters,
+    differences_text,
+)
 from hf_slm.training.train import TrainingSetup, apply_document_settings, train
 
 SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
@@ -109,7 +113,7 @@ def test_the_cards_differences_come_from_the_table():
 
 
 def test_documents_train_with_the_presets_segments_and_document_batch_unless_the_command_says():
-    quiet = lambda *_: None  # noqa: E731
+    quiet = lambda *_: None
     bllip = presets()["tg-bllip"]["training"]
     setup = TrainingSetup(preset="tg-bllip", train=[], output="unused")
     schedule = dict(bllip)
@@ -144,3 +148,28 @@ def test_with_evaluation_data_the_final_model_is_the_best_checkpoint(tmp_path):
     assert final.keys() == kept.keys() and all(torch.equal(final[key], kept[key]) for key in final)
     record = json.loads((tmp_path / "run" / "training_setup.json").read_text())
     assert record["preset"] == "tg-ptb"
+
+
+def test_a_card_lists_its_presets_differences_from_the_paper_and_the_proposal_format(tmp_path):
+    from conftest import save_tiny_checkpoint
+
+    from hf_slm.publishing.model_card import build_model_card
+
+    trees = [line for line in (SAMPLE / "train.txt").read_text().splitlines() if line.strip()][:20]
+    directory = tmp_path / "model"
+    save_tiny_checkpoint(directory, trees, vocab_size=120, grammar="nb-dn-in-m", hidden_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=32)
+    (directory / "training_setup.json").write_text(json.dumps({"preset": "nb-dn-in-m", "grammar": "nb-dn-in-m"}))
+    text = build_model_card(directory).text
+    section = text[text.index("## Differences from the paper"):text.index("## License")]
+    table, family_presets = paper_table("003")
+    for line in differences_text(table, "nb-dn-in-m", family_presets["nb-dn-in-m"]):
+        assert f"- {line}" in section
+    assert "`training.batch_size`: 16 here, not given in paper 003" in section
+    assert "GPT-2's BPE files cannot be downloaded here" in section
+    # a model of another preset says so
+    (directory / "training_setup.json").write_text(json.dumps({"preset": "nb-dn-in-m-tiny", "grammar": "nb-dn-in-m"}))
+    assert "trained from preset `nb-dn-in-m-tiny`, which is none of paper 003's settings" in build_model_card(
+        directory).text
+    # proposals: the card says which format this model's proposal files hold (unlabelled brackets)
+    assert "in this model's tree format" in text

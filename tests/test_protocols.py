@@ -11,12 +11,12 @@ import pytest
 import torch
 from conftest import save_tiny_checkpoint
 from family_cases import variant_family
+from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 
 from hf_slm.auto import tokenizer_class_for_grammar
 from hf_slm.cli import main
 from hf_slm.evaluation.protocols import PROTOCOLS
 from hf_slm.families import causal_lm_for_config, config_for_grammar, grammar_class
-from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SUITE = FIXTURES / "syntaxgym" / "npz_ambig.json"

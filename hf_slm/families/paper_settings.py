@@ -164,7 +164,7 @@ def differences_text(table, name, preset):
     """The card's "Differences from the paper" lines of preset `name` (no parameter count: that needs the model):
     each field that differs, with its reason, then the table's notes."""
     lines = []
-    for row in compare_preset(table, name, preset) if name in table.presets else ():
+    for row in compare_preset(table, name, preset) if name is not None and name in table.presets else ():
         if row.status != "same":
             lines.append(f"`{row.field}`: {_shown(row.ours)} here, {_shown(row.paper)} in paper {table.paper} "
                          f"({row.source}): {row.reason}")

@@ -66,8 +66,8 @@ PAPER_000 = PaperTable(
     notes=(
         ("PTB tokenizer", "words, with Berkeley unknown-word classes for singletons and unseen words (section 3, "
          "Dyer et al.'s preprocessing)", "`hf-slm train --preset tg-ptb` trains SentencePiece pieces",
-         "SyntacticWordTokenizer (the paper's vocabulary) is there from Python; the CLI cannot choose it yet "
-         "(issue 29, item 3)"),
+         "SyntacticWordTokenizer (the paper's vocabulary) is there from Python; `hf-slm train` cannot choose it "
+         "yet"),
         ("models per setting", "100 seeds, the mean and deviation reported (section 3)", "one run per command",
          "train several with --seed"),
         ("best checkpoint", "the one of lowest validation loss (section 3, Appendix B)",
