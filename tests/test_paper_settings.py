@@ -173,3 +173,11 @@ def test_a_card_lists_its_presets_differences_from_the_paper_and_the_proposal_fo
         directory).text
     # proposals: the card says which format this model's proposal files hold (unlabelled brackets)
     assert "in this model's tree format" in text
+
+
+def test_the_command_lines_papers_are_the_registered_tables():
+    from hf_slm.cli.commands import PAPERS_WITH_TABLES
+    from hf_slm.families import registered_families
+
+    assert set(PAPERS_WITH_TABLES) == {family.paper for family in registered_families()
+                                       if family.reference("paper_table") is not None}

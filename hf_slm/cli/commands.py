@@ -716,7 +716,8 @@ def build_parser():
                             "a family's own options below may say otherwise")
     train.add_argument("--eval", nargs="+",
                        help="files for evaluation loss, as --train (default with a prepared --train: its validation "
-                            "split)")
+                            "split). The final model is then the checkpoint of lowest evaluation loss, as the papers "
+                            "select (evaluated at every save)")
     train.add_argument("--output", required=True, help="output directory (checkpoints, final model and tokenizer)")
     train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
                        "prepared --train, the tokenizer saved in it)")
@@ -725,7 +726,7 @@ def build_parser():
                        help="the piece model of a newly trained tokenizer: SentencePiece's unigram model (default) or "
                             "a GPT-2-style byte-level BPE (paper 003's models read GPT-2's vocabulary)")
     train.add_argument("--max-steps", type=int)
-    train.add_argument("--batch-size", type=int)
+    train.add_argument("--batch-size", type=int, help="sequences per batch (default: the preset's)")
     train.add_argument("--learning-rate", type=float, help="peak learning rate")
     train.add_argument("--warmup-steps", type=int)
     train.add_argument("--embedding-lr-multiplier", type=float, metavar="FACTOR",
@@ -746,7 +747,10 @@ def build_parser():
     train.add_argument("--segment-length", type=int, metavar="L",
                        help="Transformer-XL segment recurrence (paper 000 section 2.2): read each training sequence L "
                             "positions at a time with a memory carried from segment to segment, so that sequences "
-                            "(documents) longer than max_sequence_length train; batch rows are streams of sequences")
+                            "(documents) longer than max_sequence_length train; batch rows are streams of sequences. "
+                            "On prepared documents the preset's L and M apply unless given (paper 000's Figure 9: "
+                            "`hf-slm presets --paper 000`), with its document batch unless --batch-size; 0 reads "
+                            "whole sequences without segments")
     train.add_argument("--memory-length", type=int, metavar="M", help="with --segment-length: memory slots (default L)")
     train.add_argument("--memory", choices=["structure", "shift"],
                        help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
