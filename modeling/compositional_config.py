@@ -77,7 +77,7 @@ _GPT2_SMALL = dict(
     model=dict(vocab_size=50257, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
                embedding_dropout=0.1, core_dropout=0.1, final_dropout=0.0, pre_layer_norm=True,
                max_sequence_length=2048),
-    training=dict(batch_size=16, sequence_length=2048, max_steps=100_000, warmup_steps=0,
+    training=dict(batch_size=16, max_steps=100_000, warmup_steps=0,
                   initial_learning_rate=5e-5, learning_rate=5e-5, final_learning_rate=5e-5),
 )
 # The CPU-sized twins (tests, examples): TINY's sizes, pre-LN and absolute positions as GPT-2.
@@ -100,8 +100,7 @@ def _compositional_presets():
         what = {"gpt2-token": "GPT2-token (words)", "gpt2-tree": "GPT2-tree (Nb-Dn trees, causal)"}.get(
             name, "-".join(part.capitalize() for part in name.split("-")))
         small = dict(_GPT2_SMALL["model"], max_sequence_length=1024) if name == "gpt2-token" else _GPT2_SMALL["model"]
-        training = dict(_GPT2_SMALL["training"], sequence_length=small["max_sequence_length"])
-        presets[name] = preset(dict(model=small, training=training), name,
+        presets[name] = preset(dict(model=small, training=_GPT2_SMALL["training"]), name,
                                f"{what}, paper 003's GPT-2 small setting: 12 layers, d 768, 12 heads")
         presets[f"{name}-tiny"] = preset(_GPT2_TINY, name, f"{what} for CPUs: 4 layers, d 128")
         if "-ex-" in name:  # the composer: the paper's (256-d, 4 layers) beside GPT-2 small, a small one beside tiny

@@ -72,7 +72,9 @@ class BeamSearchOptions:
         (named settings: CONSTRAINT_SETTINGS). Some cap matters: without one, cheap runs of opening
         nonterminals crowd the action beam.
     max_structural_per_word: the most structural actions between two words: nonterminals, or a dependency
-        grammar's arcs and POPs (paper 002's per-word cap on arcs; None: no limit).
+        grammar's arcs and POPs (None: no limit). Paper 002's text has no such cap; its section 3.5 constrains
+        arcs by the stack only. The option is this library's (its design notes attribute a per-word action cap
+        to the DTG reference implementation, not to the paper).
     marginal: "after_pruning" (rnng-pytorch) or "before_pruning" (the DTG reference) for log p(x_<=t).
     num_trees: how many best trees to return per sentence.
     use_cache: keep a KV cache (True) or re-encode every prefix each round (False).

@@ -26,7 +26,7 @@ Memory rules (`memory_update`):
   stack is not (an RA's COMPOSE copy replaces a head below its dependent), and the rule is still "the most
   recent positions". For a causal grammar nothing ever leaves the stack, and the structure memory is the shift
   memory.
-- "shift" (Transformer-XL, and TG (TXL memory) of paper 000 section 3.6): the memory holds the M positions right
+- "shift" (Transformer-XL, and TG (TXL memory) of paper 000 section 3.5): the memory holds the M positions right
   before the segment, whatever the grammar; the mask hides those the grammar does not let a row attend.
 
 When is the memory big enough? A row attends, through memory and segment, exactly its whole-sequence row when

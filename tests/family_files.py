@@ -36,6 +36,7 @@ FAMILY_PACKAGE_MODULES = {
 FAMILY_RECORD_MODULES = {
     "transformer_grammars", "dependency_grammars", "compositional", "ordered_memory",
     "dependency_card", "compositional_card",
+    "transformer_grammar_paper", "dependency_paper", "compositional_paper",  # the papers' tables
 }
 
 

@@ -60,7 +60,7 @@ def test_documents_longer_than_the_model_train_in_segments_and_resume_exactly(do
     lengths = [len(ids) for ids in load_from_disk(str(documents / "prepared" / "train"))["input_ids"]]
     assert min(lengths) > 4 * MAX_LENGTH  # each document is over four times what the model reads at once
     with pytest.raises(ValueError, match="max_sequence_length 64"):  # without segments they do not fit
-        train(setup_for(documents, tmp_path / "whole", segment_length=None, memory_length=None), log=_quiet)
+        train(setup_for(documents, tmp_path / "whole", segment_length=0, memory_length=None), log=_quiet)
 
     first, _ = train(setup_for(documents, tmp_path / "a"), log=_quiet)
     full = {e["step"]: e["loss"] for e in first.state.log_history if "loss" in e}

@@ -175,13 +175,19 @@ def test_training_on_prepared_documents(tmp_path):
         tmp_path / "tok")
     prepare_dataset("bllip", DATA_FIXTURES / "bllip", tmp_path / "tok", tmp_path / "documents", document_level=True,
                     cache_dir=str(tmp_path / "cache"), log=_quiet)
-    trainer, _ = train(prepared_setup([tmp_path / "documents"], tmp_path / "run"), log=lambda *_: None)
+    # --segment-length 0: whole documents, one sequence each
+    trainer, _ = train(prepared_setup([tmp_path / "documents"], tmp_path / "run", segment_length=0),
+                       log=lambda *_: None)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["document_level"] is True
+    assert config["document_level"] is True and config.get("segment_length") is None
     assert trainer.state.global_step == 2 and len(trainer.train_dataset) == 3
     record = json.loads((tmp_path / "run" / "training_setup.json").read_text())
     assert not list((tmp_path / "run").glob("*.bin")), "the final model folder holds no pickles"
-    assert record["prepared_dataset"]["document_level"] is True
+    assert record["prepared_dataset"]["document_level"] is True and record["segments"] is None
+    # By default documents train with the preset's segment length L and memory M (Figure 9: 192 and 192 for tg-ptb)
+    train(prepared_setup([tmp_path / "documents"], tmp_path / "segments"), log=lambda *_: None)
+    config = json.loads((tmp_path / "segments" / "config.json").read_text())
+    assert (config["segment_length"], config["memory_length"]) == (192, 192)
 
 
 # ---- the token embedding's learning rate, DTG presets and training DTG on prepared CoNLL-U ---------------------

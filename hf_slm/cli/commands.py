@@ -10,6 +10,7 @@ from ..data.numbering import sentence_name
 from .card_command import add_card_command
 from .errors import run_command
 from ..data.command import add_data_command
+from ..evaluation.protocols import PROTOCOL_EVALUATIONS, PROTOCOL_NAMES  # (imports nothing heavy)
 from ..families import grammar_names
 from .publishing_command import add_publishing_commands
 from .quickstart import QUICKSTART_STEPS
@@ -65,6 +66,8 @@ def command_quickstart(args):
 def command_presets(args):
     from ..families import registered_families
 
+    if args.paper is not None:
+        return _print_paper_comparison(args.paper)
     for family in registered_families():  # one table per family: its own columns (Family.preset_columns)
         presets = family.all_presets()
         if not presets:
@@ -80,6 +83,18 @@ def command_presets(args):
                   + f"  {description}")
         print()
     return 0
+
+
+def _print_paper_comparison(paper):
+    """`hf-slm presets --paper N`: each preset of the paper's families beside the paper's table, with every
+    difference and its reason (hf_slm/families/paper_settings.py); exit status 1 if one is unexplained."""
+    from ..families import paper_table
+    from ..families.paper_settings import compare_table, count_preset_parameters, format_comparison
+
+    table, presets = paper_table(paper)
+    rows = compare_table(table, presets, lambda name, vocab_size: count_preset_parameters(name, vocab_size, table))
+    print(format_comparison(table, rows, [name for name in presets if name not in table.presets]))
+    return 1 if any(row.status == "unexplained" for row in rows) else 0
 
 
 def _train_option_dest(flag, keywords):
@@ -304,9 +319,50 @@ def _eval_setup(args):
 
     model, tokenizer = _load(args.model)
     _check_evaluation(args.evaluation, model)
+    _apply_protocol(args, model)
     if is_distributed():  # under torchrun each process searches on its own device (hf_slm/runs/distributed.py)
         model.to(device())
     return model, tokenizer, results_directory(args.model, args.output)
+
+
+# The options a protocol may set, per command (those the command has): search, proposals.
+_PROTOCOL_OPTIONS = ("beam_size", "word_beam_size", "fast_track", "constraints", "max_proposals", "proposals")
+
+
+def _apply_protocol(args, model):
+    """Set the options of `--protocol` the command left out (hf_slm/evaluation/protocols.py), then the defaults of the
+    search options still unset; keep in args.protocol_record what the results file records (None without
+    --protocol)."""
+    from ..evaluation.protocols import apply_protocol
+    from ..families import family_for_config
+
+    present = {name: getattr(args, name) for name in _PROTOCOL_OPTIONS if hasattr(args, name)}
+    args.protocol_record = None
+    if getattr(args, "protocol", None):
+        options, record = apply_protocol(args.protocol, args.evaluation, family_for_config(model.config), present)
+        for name, value in options.items():
+            if name not in present and name != "proposals":
+                raise ValueError(f"--protocol {args.protocol}: sets {name}, which eval {args.evaluation} has no "
+                                 "option for")
+            setattr(args, name, value)
+        args.protocol_record = record
+    for name, value in SEARCH_OPTION_DEFAULTS.items():
+        if hasattr(args, name) and getattr(args, name) is None and value is not None:
+            setattr(args, name, value)
+    if args.protocol_record is not None:
+        args.protocol_record["options"] = {name: getattr(args, name) for name in _PROTOCOL_OPTIONS
+                                           if hasattr(args, name) and name != "proposals"}
+
+
+def _record_protocol(args, metrics):
+    """Write `--protocol`'s record into the results JSON the evaluation wrote (metrics["files"])."""
+    from ..evaluation.results import add_to_results
+
+    if getattr(args, "protocol_record", None) is None:
+        return
+    for path in metrics.get("files", {}).values():
+        if str(path).endswith(".json"):
+            add_to_results(path, "protocol", args.protocol_record)
 
 
 def _check_evaluation(evaluation, model):
@@ -349,9 +405,11 @@ def command_eval_rerank(args):
     if args.chunk_size < 1:
         raise ValueError(f"--chunk-size {args.chunk_size}: expected a positive number of proposals")
     metrics = rerank(model, tokenizer, args.gold, args.proposals, limit=args.limit, batch_size=args.batch_size,
-                     output_dir=directory, overwrite=args.overwrite, chunk_size=args.chunk_size)
+                     output_dir=directory, overwrite=args.overwrite, chunk_size=args.chunk_size,
+                     max_proposals=args.max_proposals)
     if not _reports():  # every process scored its share of the proposals; the main one reports
         return 0
+    _record_protocol(args, metrics)
     _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "oracle", "first_proposal", "units"))
     return 0
 
@@ -371,6 +429,7 @@ def command_eval_parse(args):
                                          on_error=_sentence_options(args)["on_error"])
     if not _reports():
         return 0
+    _record_protocol(args, metrics)
     _say_left_out("eval parse", metrics.get("left_out", []),
                   metrics.get("sentences_left_out", 0) + metrics.get("sentences", 0))
     _report(metrics, PARSE_FIELDS)
@@ -388,6 +447,7 @@ def command_eval_sg(args):
                                 on_error=_sentence_options(args)["on_error"], scorer=scorer)
     if not _reports():
         return 0
+    _record_protocol(args, metrics)
     _say_left_out("eval sg", metrics.get("left_out", []), metrics["counts"]["items"], "items")
     print(format_summary(metrics))
     _report_files(metrics)
@@ -402,10 +462,11 @@ def command_eval_ppl(args):
     with _left_out_said_once():
         metrics = word_perplexity(model, tokenizer, args.data, proposals=args.proposals,
                                   document_level=args.document_level, batch_size=args.batch_size, limit=args.limit,
-                                  output_dir=directory, overwrite=args.overwrite,
+                                  output_dir=directory, overwrite=args.overwrite, max_proposals=args.max_proposals,
                                   on_error=_sentence_options(args)["on_error"], scorer=scorer)
     if not _reports():
         return 0
+    _record_protocol(args, metrics)
     _say_left_out("eval ppl", metrics.get("left_out", []), metrics["sentences"] + metrics.get("sentences_left_out", 0))
     print(metrics["summary"])
     _report_files(metrics)
@@ -420,9 +481,11 @@ def command_eval_blimp(args):
     with _left_out_said_once():
         metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
                             batch_size=args.batch_size, overwrite=args.overwrite,
-                            on_error=_sentence_options(args)["on_error"], scorer=scorer, proposals=args.proposals)
+                            on_error=_sentence_options(args)["on_error"], scorer=scorer, proposals=args.proposals,
+                            max_proposals=args.max_proposals)
     if not _reports():
         return 0
+    _record_protocol(args, metrics)
     _say_left_out("eval blimp", metrics.get("left_out", []), metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
     print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units", "log_prob")}))
     _report_files(metrics)
@@ -433,13 +496,16 @@ def command_eval_uas(args):
     from ..evaluation.attachment import evaluate_uas
 
     model, tokenizer, directory = _eval_setup(args)
+    # the proposals' cap where there are proposals (without them, the beam parses)
+    capped = {} if args.max_proposals is None else {"max_proposals": args.max_proposals}
     with _left_out_said_once():
         metrics = evaluate_uas(model, tokenizer, args.data, proposals=args.proposals,
                                include_punctuation=args.include_punctuation, limit=args.limit,
                                batch_size=args.batch_size, output_dir=directory, overwrite=args.overwrite,
-                               **_sentence_options(args), **_beam_options(args))
+                               **capped, **_sentence_options(args), **_beam_options(args))
     if not _reports():
         return 0
+    _record_protocol(args, metrics)
     _say_left_out("eval uas", metrics.get("left_out", []), metrics["sentences"] + metrics["sentences_left_out"])
     _report(metrics, ("uas", "correct", "scored_tokens", "sentences", "punctuation", "first_proposal", "oracle",
                       "parses", "units"))
@@ -473,10 +539,22 @@ def _add_eval_command(evaluations, name, help_text, function, beam=True):
                          help="discard the journal and results of an earlier run into the same KIND-DATA files and "
                               "start over (needed when the model, the settings or the data differ)")
     if beam:
-        _add_beam_options(command)
+        # no argparse defaults: an option the command gives is told apart from one a protocol sets (_apply_protocol)
+        _add_beam_options(command, defaults=name not in PROTOCOL_EVALUATIONS)
         _add_stop_option(command)
+    if name in PROTOCOL_EVALUATIONS:
+        command.add_argument("--protocol", choices=PROTOCOL_NAMES,
+                             help="the evaluation settings of a paper (hf_slm/evaluation/protocols.py: beam, proposals, "
+                                  "n_c / p_c, ...), for a model of that paper's families; an option given here wins, "
+                                  "and the results file records each setting with its source")
     command.set_defaults(function=function)
     return command
+
+
+def _add_max_proposals_option(parser):
+    parser.add_argument("--max-proposals", type=int,
+                        help="score the first N distinct proposal trees of each sentence (default: all of them; "
+                             "--protocol sets the paper's)")
 
 
 def _add_stop_option(parser):
@@ -487,17 +565,29 @@ def _add_stop_option(parser):
                         "its place in the output says why, the others are scored as usual, and the exit status is 0")
 
 
+# The papers whose families have a table (Family.paper_table), written out so that building the parser imports no
+# family module; the registry refuses any other (hf_slm.families.paper_table).
+PAPERS_WITH_TABLES = ("000", "001", "002", "003")
+
+
 # The names of modeling.generation_slm.CONSTRAINT_SETTINGS, written out so that building the parser imports
 # no torch (a test holds them equal).
 CONSTRAINT_SETTING_NAMES = ("default", "paper003-sg", "paper003-summaries")
 
 
-def _add_beam_options(parser, sizes=True):
+def _add_beam_options(parser, sizes=True, defaults=True):
+    """The search options; with defaults=False argparse leaves them None and _apply_protocol fills them in."""
+    def default(name):
+        return SEARCH_OPTION_DEFAULTS[name] if defaults else None
+
     if sizes:
-        parser.add_argument("--beam-size", type=int, default=SEARCH_OPTION_DEFAULTS["beam_size"],
-                            help="action beam (paper 003: 300)")
-        parser.add_argument("--word-beam-size", type=int, default=SEARCH_OPTION_DEFAULTS["word_beam_size"])
-    parser.add_argument("--fast-track", type=int, default=SEARCH_OPTION_DEFAULTS["fast_track"])
+        parser.add_argument("--beam-size", type=int, default=default("beam_size"),
+                            help=f"action beam (default {SEARCH_OPTION_DEFAULTS['beam_size']}; papers 002 and 003: "
+                                 "300)")
+        parser.add_argument("--word-beam-size", type=int, default=default("word_beam_size"),
+                            help=f"default {SEARCH_OPTION_DEFAULTS['word_beam_size']}")
+    parser.add_argument("--fast-track", type=int, default=default("fast_track"),
+                        help=f"default {SEARCH_OPTION_DEFAULTS['fast_track']}")
     parser.add_argument("--constraints", choices=CONSTRAINT_SETTING_NAMES,
                         help="named n_c / p_c settings: 'default' (n_c = 2 x words, p_c = 6: every gold tree of the GUM "
                              "and PTB samples stays reachable), 'paper003-sg' (n_c = words, p_c = 3) or "
@@ -619,6 +709,9 @@ def build_parser():
     quickstart.set_defaults(function=command_quickstart)
 
     presets = commands.add_parser("presets", help="list the model presets")
+    presets.add_argument("--paper", choices=PAPERS_WITH_TABLES,
+                         help="show each preset of this paper's families beside the paper's table (field by field, "
+                              "the parameter count too), with every difference and its reason")
     presets.set_defaults(function=command_presets)
 
     train = commands.add_parser("train", help="train a model of a preset (see `hf-slm presets`) with transformers.Trainer")
@@ -629,7 +722,8 @@ def build_parser():
                             "a family's own options below may say otherwise")
     train.add_argument("--eval", nargs="+",
                        help="files for evaluation loss, as --train (default with a prepared --train: its validation "
-                            "split)")
+                            "split). The final model is then the checkpoint of lowest evaluation loss, as the papers "
+                            "select (evaluated at every save)")
     train.add_argument("--output", required=True, help="output directory (checkpoints, final model and tokenizer)")
     train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
                        "prepared --train, the tokenizer saved in it)")
@@ -638,7 +732,7 @@ def build_parser():
                        help="the piece model of a newly trained tokenizer: SentencePiece's unigram model (default) or "
                             "a GPT-2-style byte-level BPE (paper 003's models read GPT-2's vocabulary)")
     train.add_argument("--max-steps", type=int)
-    train.add_argument("--batch-size", type=int)
+    train.add_argument("--batch-size", type=int, help="sequences per batch (default: the preset's)")
     train.add_argument("--learning-rate", type=float, help="peak learning rate")
     train.add_argument("--warmup-steps", type=int)
     train.add_argument("--embedding-lr-multiplier", type=float, metavar="FACTOR",
@@ -659,7 +753,10 @@ def build_parser():
     train.add_argument("--segment-length", type=int, metavar="L",
                        help="Transformer-XL segment recurrence (paper 000 section 2.2): read each training sequence L "
                             "positions at a time with a memory carried from segment to segment, so that sequences "
-                            "(documents) longer than max_sequence_length train; batch rows are streams of sequences")
+                            "(documents) longer than max_sequence_length train; batch rows are streams of sequences. "
+                            "On prepared documents the preset's L and M apply unless given (paper 000's Figure 9: "
+                            "`hf-slm presets --paper 000`), with its document batch unless --batch-size; 0 reads "
+                            "whole sequences without segments")
     train.add_argument("--memory-length", type=int, metavar="M", help="with --segment-length: memory slots (default L)")
     train.add_argument("--memory", choices=["structure", "shift"],
                        help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
@@ -717,6 +814,7 @@ def build_parser():
     rerank_command.add_argument("--proposals", required=True,
                                 help="proposal trees: one per line, one blank-line separated block per sentence")
     _add_autocast_option(rerank_command)
+    _add_max_proposals_option(rerank_command)
     rerank_command.add_argument("--chunk-size", type=int, default=2048,
                                 help="proposals scored and journaled together (whole sentences; under torchrun, "
                                 "what one process scores at a time)")
@@ -728,6 +826,7 @@ def build_parser():
                      "sentences' FORM column)")
     ppl.add_argument("--proposals", help=PROPOSALS_HELP + "; one block per sentence of --data, in order. Default: the "
                      "beam")
+    _add_max_proposals_option(ppl)
     ppl.add_argument("--document-level", action="store_true",
                      help="documents separated by blank lines: each sentence after the greedy best trees of the ones "
                      "before it, an approximation for syntactic models (needs a document-level model)")
@@ -735,6 +834,7 @@ def build_parser():
     blimp.add_argument("--data", required=True, help="a folder of BLiMP .jsonl files")
     blimp.add_argument("--proposals", help=PROPOSALS_HELP + "; two blocks per pair, the good sentence's then the bad "
                        "one's, in the order of the data (files by name). Default: the beam")
+    _add_max_proposals_option(blimp)
     sg = _add_eval_command(evaluations, "sg", "SyntaxGym: per-suite accuracy, circuits, the 31-suite SG score, a plot",
                            command_eval_sg)
     sg.add_argument("--suites", required=True, help="a folder of SyntaxGym suite JSON files (or one file)")
@@ -746,6 +846,7 @@ def build_parser():
     uas.add_argument("--proposals", help="proposal trees per gold sentence, in gold order: a CoNLL-U file of several "
                      "analyses per sentence (grouped by # sent_id) or inline trees (one per line, blank-line separated "
                      "blocks); the beam options are then unused (see hf_slm/evaluation/attachment.py)")
+    _add_max_proposals_option(uas)
     uas.add_argument("--include-punctuation", action="store_true",
                      help="score punctuation too (default: not scored: gold UPOS PUNCT, or without UPOS words made only "
                           "of Unicode punctuation characters)")

@@ -139,3 +139,14 @@ def save_results(directory, name, metrics, model, data, options, stem=None):
     partial.write_text(json.dumps(record, indent=2, default=str) + "\n")
     partial.replace(path)
     return path
+
+
+def add_to_results(path, key, value):
+    """Add `key: value` to the result JSON at `path` (e.g. the evaluation protocol the command applied), written
+    beside and renamed as save_results writes."""
+    path = Path(path)
+    record = json.loads(path.read_text())
+    record[key] = value
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    partial.replace(path)

@@ -6,12 +6,12 @@ Generic code asks `family_for_config(config)`, `family_for_grammar(name)`, `gram
 
 from .registry import (Family, Variant, all_presets, causal_lm_for_config, config_for_grammar, data_preparations,
                        doubled_id_ranges, families_of_tokenizer, family_for_config, family_for_grammar,
-                       family_for_model_type, family_named, get_grammar, grammar_class, grammar_names, model_identity, preset,
-                       preset_config, presets, register_family, registered_families, resolve, unregister_family,
+                       family_for_model_type, family_named, get_grammar, grammar_class, grammar_names, model_identity, paper_table,
+                       preset, preset_config, presets, register_family, registered_families, resolve, unregister_family,
                        variant_for_config)
 
 __all__ = [
     "Family", "Variant", "all_presets", "causal_lm_for_config", "config_for_grammar", "data_preparations", "doubled_id_ranges",
-    "families_of_tokenizer", "family_for_config", "family_for_grammar", "family_for_model_type", "family_named", "get_grammar", "grammar_class", "grammar_names", "model_identity", "preset",
+    "families_of_tokenizer", "family_for_config", "family_for_grammar", "family_for_model_type", "family_named", "get_grammar", "grammar_class", "grammar_names", "model_identity", "paper_table", "preset",
     "preset_config", "presets", "register_family", "registered_families", "resolve", "unregister_family", "variant_for_config",
 ]

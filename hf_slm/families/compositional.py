@@ -33,4 +33,5 @@ COMPOSITIONAL_SLM = register_family(Family(
     unlabelled_trees=True,  # CompositionalTokenizer.unlabel
     # unlabelled trees: no labelled bracketing F1 (eval parse, rerank)
     evaluations=("ppl", "sg", "blimp"),
+    paper_table="hf_slm.families.compositional_paper:PAPER_003",
 ))

@@ -16,6 +16,7 @@ _SHARED = {
     "card_values": "hf_slm.families.dependency_card:card_values",
     # dependency trees: attachment scores (eval uas), no bracketing F1
     "evaluations": ("ppl", "sg", "blimp", "uas"),
+    "paper_table": "hf_slm.families.dependency_paper:PAPER_002",
 }
 
 

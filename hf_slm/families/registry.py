@@ -108,6 +108,9 @@ class Family:
         it (`--min-count` -> min_count). They are refused with another family's preset.
     training_setup: a reference to the TrainingSetup class (hf_slm/training/train.py) that `hf-slm train` builds for the
         family's presets (a subclass with the fields of `train_options`).
+    paper_table: a reference to its paper's PaperTable (hf_slm/families/paper_settings.py: the paper's value of each
+        field of the presets that are its settings, and why a preset differs), which the families of one paper share;
+        None: none.
     """
 
     name: str
@@ -135,6 +138,7 @@ class Family:
     evaluations: tuple = ("ppl", "sg", "blimp", "parse", "rerank")
     train_options: tuple = ()
     training_setup: object = "hf_slm.training.train:TrainingSetup"
+    paper_table: object = None
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __getattribute__(self, name):
@@ -217,7 +221,7 @@ def no_options(_):
 _REFERENCE_FIELDS = frozenset({"config_class", "model_class", "causal_lm_class", "tokenizer_classes", "grammar_classes",
                                "presets", "check_tokenizer", "train", "card_details", "card_values", "preset_columns",
                                "doubled_id_ranges", "tokenizer_grammar_options", "tokenizer_config_fields",
-                               "preparation", "collator", "scorer", "training_setup"})
+                               "preparation", "collator", "scorer", "training_setup", "paper_table"})
 
 
 def _field(config, name):
@@ -427,6 +431,17 @@ def preset_config(name, **overrides):
 def causal_lm_for_config(config):
     """A new, randomly initialized causal LM of the family that `config` belongs to."""
     return family_for_config(config).causal_lm_class(config)
+
+
+def paper_table(paper):
+    """(PaperTable, {preset name: preset} of the paper's families) of paper `paper` ("000"); ValueError naming the
+    papers with a table."""
+    tables = {family.paper: family.paper_table for family in registered_families() if family.paper_table is not None}
+    if paper not in tables:
+        raise ValueError(f"paper {paper!r}: expected one of {sorted(tables)} (the papers whose families have a table)")
+    presets = {name: chosen for family in registered_families() if family.paper == paper
+               for name, chosen in family.all_presets().items()}
+    return tables[paper], presets
 
 
 def presets():

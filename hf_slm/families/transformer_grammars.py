@@ -6,6 +6,8 @@ from .registry import Family, Variant, register_family
 _CONFIGS = "hf_slm.modeling.transformer_grammar_config"
 _MODELS = "hf_slm.modeling.transformer_grammar_model"
 # A word vocabulary with Berkeley unknown-word classes (the PTB set-up of the papers), or SentencePiece (the default).
+# Figure 9 beside both families' presets
+_PAPER_TABLE = "hf_slm.families.transformer_grammar_paper:PAPER_000"
 _TOKENIZERS = ("hf_slm.tokenization.tokenization_slm:SyntacticWordTokenizer",
                "hf_slm.tokenization.tokenization_slm:SyntacticTokenizer")
 
@@ -20,6 +22,7 @@ TRANSFORMER_GRAMMAR = register_family(Family(
     variants=(Variant("tg", "Transformer Grammar (TG)", "transformer-grammar", "tg.md"),),
     grammar_classes="hf_slm.modeling.transformer_grammars:TRANSFORMER_GRAMMAR_GRAMMARS",
     presets=f"{_CONFIGS}:TRANSFORMER_GRAMMAR_PRESETS",
+    paper_table=_PAPER_TABLE,
 ))
 
 TRANSFORMER_XL = register_family(Family(
@@ -38,4 +41,5 @@ TRANSFORMER_XL = register_family(Family(
     ),
     grammar_classes="hf_slm.modeling.transformer_grammars:TRANSFORMER_XL_GRAMMARS",
     presets=f"{_CONFIGS}:TRANSFORMER_XL_PRESETS",
+    paper_table=_PAPER_TABLE,
 ))

@@ -29,7 +29,9 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError, safe_open
 
-from ..families import family_for_config, grammar_class, variant_for_config
+from ..families import family_for_config, grammar_class, preset, variant_for_config
+from ..families.paper_settings import differences_text
+from ..families.tree_formats import tree_format
 from ..model_cards import DEFAULT_LICENSE, TEMPLATE_DIRECTORY
 
 REPO_PLACEHOLDER = "ORG/NAME"
@@ -610,6 +612,25 @@ def _library_version():
         return NOT_RECORDED
 
 
+def paper_differences(family, training):
+    """The card's "Differences from the paper" lines: from the family's paper table (Family.paper_table), the fields
+    of the preset the model was trained from (training_setup.json) that differ from the paper's, each with its
+    reason, then what differs beyond the presets; [] for a family without a table."""
+    table = family.paper_table
+    if table is None:
+        return []
+    name = (training or {}).get("preset")
+    try:
+        _, chosen = preset(name) if name else (None, None)
+    except ValueError:  # a preset this version no longer has
+        chosen = None
+    lines = []
+    if name and name not in table.presets:
+        lines.append(f"it was trained from preset `{name}`, which is none of paper {table.paper}'s settings "
+                     f"(`hf-slm presets --paper {table.paper}` lists them)")
+    return lines + differences_text(table, name if chosen is not None else None, chosen or {})
+
+
 def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAULT_LICENSE, datasets=None):
     """The huggingface_hub ModelCard of a checkpoint folder (see the module docstring for what is read).
 
@@ -674,6 +695,10 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         vocab_size=config.get("vocab_size", NOT_RECORDED),
         # the tokenizer's piece model (tokenization_slm.SyntacticTokenizer): a saved byte-level BPE says itself
         pieces="byte_bpe" if (directory / "byte_bpe.json").is_file() else "sentencepiece",
+        # what `eval ppl --proposals` reads for this model (the sum over them bounds p(x) from below)
+        proposal_format=tree_format(variant.tree_format).proposal_description,
+        paper=family.paper,
+        paper_differences=paper_differences(family, training),
         evaluation_rows=[row for entry in reported for row in entry.rows],
         license=license,
         library_version=_library_version(),

@@ -388,7 +388,8 @@ class TrainingSetup:
     max_seconds: float | None = None
     overwrite: bool = False  # replace a trained model (or an interrupted run's checkpoints) in `output`
     # Transformer-XL segment recurrence (hf_slm/training/segment_training.py): sequences of any length, read L positions
-    # at a time with a memory of M slots (default L) updated by `memory_update` (default: the grammar's).
+    # at a time with a memory of M slots (default L) updated by `memory_update` (default: the grammar's). None: on
+    # documents, the preset's L and M (paper 000's Figure 9: `apply_document_settings`), else none; 0: none.
     segment_length: int | None = None
     memory_length: int | None = None
     memory_update: str | None = None
@@ -554,6 +555,9 @@ def train_grammar_model(setup, log):
         if overrides.get("document_level", True) is not True:
             raise ValueError(f"prepared dataset {str(prepared)!r} holds documents; it needs document_level=true")
         overrides["document_level"] = True
+        apply_document_settings(setup, preset["training"], schedule, log)
+    if setup.segment_length == 0:  # --segment-length 0: whole sequences, no segment recurrence
+        setup.segment_length = None
     overrides.update(tokenizer.action_layout)
     overrides.update(word_boundary_fields(tokenizer))  # so that the checkpoint generates whole words by itself
     # What else the tokenizer fixes of the model (a variant gives the same vocabulary other sequences): the model
@@ -592,6 +596,22 @@ def train_grammar_model(setup, log):
         write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
                               prepared=inputs.description() if prepared is not None else None)
     return trainer, tokenizer
+
+
+def apply_document_settings(setup, training, schedule, log):
+    """What a preset says of training on documents (paper 000's Figure 9: segment length L, memory length M, and the
+    BLLIP-LG document batch, 64 documents where sentences train 176 at a time), applied to `setup` and `schedule`
+    where the command gave no value of its own: --segment-length (0: whole documents, no segments), --memory-length
+    (with --segment-length alone M is L, as before) and --batch-size win."""
+    if setup.segment_length is None and training.get("segment_length") is not None:
+        setup.segment_length = training["segment_length"]
+        if setup.memory_length is None:
+            setup.memory_length = training.get("memory_length")
+        log(f"documents: segment recurrence with preset {setup.preset!r}'s segment length {setup.segment_length} and "
+            f"memory length {setup.memory_length or setup.segment_length} (--segment-length 0 reads whole documents)")
+    if setup.batch_size is None and training.get("document_batch_size") is not None:
+        schedule["batch_size"] = training["document_batch_size"]
+        log(f"documents: preset {setup.preset!r}'s document batch, {schedule['batch_size']} sequences")
 
 
 # Where the main process leaves the tokenizer it trained for the other processes to load (removed once they have).
@@ -664,7 +684,14 @@ def schedule_optimizer(model, schedule):
 def training_arguments(setup, schedule, evaluates, max_grad_norm, **overrides):
     """The TrainingArguments every family trains with (`overrides` for a family's own): the schedule's steps and
     batch, checkpoints every save_steps (two kept, for --resume), evaluation loss when `evaluates`, length-grouped
-    batches, the precision options."""
+    batches, the precision options.
+
+    With evaluation the final model is the checkpoint of lowest evaluation loss, as the papers select (paper 000,
+    section 3 and Appendix B): Trainer's load_best_model_at_end, which can choose among evaluated checkpoints only,
+    so evaluation runs at every save too (every gcd(eval_steps, save_steps) steps)."""
+    best = dict(load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False) \
+        if evaluates else {}
+    eval_steps = math.gcd(setup.eval_steps, setup.save_steps) if evaluates else setup.eval_steps
     arguments = dict(
         output_dir=str(setup.output),
         max_steps=schedule["max_steps"],
@@ -673,7 +700,7 @@ def training_arguments(setup, schedule, evaluates, max_grad_norm, **overrides):
         max_grad_norm=max_grad_norm,
         logging_steps=setup.logging_steps,
         eval_strategy="steps" if evaluates else "no",
-        eval_steps=setup.eval_steps,
+        eval_steps=eval_steps,
         save_strategy="steps",
         save_steps=setup.save_steps,
         save_total_limit=2,
@@ -687,6 +714,7 @@ def training_arguments(setup, schedule, evaluates, max_grad_norm, **overrides):
         # a recurrent model steps through the longest sentence of its batch).
         train_sampling_strategy="group_by_length" if setup.group_by_length else "random",
         **precision_arguments(setup),
+        **best,
     )
     return TrainingArguments(**{**arguments, **overrides})
 
@@ -716,7 +744,7 @@ def precision_arguments(setup):
     steps = getattr(setup, "gradient_accumulation_steps", 1)
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"--gradient-accumulation-steps {steps!r}: expected a positive number of batches per step")
-    if steps > 1 and getattr(setup, "segment_length", None) is not None:
+    if steps > 1 and getattr(setup, "segment_length", None):  # (0: no segments)
         raise ValueError(f"--gradient-accumulation-steps {steps}: segment recurrence carries its memory from one "
                          "batch to the next and steps after every batch; leave it out with --segment-length")
     return {"bf16": precision == "bf16", "fp16": precision == "fp16", "gradient_accumulation_steps": steps}

@@ -45,4 +45,5 @@ SYNTACTIC_ORDERED_MEMORY = register_family(Family(
     evaluations=("ppl", "sg", "blimp", "parse"),
     train_options=TRAIN_OPTIONS,
     training_setup="hf_slm.families.ordered_memory.training:SomTrainingSetup",
+    paper_table="hf_slm.families.ordered_memory.paper:PAPER_001",
 ))
