@@ -53,9 +53,9 @@ def _require_tree(tree):
         return
     shown = tree if len(tree) <= 60 else tree[:60] + "..."
     if "(" in tree or ")" in tree:
-        raise ValueError(f"expected a tree (nltk.Tree), got the string {shown!r}: read it first with "
-                         "read_tree_string (an action sequence or PTB brackets) or parse_tree (PTB brackets)")
-    raise ValueError(f"expected a tree (nltk.Tree), got the word {shown!r}")
+        raise ValueError(f"expected a tree, got the string {shown!r} (a tree written as text?): read it first "
+                         "with read_tree_string (an action sequence or PTB brackets) or parse_tree (PTB brackets)")
+    raise ValueError(f"expected a tree, got the bare word {shown!r}")
 
 
 def _check_word(word, top_down):
