@@ -660,7 +660,7 @@ def syntactic_generate(model, input_ids=None, num_beams=1, do_sample=False, top_
         prompts = [[]]
     else:
         prompts = [prompt_words(row.tolist(), grammar, word_start_mask) for row in torch.as_tensor(input_ids)]
-    word_beam = max(num_beams or 1, num_return_sequences)
+    word_beam = max(1 if num_beams is None else num_beams, num_return_sequences)
     beam_options.setdefault("max_consecutive_open", 5)  # paper 003's setting for generation
     options = BeamSearchOptions(
         beam_size=beam_options.pop("beam_size", 10 * word_beam),

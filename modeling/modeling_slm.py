@@ -118,6 +118,23 @@ def _in_slots(array, keep):
     return placed
 
 
+def check_padding_at_the_ends(keep, pad_token_id, mask_given):
+    """Refuse a row whose padding is not at its ends (`keep`: [B, T] numpy bool, True for a real action): the
+    collator and the tokenizer pad only on either side, and a pad id between real actions, without an
+    attention_mask to say otherwise, is a hole that would silently join the actions around it."""
+    for row, real in enumerate(keep):
+        where = np.flatnonzero(real)
+        if len(where) == 0 or where[-1] - where[0] + 1 == len(where):
+            continue
+        hole = int(where[int(np.flatnonzero(np.diff(where) > 1)[0])]) + 1
+        if mask_given:
+            raise ValueError(f"attention_mask row {row} is 0 at position {hole}, between real actions; padding goes "
+                             "at either end of a row")
+        raise ValueError(f"input_ids row {row} holds the pad id {pad_token_id} at position {hole}, between real "
+                         "actions; padding goes at either end of a row (give an attention_mask of ones to read a pad "
+                         "id as an action)")
+
+
 def _slot_positions(kinds):
     """[B, T'] each position's index in its right-padded row, -1 for padding (from the PositionKinds)."""
     index = torch.arange(kinds.shape[1], device=kinds.device).expand(len(kinds), -1)
@@ -299,7 +316,9 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         device = input_ids.device
         batch, length = input_ids.shape
         ids = input_ids.cpu().numpy()
-        real = [np.flatnonzero(row) for row in padding.cpu().numpy()]
+        keep = padding.cpu().numpy()
+        check_padding_at_the_ends(keep, self.layout.pad_token_id, attention_mask is not None)
+        real = [np.flatnonzero(row) for row in keep]
         for index, where in enumerate(real):
             if len(where) == 0:
                 raise ValueError(f"input_ids row {index} is all padding")
@@ -371,6 +390,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         family inputs the grammar's batch gives (paper 003's Ex + Nm: compositions; Nb-Up: start candidates)."""
         batch, length = input_ids.shape
         total = past_length + length
+        mask_given = padding is not None
         if padding is None:
             padding = torch.ones((batch, total), dtype=torch.bool, device=input_ids.device)
             if not past_length:
@@ -386,6 +406,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         if not past_length:
             ids = input_ids.cpu().numpy()
             keep = padding.cpu().numpy()
+            check_padding_at_the_ends(keep, self.layout.pad_token_id, mask_given)
             rows = [row[where] for row, where in zip(ids, keep)]
             if any(len(row) == 0 for row in rows):
                 raise ValueError("an input_ids row is all padding")
@@ -574,7 +595,7 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         output, scores = syntactic_generate(
             self, input_ids, num_beams=settings.get("num_beams", 1), do_sample=bool(settings.get("do_sample", False)),
             top_k=settings.get("top_k"), temperature=settings.get("temperature", 1.0), top_p=settings.get("top_p"),
-            max_new_words=settings.get("max_new_tokens") or 20,
+            max_new_words=20 if settings.get("max_new_tokens") is None else settings["max_new_tokens"],
             num_return_sequences=settings.get("num_return_sequences", 1), word_start_mask=word_start_mask,
             incomplete_word_ids=incomplete, seed=model_inputs.get("seed"), pad_token_id=settings.get("pad_token_id"),
             with_scores=True, on_word=model_inputs.get("on_word"), **beam_options,

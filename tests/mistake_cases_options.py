@@ -15,7 +15,7 @@ def _no_model_written(result, tmp):
 
 CASES = [
     *[CliCase(f"parse {option} 0 is refused, not ignored", ["parse", "--model", "{model}", option, "0", "the bird sings ."],
-              message=option.lstrip("-").replace("-", "_") + ".*got 0")
+              message=f"argument {option}: expected a positive integer, got 0$")
       for option in ("--max-nonterminals", "--max-consecutive-open")],
     CliCase("train --set with a misspelled field", ["train", "--preset", "tg-ptb", "--train", GUM_SAMPLE, "--output", "{tmp}/out",
                                                      "--set", "num_hiden_layers=7", "--max-steps", "1"],

@@ -1,7 +1,8 @@
 """Issue 12, sentences that cannot be scored and the user's words in trees.
 
 A sentence that cannot be scored (empty, or too long for the model even as its shortest tree) is left out
-and named; the others' results are complete and equal to scoring them alone; `--stop-on-error` (on_error=
+and named (exit status 1, hf_slm/cli/item_failures.py); the others' results are complete and equal to scoring
+them alone; `--stop-on-error` (on_error=
 "raise") stops before any search instead. Trees carry the given words, brackets escaped PTB-style.
 
 The tiny checkpoint reads at most 1024 positions (config.max_sequence_length) and spells "the" in 4 pieces:
@@ -178,20 +179,20 @@ def _ppl_api_left_out(metrics):
 
 CASES = [
     CliCase("score leaves out an over-long sentence and scores the others", ["score", "--model", "{model}", *BEAM_ARGS,
-            GOOD[0], LONG, GOOD[1]], exit_code=0, prepare=_remember_model, check=_score_lines(1),
+            GOOD[0], LONG, GOOD[1]], exit_code=1, prepare=_remember_model, check=_score_lines(1),
             message=r"hf-slm score: warning: left out 1 of 3 sentences .*sentence 2 is too long for the model: its "
                     r"shortest tree takes 1204 positions .*maximum of 1024 \(config.max_sequence_length\)"),
-    CliCase("score leaves out an empty sentence", ["score", "--model", "{model}", *BEAM_ARGS, "", *GOOD], exit_code=0,
+    CliCase("score leaves out an empty sentence", ["score", "--model", "{model}", *BEAM_ARGS, "", *GOOD], exit_code=1,
             prepare=_remember_model, check=_score_lines(0),
             message=r"hf-slm score: warning: left out 1 of 3 sentences .*sentence 1 is empty"),
     CliCase("score --stop-on-error stops at an over-long sentence", ["score", "--model", "{model}", *BEAM_ARGS,
             "--stop-on-error", GOOD[0], LONG], check=_nothing_printed,
             message=r"hf-slm score: error: sentence 2 is too long for the model.*stopped before any search"),
     CliCase("parse leaves out an over-long sentence and parses the others", ["parse", "--model", "{model}", *BEAM_ARGS,
-            GOOD[0], LONG, GOOD[1]], exit_code=0, prepare=_remember_model, check=_parse_lines(1),
+            GOOD[0], LONG, GOOD[1]], exit_code=1, prepare=_remember_model, check=_parse_lines(1),
             message=r"hf-slm parse: warning: left out 1 of 3 sentences .*sentence 2 is too long"),
     CliCase("parse leaves out an empty sentence", ["parse", "--model", "{model}", *BEAM_ARGS, GOOD[0], GOOD[1], "  "],
-            exit_code=0, prepare=_remember_model, check=_parse_lines(2),
+            exit_code=1, prepare=_remember_model, check=_parse_lines(2),
             message=r"hf-slm parse: warning: left out 1 of 3 sentences .*sentence 3 is empty"),
     CliCase("parse --stop-on-error stops at an empty sentence", ["parse", "--model", "{model}", *BEAM_ARGS,
             "--stop-on-error", "", GOOD[0]], check=_nothing_printed,
@@ -201,11 +202,11 @@ CASES = [
     CliCase("score keeps the user's words in its tree", ["score", "--model", "{model}", *BEAM_ARGS, " ".join(USER_WORDS)],
             exit_code=0, message="-LRB-sic-RRB-", check=_score_keeps_user_words),
     CliCase("eval ppl leaves out an over-long line and names it", ["eval", "ppl", "--model", "{model}", "--data",
-            "{tmp}/data.txt", "--output", "{tmp}/out", *BEAM_ARGS], exit_code=0,
+            "{tmp}/data.txt", "--output", "{tmp}/out", *BEAM_ARGS], exit_code=1,
             prepare=_write_lines([GOOD[0], LONG, GOOD[1]]), check=_ppl_check(1),
             message=r"hf-slm eval ppl: warning: left out 1 of 3 sentences .*data.txt:2 is too long for the model"),
     CliCase("eval ppl names an over-long tree of a tree file", ["eval", "ppl", "--model", "{model}", "--data",
-            "{tmp}/data.mrg", "--output", "{tmp}/out", *BEAM_ARGS], exit_code=0,
+            "{tmp}/data.mrg", "--output", "{tmp}/out", *BEAM_ARGS], exit_code=1,
             prepare=_write_lines(["(S (NP the bird) (VP sings) .)", "(S " + LONG + ")", "(S (NP I) (VP like (NP it)))"],
                                  "data.mrg"), check=_ppl_check(1),
             message=r"hf-slm eval ppl: warning: left out 1 of 3 sentences .*data.mrg, tree 1 is too long"),
@@ -214,7 +215,7 @@ CASES = [
             prepare=_write_lines([GOOD[0], LONG, GOOD[1]]),
             message=r"hf-slm eval ppl: error: .*data.txt:2 is too long for the model.*stopped before any search"),
     CliCase("eval parse leaves out an over-long gold tree", ["eval", "parse", "--model", "{model}", "--gold",
-            "{tmp}/gold.mrg", "--output", "{tmp}/out", *BEAM_ARGS], exit_code=0,
+            "{tmp}/gold.mrg", "--output", "{tmp}/out", *BEAM_ARGS], exit_code=1,
             prepare=_write_lines(["(S (NP (DT the) (NN bird)) (VP (VBZ sings)) (. .))",
                                   "(S " + " ".join(["(DT the)"] * 300) + ")"], "gold.mrg"),
             message=r"hf-slm eval parse: warning: left out 1 of 2 sentences .*gold.mrg, tree 1"),

@@ -283,8 +283,8 @@ def test_cli_parse_score_generate(checkpoint, tmp_path):
     assert len(trees) == 2 and all(hf_slm.parse_tree(t).leaves()[0] == "the" for t in trees)
     sampled = run_cli("generate", "--model", str(directory), "--top-k", "2", "--seed", "0", "--max-new-words", "4", env=env)
     assert sampled.returncode == 0 and hf_slm.parse_tree(sampled.stdout.strip()).leaves()
-    empty = run_cli("parse", "--model", str(directory), "", env=env)  # left out, named; exit 0
-    assert empty.returncode == 0 and empty.stdout == "\n" and "sentence 1 is empty" in empty.stderr
+    empty = run_cli("parse", "--model", str(directory), "", env=env)  # left out, named; exit 1
+    assert empty.returncode == 1 and empty.stdout == "\n" and "sentence 1 is empty" in empty.stderr
     stopped = run_cli("parse", "--model", str(directory), "--stop-on-error", "", env=env)
     assert stopped.returncode == 2 and "sentence 1 is empty" in stopped.stderr
 

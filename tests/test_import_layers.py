@@ -2,7 +2,7 @@
 
 The layers, lowest first (LAYERS):
 1. the hub code: modeling/ and tokenization/ (installed as hf_slm.modeling, hf_slm.tokenization);
-2. the foundations: the package itself and its Auto registration, the family registry and records (families/),
+2. the foundations: the package itself and its Auto registration, the option types (option_types.py), the family registry and records (families/),
    the datasets and file readers (data/), long runs (runs/), checkpoint loading and checks (checkpoints/), the
    model card templates (model_cards/ at the top of the repository, installed as hf_slm.model_cards);
 3. the work done with a model: search/ (scoring, parsing, generating), training/, evaluation/, publishing/,
@@ -28,7 +28,8 @@ OUTSIDE_FOLDERS = HUB_FOLDERS + ("model_cards",)
 # under it; a module belongs to the layer of the longest pattern it matches.
 LAYERS = (
     ("hub code", ("modeling", "tokenization")),
-    ("foundations", ("", "auto_registration", "auto", "families", "data", "runs", "checkpoints", "model_cards")),
+    ("foundations", ("", "auto_registration", "auto", "option_types", "families", "data", "runs", "checkpoints",
+                     "model_cards")),
     ("work with a model", ("search", "training", "evaluation", "publishing", "summarization")),
     ("families' own code", ("families.ordered_memory.*", "families.*_card")),
     ("command line", ("cli",)),

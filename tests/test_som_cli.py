@@ -78,7 +78,7 @@ def test_score_prints_the_exact_log_probability(checkpoint, word_tokenizer, caps
 
 def test_score_leaves_out_an_empty_sentence_or_stops(checkpoint, capsys):
     _, directory = checkpoint
-    assert main(["score", "--model", str(directory), "Sam likes tea", ""]) == 0
+    assert main(["score", "--model", str(directory), "Sam likes tea", ""]) == 1  # an item failed
     captured = capsys.readouterr()
     lines = [json.loads(line) for line in captured.out.strip().splitlines()]
     assert "log_prob" in lines[0] and lines[1]["error"] == "sentence 2 is empty; expected at least one word"

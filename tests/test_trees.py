@@ -10,6 +10,7 @@ from nltk import Tree
 from tree_strategies import random_trees
 
 from hf_slm.tokenization.linearizers import top_down_actions
+from hf_slm.tokenization.tree_type import MAX_TREE_DEPTH, TreeTooDeep
 from hf_slm.tokenization.trees import (
     drop_preterminals,
     drop_wrapper_root,
@@ -142,13 +143,19 @@ def test_words_are_any_token_without_brackets_or_spaces():
     assert tree.leaves() == ["claire.bailey-ross@port.ac.uk", "-LRB-a-RRB-", "$", "'''", "ʒæk", "1/2", "S|<A>"]
 
 
-def test_deep_nesting_parses_without_recursion_error():
-    depth = 3000
+def test_deep_nesting_parses_to_the_limit_and_deeper_is_a_named_error():
+    """Issue 30: a tree as deep as MAX_TREE_DEPTH parses (the reader keeps an explicit stack); a deeper one is a
+    TreeTooDeep naming the depth, line and column where it passes the limit, not a RecursionError later in the
+    recursive normalizations and linearizations."""
+    depth = MAX_TREE_DEPTH
     node = parse_tree("(A " * depth + "w" + ")" * depth)
     for _ in range(depth - 1):
         assert len(node) == 1
         node = node[0]
     assert node == Tree("A", ["w"])
+    with pytest.raises(TreeTooDeep, match=r"tree 0, line 2: the tree is nested more than 300 constituents deep at "
+                                          r"column 601;"):
+        parse_tree("(A " * 100 + "\n" + "(A " * 2900 + "w" + ")" * 3000)
 
 
 def test_read_tree_file_and_directories(tmp_path):

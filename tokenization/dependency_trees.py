@@ -22,6 +22,8 @@ This file is hub code: it is copied into checkpoints and must import nothing fro
 import re
 from dataclasses import dataclass
 
+from .trees import check_word_separators
+
 # What `non_projective` may ask for when a tree is not projective.
 NON_PROJECTIVE_POLICIES = ("error", "skip", "lift")
 INLINE_ITEM = re.compile(r"^\S+/\d+$")
@@ -169,6 +171,7 @@ class DependencyTree:
     def from_inline(cls, text, where="inline tree"):
         """A tree written `There/2 is/0 a/4 difference/2` (module docstring)."""
         words, heads = [], []
+        text = check_word_separators(text, where)  # words are separated by ASCII spaces only (trees.py)
         for position, item in enumerate(text.split(), start=1):
             word, slash, head = item.rpartition("/")
             if not slash or not word or not head.isdigit():

@@ -10,7 +10,7 @@ Actions are strings: an opening nonterminal `(NP`, a word, a closing nonterminal
 - terminals only: the words
 """
 
-from .tree_type import Tree
+from .tree_type import MAX_TREE_DEPTH, Tree, TreeTooDeep
 
 UNLABELED_CLOSE = ")"
 
@@ -46,6 +46,18 @@ def _check_label(label):
         )
 
 
+def _require_tree(tree):
+    """Refuse a string where a linearization takes a tree: a tree written as text is read first, a word has no
+    structure to linearize."""
+    if not isinstance(tree, str):
+        return
+    shown = tree if len(tree) <= 60 else tree[:60] + "..."
+    if "(" in tree or ")" in tree:
+        raise ValueError(f"expected a tree, got the string {shown!r} (a tree written as text?): read it first "
+                         "with read_tree_string (an action sequence or PTB brackets) or parse_tree (PTB brackets)")
+    raise ValueError(f"expected a tree, got the bare word {shown!r}")
+
+
 def _check_word(word, top_down):
     if not word or any(c.isspace() for c in word):
         raise ValueError(f"word {word!r} cannot be linearized: expected a non-empty string without whitespace")
@@ -72,8 +84,7 @@ def top_down_actions(tree, labeled=True):
             visit(child)
         actions.append(node.label() + ")" if labeled else UNLABELED_CLOSE)
 
-    if isinstance(tree, str):
-        raise ValueError(f"expected a tree, got the bare word {tree!r}")
+    _require_tree(tree)
     visit(tree)
     return actions
 
@@ -94,6 +105,10 @@ def tree_from_top_down(actions):
         if root is not None:
             raise error(index, "the tree is already complete, expected no more actions")
         if is_open_nt(action):
+            if len(stack) == MAX_TREE_DEPTH:
+                raise TreeTooDeep(f"action {index} ({action!r}) in {_context(actions, index)!r}: the tree is nested "
+                                  f"more than {MAX_TREE_DEPTH} constituents deep; expected at most {MAX_TREE_DEPTH} "
+                                  "(hf-slm's tree functions recurse once per level)")
             stack.append((open_label(action), []))
         elif is_close_nt(action):
             if not stack:
@@ -142,8 +157,7 @@ def bottom_up_actions(tree):
         actions.append(UNLABELED_CLOSE)
         starts.append(first)
 
-    if isinstance(tree, str):
-        raise ValueError(f"expected a tree, got the bare word {tree!r}")
+    _require_tree(tree)
     visit(tree)
     return actions, starts
 

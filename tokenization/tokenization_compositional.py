@@ -50,7 +50,9 @@ from .dependency_trees import refuse_dependency_tree
 from .linearizers import UNLABELED_CLOSE, parse_action_string
 from .tokenization_slm import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SyntacticTokenizer, ids_encoding, train_piece_model
 from .tree_type import Tree
-from .trees import escape_word, left_binarize_shape, read_tree_string, read_trees, remove_unary_chains
+from .trees import (
+    check_word_separators, escape_word, left_binarize_shape, read_tree_string, read_trees, remove_unary_chains,
+)
 
 OPEN = "("
 LINEARIZATIONS = ("bi-dn", "nb-dn", "bi-up", "nb-up", "terminals")
@@ -276,7 +278,7 @@ class CompositionalTokenizer(SyntacticTokenizer):
             self._check_unlabeled(item, where)
             tree = item
         elif isinstance(item, str):
-            text = item.strip()
+            text = check_word_separators(item, where).strip()
             if not is_split_into_words:
                 text, written_start, written_end = self._written_bounds(text)
                 refuse_dependency_tree(text, where, self._expected_input)

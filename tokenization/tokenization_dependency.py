@@ -227,7 +227,7 @@ class DependencyTokenizer(SyntacticTokenizer):
             raise ValueError("no training trees: expected at least one projective dependency tree")
         return cls(sp_model_proto=train_sentencepiece(sentences, vocab_size, sentencepiece_options),
                    transition_system=transition_system, variant=variant,
-                   max_k=(max_k or largest_k) if system.uses_k else 1)
+                   max_k=(largest_k if max_k is None else max_k) if system.uses_k else 1)
 
 
 def check_options(name, max_k, variant):

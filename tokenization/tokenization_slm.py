@@ -63,7 +63,10 @@ from .linearizers import (
     tree_from_top_down,
 )
 from .tree_type import Tree
-from .trees import input_format, normalize_tree, parse_trees, read_input, read_trees, read_tree_string, tree_to_string
+from .trees import (
+    check_word_separators, input_format, normalize_tree, parse_trees, read_input, read_trees, read_tree_string,
+    tree_to_string,
+)
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 NUM_SPECIAL_IDS = 4
@@ -371,7 +374,7 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         if isinstance(item, Tree):
             tree = item
         elif isinstance(item, str):
-            text = item.strip()
+            text = check_word_separators(item, "tokenizer input").strip()
             if not is_split_into_words:
                 text, written_start, written_end = self._written_bounds(text)
             if not text:

@@ -3,7 +3,19 @@
 hf-slm depends on nltk (tree transforms, binarization). A checkpoint's hub code, though, must load with only
 torch, transformers, tokenizers and sentencepiece: encoding and decoding need nothing of nltk but a labeled
 list, so without nltk this small class takes its place and only binarization is unavailable.
+
+MAX_TREE_DEPTH bounds the trees the readers accept (tokenization/trees.py, linearizers.py): the tree functions
+recurse once per level.
 """
+
+# The deepest tree read. The recursive normalizations and linearizations take one or two Python frames per level,
+# under Python's limit of 1000 with room for their callers; treebanks nest a few dozen levels.
+MAX_TREE_DEPTH = 300
+
+
+class TreeTooDeep(ValueError):
+    """A tree nested deeper than MAX_TREE_DEPTH constituents; the message names the depth and where."""
+
 
 try:
     from nltk import Tree

@@ -12,19 +12,56 @@ preterminals, drop the wrapper root, remove unary chains.
 One string given by a user (to the tokenizer, `hf-slm masks`, a line of `eval ppl` data) is an action
 sequence, PTB brackets or plain words by the one rule of `input_format`; `read_input`, `read_tree_string`
 and `read_words` read it so and check it strictly.
+
+Words are separated by ASCII whitespace only (`check_word_separators`, which every reader of trees and
+word-separated text goes through): a UTF-8 byte-order mark that starts a text is dropped, and any other
+whitespace character (U+00A0 no-break space, U+2009 thin space, U+200A hair space, U+3000 ...) or invisible
+U+200B / U+FEFF inside it is refused, naming the line and column. Whether `New York` joined by a no-break space
+is one word or two is the user's to say; either guess would silently change the words a model scores.
+Trees nested deeper than MAX_TREE_DEPTH constituents are refused (`TreeTooDeep`) where they are read, naming
+the depth and where: the normalizations and linearizations below recurse once per level.
 """
 
 import re
+import unicodedata
 from pathlib import Path
 
 from .linearizers import tree_from_top_down
-from .tree_type import Tree
+from .tree_type import MAX_TREE_DEPTH, Tree, TreeTooDeep
 
 _TOKEN_RE = re.compile(r"\(|\)|[^\s()]+")
 # Labels that are entirely a bracketed symbol (-NONE-, -LRB-, -RRB-) are kept whole by tag stripping.
 _SYMBOL_LABEL_RE = re.compile(r"^-[^-]+-$")
 _WRAPPER_ROOT_LABELS = ("", "ROOT", "TOP")
 _FUNCTION_TAG_RE = re.compile(r"(?<=[^-=])[-=]")
+
+
+BYTE_ORDER_MARK = "\ufeff"
+# Whitespace other than ASCII's (Python's \s also matches U+00A0, U+2009, U+3000, U+0085, U+001C-U+001F ...), and
+# the zero-width characters that look like nothing.
+_OTHER_SEPARATOR_RE = re.compile(r"[^\S \t\n\r\f\v]|[\u200b\ufeff]")
+_ASCII_SPACE_RE = re.compile(r"[ \t\n\r\f\v]")
+def check_word_separators(text, source="<string>"):
+    """`text` without a leading UTF-8 byte-order mark; a ValueError naming `source`, the line, the column, the
+    character and the word it stands in when the text holds whitespace other than ASCII's (module docstring)."""
+    if text.startswith(BYTE_ORDER_MARK):
+        text = text[1:]
+    match = _OTHER_SEPARATOR_RE.search(text)
+    if match is None:
+        return text
+    offset, character = match.start(), match.group()
+    line_start = text.rfind("\n", 0, offset) + 1
+    where = f"column {offset - line_start + 1}"
+    if "\n" in text.rstrip("\n"):
+        where = f"line {text.count(chr(10), 0, offset) + 1}, {where}"
+    before = _ASCII_SPACE_RE.split(text[line_start:offset])[-1]
+    after = _ASCII_SPACE_RE.split(text[offset + 1 : offset + 41], maxsplit=1)[0]
+    name = unicodedata.name(character, "a control character")
+    raise ValueError(
+        f"{source}, {where}: U+{ord(character):04X} ({name}) in {before + character + after!r}; words are separated "
+        "by ASCII spaces only: replace it by a space for two words, or by a character that is not whitespace "
+        "(e.g. _) for one"
+    )
 
 
 def _snippet(text, start, width=60):
@@ -70,6 +107,12 @@ def _parse(text, source):
         if token == "(":
             if not stack:
                 starts.append(index)
+            if len(stack) == MAX_TREE_DEPTH:
+                where, offset = _where(text, source, len(trees), index)
+                column = offset - text.rfind("\n", 0, offset)
+                raise TreeTooDeep(f"{where}: the tree is nested more than {MAX_TREE_DEPTH} constituents deep at "
+                                  f"column {column}; expected at most {MAX_TREE_DEPTH} (hf-slm's tree functions "
+                                  "recurse once per level)")
             if index + 1 < count and tokens[index + 1] not in ("(", ")"):
                 stack.append((tokens[index + 1], [], index))
                 index += 2
@@ -114,9 +157,10 @@ def parse_trees(text, source="<string>"):
 
     Returns a list of nltk.Tree. Raises ValueError naming `source`, the tree's index, its line and a
     snippet when brackets are unbalanced, a constituent or tree is empty, or text stands outside brackets.
-    (Every constituent must contain something, so every parsed tree has terminals.)
+    (Every constituent must contain something, so every parsed tree has terminals.) Words are separated as
+    `check_word_separators` says; a tree deeper than MAX_TREE_DEPTH is a TreeTooDeep error.
     """
-    return _parse(text, source)[0]
+    return _parse(check_word_separators(text, source), source)[0]
 
 
 def parse_tree(text, source="<string>"):
@@ -195,7 +239,9 @@ def refuse_bracketed_tree(text, where, expected):
 
 
 def read_words(text, source="<string>"):
-    """The words of a plain-word sentence; a word holding a bracket is a ValueError naming its position."""
+    """The words of a plain-word sentence; a word holding a bracket is a ValueError naming its position, as is a
+    separator other than ASCII whitespace (`check_word_separators`)."""
+    text = check_word_separators(text, source)
     words = text.split()
     for index, word in enumerate(words):
         if "(" in word or ")" in word:
@@ -219,6 +265,7 @@ def read_tree_string(text, source="<string>", tree_format="auto", **normalize_op
     """
     if tree_format not in ("auto", "actions", "ptb"):
         raise ValueError(f"tree_format must be 'auto', 'actions' or 'ptb', got {tree_format!r}")
+    text = check_word_separators(text, source)
     found = input_format(text) if tree_format == "auto" else tree_format
     if found == "words":
         raise ValueError(
@@ -234,7 +281,8 @@ def read_tree_string(text, source="<string>", tree_format="auto", **normalize_op
         mark = labelled_closing(tokens)
         why = "" if mark is None or tree_format != "auto" else (
             f" (its token {mark}, {tokens[mark]!r}, closes {'(' + tokens[mark][:-1]!r})")
-        raise ValueError(f"{source} reads as an action sequence{why}, but {error}") from error
+        kind = TreeTooDeep if isinstance(error, TreeTooDeep) else ValueError
+        raise kind(f"{source} reads as an action sequence{why}, but {error}") from error
 
 
 def read_input(text, source="<string>", **normalize_options):
@@ -265,6 +313,7 @@ def read_tree_file(path, **normalize_options):
         what = ("is gzip-compressed; decompress it first" if data[:2] == b"\x1f\x8b" else
                 f"is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}); expected PTB brackets")
         raise ValueError(f"tree file {str(path)!r} {what}") from None
+    text = check_word_separators(text, f"tree file {str(path)!r}")
     trees, starts = _parse(text, str(path))
     normalized = []
     for tree_index, (tree, start) in enumerate(zip(trees, starts)):

@@ -9,9 +9,11 @@ import warnings
 from ..data.numbering import sentence_name
 from .card_command import add_card_command
 from .errors import run_command
+from .item_failures import report_failed_items
 from ..data.command import add_data_command
 from ..evaluation.protocols import PROTOCOL_EVALUATIONS, PROTOCOL_NAMES  # (imports nothing heavy)
 from ..families import grammar_names
+from ..option_types import non_negative_int, positive_float, positive_int
 from .publishing_command import add_publishing_commands
 from .quickstart import QUICKSTART_STEPS
 from .summarization_command import add_summarization_commands, add_training_precision_options
@@ -32,7 +34,10 @@ def _tree_options(args):
 
 
 def command_masks(args):
-    from .mask_inspection import format_report, format_segment_report, mask_report, plot_report, segment_report
+    from .mask_inspection import (
+        PNG_MARKER, format_report, format_segment_report, mask_report, plot_report, segment_report,
+    )
+    from ..runs.user_files import check_replaceable
 
     if args.segment_length is None:
         if args.memory is not None or args.memory_length is not None:
@@ -44,6 +49,8 @@ def command_masks(args):
                                 args.format, variant=args.variant, pieces=args.pieces, **_tree_options(args))
         print(json.dumps(report) if args.json else format_segment_report(report))
         return 0
+    if args.png:  # before anything is printed: a file the user wrote is not replaced without --overwrite
+        check_replaceable(args.png, PNG_MARKER, args.overwrite)
     report = mask_report(args.tree, args.grammar, args.format, variant=args.variant, pieces=args.pieces,
                          **_tree_options(args))
     if args.json:
@@ -51,7 +58,7 @@ def command_masks(args):
     else:
         print(format_report(report))
     if args.png:
-        plot_report(report, args.png)
+        plot_report(report, args.png, overwrite=args.overwrite)
         print(f"wrote {args.png}", file=sys.stderr)
     return 0
 
@@ -224,14 +231,10 @@ def _left_out_said_once():
 
 
 def _say_left_out(command, left_out, total, noun="sentences"):
-    """One stderr line naming what was left out (entries with an "error", or a "source"); the exit status stays 0:
-    the others' results are complete."""
-    if not left_out:
-        return
-    shown = "; ".join(str(entry.get("error") or entry.get("source") or json.dumps(entry)) for entry in left_out[:10])
-    more = f"; and {len(left_out) - 10} more" if len(left_out) > 10 else ""
-    print(f"hf-slm {command}: warning: left out {len(left_out)} of {total} {noun} that cannot be scored (the others' "
-          f"results are complete; --stop-on-error stops instead): {shown}{more}", file=sys.stderr)
+    """The batch commands' failure policy (hf_slm/cli/item_failures.py) for what search left out (entries with an
+    "error", or a "source"): one stderr line naming them; returns the exit status, 1 when any was left out."""
+    return report_failed_items(command, left_out, total, f"{noun} that cannot be scored",
+                               "the others' results are complete; --stop-on-error stops instead")
 
 
 def _parse_inputs(args):
@@ -277,8 +280,7 @@ def command_parse(args):
             trees_written.draw(tree)
         else:
             print(tree)
-    _say_left_out("parse", trees.left_out, len(trees))
-    return 0
+    return _say_left_out("parse", trees.left_out, len(trees))
 
 
 # What `hf-slm score` prints of a scorer's result, when the result has it (a search's best tree; an exact scorer's
@@ -300,8 +302,7 @@ def command_score(args):
         # end_surprisal is printed so that a reader can check sum(surprisals) + end_surprisal == -log_prob.
         shown = {key: result[key] for key in SCORE_FIELDS if key in result}
         print(json.dumps({**shown, "units": units}))
-    _say_left_out("score", results.left_out, len(results))
-    return 0
+    return _say_left_out("score", results.left_out, len(results))
 
 
 def command_generate(args):
@@ -430,10 +431,10 @@ def command_eval_parse(args):
     if not _reports():
         return 0
     _record_protocol(args, metrics)
-    _say_left_out("eval parse", metrics.get("left_out", []),
-                  metrics.get("sentences_left_out", 0) + metrics.get("sentences", 0))
+    status = _say_left_out("eval parse", metrics.get("left_out", []),
+                           metrics.get("sentences_left_out", 0) + metrics.get("sentences", 0))
     _report(metrics, PARSE_FIELDS)
-    return 0
+    return status
 
 
 def command_eval_sg(args):
@@ -448,10 +449,10 @@ def command_eval_sg(args):
     if not _reports():
         return 0
     _record_protocol(args, metrics)
-    _say_left_out("eval sg", metrics.get("left_out", []), metrics["counts"]["items"], "items")
+    status = _say_left_out("eval sg", metrics.get("left_out", []), metrics["counts"]["items"], "items")
     print(format_summary(metrics))
     _report_files(metrics)
-    return 0
+    return status
 
 
 def command_eval_ppl(args):
@@ -467,10 +468,11 @@ def command_eval_ppl(args):
     if not _reports():
         return 0
     _record_protocol(args, metrics)
-    _say_left_out("eval ppl", metrics.get("left_out", []), metrics["sentences"] + metrics.get("sentences_left_out", 0))
+    status = _say_left_out("eval ppl", metrics.get("left_out", []),
+                           metrics["sentences"] + metrics.get("sentences_left_out", 0))
     print(metrics["summary"])
     _report_files(metrics)
-    return 0
+    return status
 
 
 def command_eval_blimp(args):
@@ -486,10 +488,11 @@ def command_eval_blimp(args):
     if not _reports():
         return 0
     _record_protocol(args, metrics)
-    _say_left_out("eval blimp", metrics.get("left_out", []), metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
+    status = _say_left_out("eval blimp", metrics.get("left_out", []),
+                           metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
     print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units", "log_prob")}))
     _report_files(metrics)
-    return 0
+    return status
 
 
 def command_eval_uas(args):
@@ -506,10 +509,11 @@ def command_eval_uas(args):
     if not _reports():
         return 0
     _record_protocol(args, metrics)
-    _say_left_out("eval uas", metrics.get("left_out", []), metrics["sentences"] + metrics["sentences_left_out"])
+    status = _say_left_out("eval uas", metrics.get("left_out", []),
+                           metrics["sentences"] + metrics["sentences_left_out"])
     _report(metrics, ("uas", "correct", "scored_tokens", "sentences", "punctuation", "first_proposal", "oracle",
                       "parses", "units"))
-    return 0
+    return status
 
 
 EVAL_OUTPUTS = (
@@ -532,8 +536,9 @@ def _add_eval_command(evaluations, name, help_text, function, beam=True):
     command = evaluations.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. "
                                      f"{EVAL_OUTPUTS}")
     command.add_argument("--model", required=True, help="checkpoint directory")
-    command.add_argument("--limit", type=int, help="evaluate only the first N items")
-    command.add_argument("--batch-size", type=int, default=8, help="items per batch (a resumed run may change it)")
+    command.add_argument("--limit", type=positive_int, help="evaluate only the first N items")
+    command.add_argument("--batch-size", type=positive_int,
+                         default=8, help="items per batch (a resumed run may change it)")
     command.add_argument("--output", help="results directory (default: MODEL/eval_results)")
     command.add_argument("--overwrite", action="store_true",
                          help="discard the journal and results of an earlier run into the same KIND-DATA files and "
@@ -552,7 +557,7 @@ def _add_eval_command(evaluations, name, help_text, function, beam=True):
 
 
 def _add_max_proposals_option(parser):
-    parser.add_argument("--max-proposals", type=int,
+    parser.add_argument("--max-proposals", type=positive_int,
                         help="score the first N distinct proposal trees of each sentence (default: all of them; "
                              "--protocol sets the paper's)")
 
@@ -562,7 +567,8 @@ def _add_stop_option(parser):
                         help="stop (exit 2, before any search) at the first sentence that cannot be scored: empty, a "
                         "word without pieces, or too long for the model even as its shortest tree. By default such a "
                         "sentence is left out: one 'warning' line on stderr names it (sentences numbered from 1), "
-                        "its place in the output says why, the others are scored as usual, and the exit status is 0")
+                        "its place in the output says why, the others are scored as usual, and the exit status is 1 "
+                        "(hf_slm/cli/item_failures.py)")
 
 
 # The papers whose families have a table (Family.paper_table), written out so that building the parser imports no
@@ -581,19 +587,19 @@ def _add_beam_options(parser, sizes=True, defaults=True):
         return SEARCH_OPTION_DEFAULTS[name] if defaults else None
 
     if sizes:
-        parser.add_argument("--beam-size", type=int, default=default("beam_size"),
+        parser.add_argument("--beam-size", type=positive_int, default=default("beam_size"),
                             help=f"action beam (default {SEARCH_OPTION_DEFAULTS['beam_size']}; papers 002 and 003: "
                                  "300)")
-        parser.add_argument("--word-beam-size", type=int, default=default("word_beam_size"),
+        parser.add_argument("--word-beam-size", type=positive_int, default=default("word_beam_size"),
                             help=f"default {SEARCH_OPTION_DEFAULTS['word_beam_size']}")
-    parser.add_argument("--fast-track", type=int, default=default("fast_track"),
+    parser.add_argument("--fast-track", type=non_negative_int, default=default("fast_track"),
                         help=f"default {SEARCH_OPTION_DEFAULTS['fast_track']}")
     parser.add_argument("--constraints", choices=CONSTRAINT_SETTING_NAMES,
                         help="named n_c / p_c settings: 'default' (n_c = 2 x words, p_c = 6: every gold tree of the GUM "
                              "and PTB samples stays reachable), 'paper003-sg' (n_c = words, p_c = 3) or "
                              "'paper003-summaries' (n_c = words, p_c = 5); --max-* options override them")
-    parser.add_argument("--max-nonterminals", type=int, help="n_c (default: 2 x the number of words)")
-    parser.add_argument("--max-consecutive-open", type=int,
+    parser.add_argument("--max-nonterminals", type=positive_int, help="n_c (default: 2 x the number of words)")
+    parser.add_argument("--max-consecutive-open", type=positive_int,
                         help="p_c, the most opening nonterminals in a row (default 6; 5 for generate)")
     parser.add_argument("--no-cache", action="store_true", help="re-encode prefixes instead of a KV cache")
     _add_autocast_option(parser)
@@ -677,7 +683,7 @@ def build_parser():
     masks.add_argument("--pieces", action="store_true",
                        help="grammars over dependency trees: read each word as SentencePiece pieces joined by | "
                             "(e.g. ▁Th|ere/2)")
-    masks.add_argument("--segment-length", type=int, metavar="L",
+    masks.add_argument("--segment-length", type=positive_int, metavar="L",
                        help="cut the sequence into segments of L positions with a memory (Transformer-XL recurrence, "
                             "paper 000 section 2.2, Figure 8) and show each segment's mask [L, M + L] (memory columns "
                             "first), relative positions, memory positions and update matrices. TREE may then be a "
@@ -686,10 +692,13 @@ def build_parser():
                        help="with --segment-length: the memory update, 'structure' (keep what the stack may still "
                             "attend; the default of grammars with a stack) or 'shift' (Transformer-XL's; the default "
                             "of the others)")
-    masks.add_argument("--memory-length", type=int, metavar="M",
+    masks.add_argument("--memory-length", type=non_negative_int, metavar="M",
                        help="with --segment-length: memory slots (default L, as paper 000's reference)")
     masks.add_argument("--json", action="store_true", help="print one JSON object")
-    masks.add_argument("--png", metavar="FILE", help="draw the mask like paper 000 Figure 2b")
+    masks.add_argument("--png", metavar="FILE", help="draw the mask like paper 000 Figure 2b (a drawing of an "
+                       "earlier --png there is replaced; any other file only with --overwrite)")
+    masks.add_argument("--overwrite", action="store_true", help="with --png: replace the file even when this "
+                       "command did not draw it")
     _add_tree_options(masks)
     masks.set_defaults(function=command_masks)
 
@@ -697,10 +706,10 @@ def build_parser():
         "quickstart", help="train a small TG on the shipped GUM sample, reload it, score and sample (a few minutes)"
     )
     quickstart.add_argument("--output", default="hf-slm-quickstart", help="checkpoint directory")
-    quickstart.add_argument("--max-steps", type=int, default=QUICKSTART_STEPS,
+    quickstart.add_argument("--max-steps", type=positive_int, default=QUICKSTART_STEPS,
                             help="training steps (default %(default)s: about 3 minutes on 2 CPU cores; every machine "
                                  "trains the same model, a slower one for longer)")
-    quickstart.add_argument("--max-seconds", type=float, default=None,
+    quickstart.add_argument("--max-seconds", type=positive_float, default=None,
                             help="stop training after this many seconds (default: no limit); a capped run says it "
                                  "stopped early and is not reused as a finished model")
     quickstart.add_argument("--overwrite", action="store_true",
@@ -727,21 +736,22 @@ def build_parser():
     train.add_argument("--output", required=True, help="output directory (checkpoints, final model and tokenizer)")
     train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
                        "prepared --train, the tokenizer saved in it)")
-    train.add_argument("--vocab-size", type=int, help="word pieces of a newly trained tokenizer (default: the preset's)")
+    train.add_argument("--vocab-size", type=positive_int,
+                       help="word pieces of a newly trained tokenizer (default: the preset's)")
     train.add_argument("--pieces", choices=["sentencepiece", "byte_bpe"],
                        help="the piece model of a newly trained tokenizer: SentencePiece's unigram model (default) or "
                             "a GPT-2-style byte-level BPE (paper 003's models read GPT-2's vocabulary)")
-    train.add_argument("--max-steps", type=int)
-    train.add_argument("--batch-size", type=int, help="sequences per batch (default: the preset's)")
-    train.add_argument("--learning-rate", type=float, help="peak learning rate")
-    train.add_argument("--warmup-steps", type=int)
-    train.add_argument("--embedding-lr-multiplier", type=float, metavar="FACTOR",
+    train.add_argument("--max-steps", type=positive_int)
+    train.add_argument("--batch-size", type=positive_int, help="sequences per batch (default: the preset's)")
+    train.add_argument("--learning-rate", type=positive_float, help="peak learning rate")
+    train.add_argument("--warmup-steps", type=non_negative_int)
+    train.add_argument("--embedding-lr-multiplier", type=positive_float, metavar="FACTOR",
                        help="the token embedding's (and the tied output layer's) learning rate is FACTOR times the "
                             "schedule's (default: the preset's, e.g. 2.0 for paper 002's; 1.0 otherwise)")
-    train.add_argument("--eval-steps", type=int, default=500)
-    train.add_argument("--save-steps", type=int, default=500)
-    train.add_argument("--logging-steps", type=int, default=20, help="log the training loss every N steps")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--eval-steps", type=positive_int, default=500)
+    train.add_argument("--save-steps", type=positive_int, default=500)
+    train.add_argument("--logging-steps", type=positive_int, default=20, help="log the training loss every N steps")
+    train.add_argument("--seed", type=non_negative_int, default=0)
     train.add_argument("--resume", action="store_true",
                        help="resume from the last checkpoint in --output, with the tokenizer saved in it (never "
                             "trained again; --tokenizer, if given, must match it)")
@@ -750,14 +760,14 @@ def build_parser():
                             "checkpoint-* folders and eval_results/ are removed. Without it such an --output is "
                             "refused. The folder is locked (.hf-slm.lock) while training writes it")
     train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model config field")
-    train.add_argument("--segment-length", type=int, metavar="L",
+    train.add_argument("--segment-length", type=non_negative_int, metavar="L",
                        help="Transformer-XL segment recurrence (paper 000 section 2.2): read each training sequence L "
                             "positions at a time with a memory carried from segment to segment, so that sequences "
                             "(documents) longer than max_sequence_length train; batch rows are streams of sequences. "
                             "On prepared documents the preset's L and M apply unless given (paper 000's Figure 9: "
                             "`hf-slm presets --paper 000`), with its document batch unless --batch-size; 0 reads "
                             "whole sequences without segments")
-    train.add_argument("--memory-length", type=int, metavar="M", help="with --segment-length: memory slots (default L)")
+    train.add_argument("--memory-length", type=non_negative_int, metavar="M", help="with --segment-length: memory slots (default L)")
     train.add_argument("--memory", choices=["structure", "shift"],
                        help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
                             "still attend; the default of grammars with a stack) or 'shift' (Transformer-XL's; the "
@@ -798,11 +808,12 @@ def build_parser():
     generate.add_argument("--model", required=True)
     generate.add_argument("--prompt", help="words to continue")
     choice = generate.add_mutually_exclusive_group()
-    choice.add_argument("--num-beams", type=int, help="word beam of beam search (default: --num-trees)")
-    choice.add_argument("--top-k", type=int, help="sample every action among the top k legal ones (0: among all)")
-    generate.add_argument("--num-trees", type=int, default=1)
-    generate.add_argument("--max-new-words", type=int, default=20)
-    generate.add_argument("--seed", type=int)
+    choice.add_argument("--num-beams", type=positive_int, help="word beam of beam search (default: --num-trees)")
+    choice.add_argument("--top-k", type=non_negative_int,
+                        help="sample every action among the top k legal ones (0: among all)")
+    generate.add_argument("--num-trees", type=positive_int, default=1)
+    generate.add_argument("--max-new-words", type=positive_int, default=20)
+    generate.add_argument("--seed", type=non_negative_int)
     _add_beam_options(generate, sizes=False)
     generate.set_defaults(function=command_generate)
 
@@ -815,7 +826,7 @@ def build_parser():
                                 help="proposal trees: one per line, one blank-line separated block per sentence")
     _add_autocast_option(rerank_command)
     _add_max_proposals_option(rerank_command)
-    rerank_command.add_argument("--chunk-size", type=int, default=2048,
+    rerank_command.add_argument("--chunk-size", type=positive_int, default=2048,
                                 help="proposals scored and journaled together (whole sentences; under torchrun, "
                                 "what one process scores at a time)")
     parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses", command_eval_parse)

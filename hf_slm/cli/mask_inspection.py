@@ -11,6 +11,7 @@ length (`segment_report`), the sequence is cut into segments with a memory, as T
 from ..families.tree_formats import build_mask_example
 from ..modeling.grammars import IGNORE_INDEX, POSITION_KIND_NAMES, PositionKind
 from ..modeling.segments import segment_sequence
+from ..runs.user_files import check_replaceable, write_user_file
 from ..tokenization.linearizers import top_down_actions
 from ..tokenization.trees import read_tree_string
 
@@ -132,8 +133,15 @@ def format_report(report):
     return "\n".join(lines)
 
 
-def plot_report(report, path):
-    """Draw the mask like paper 000 Figure 2b: STACK rows blue, COMPOSE rows orange, relpos in cells."""
+# The PNG text chunk `hf-slm masks --png` writes: a file that holds it is a drawing of this command, which a rerun
+# replaces; any other file is the user's (hf_slm/runs/user_files.py).
+PNG_MARKER = "hf-slm masks --png"
+
+
+def plot_report(report, path, overwrite=False):
+    """Draw the mask like paper 000 Figure 2b: STACK rows blue, COMPOSE rows orange, relpos in cells. A file at
+    `path` that this function did not draw is replaced only with `overwrite`."""
+    check_replaceable(path, PNG_MARKER, overwrite)  # before drawing
     import matplotlib
 
     matplotlib.use("Agg")
@@ -169,5 +177,6 @@ def plot_report(report, path):
                     loc="upper right", fontsize=8)
     axes.set_title(f"{report['grammar']} attention mask (numbers: relative positions)", fontsize=9)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    write_user_file(path, lambda target: figure.savefig(target, dpi=120, metadata={"Software": PNG_MARKER}),
+                    PNG_MARKER, overwrite)
     plt.close(figure)

@@ -14,6 +14,10 @@ Everything heavy is imported when a command runs, to keep `hf-slm` quick to star
 
 import json
 import sys
+import warnings
+
+from ..option_types import non_negative_int, positive_float, positive_int
+from .item_failures import report_failed_items
 
 
 def _summary_options(args):
@@ -45,7 +49,7 @@ def command_finetune(args):
 
 def command_summarize(args):
     from ..checkpoints.loading import load_checkpoint
-    from ..summarization.summaries import summarize
+    from ..summarization.summaries import SummariesLeftEmpty, summarize
     from ..data.text_files import read_text
 
     documents = {}
@@ -54,9 +58,20 @@ def command_summarize(args):
             raise ValueError(f"text file {file} is given twice")
         documents[file] = read_text(file, "text file")
     model, tokenizer = load_checkpoint(args.model)
-    for result in summarize(model, tokenizer, documents, **_summary_options(args)):
+    with warnings.catch_warnings():  # said once below, in the batch commands' words (item_failures.py)
+        warnings.filterwarnings("ignore", category=SummariesLeftEmpty)
+        results = summarize(model, tokenizer, documents, **_summary_options(args))
+    for result in results:  # one line per document; an empty one for a document without a summary
         print(result["tree"] if args.trees else result["summary"])
-    return 0
+    failed = [{"error": _naming_the_document(result)} for result in results if "error" in result]
+    return report_failed_items("summarize", failed, len(results), "documents that got no summary",
+                               "their lines are empty; the others' summaries are complete")
+
+
+def _naming_the_document(result):
+    """A failed summary's error, starting with the document it is about."""
+    named = f"document {result['id']}"
+    return result["error"] if result["error"].startswith(named) else f"{named}: {result['error']}"
 
 
 def _generated_summaries(model, tokenizer, rows, directory, stem, options, overwrite):
@@ -69,12 +84,14 @@ def _generated_summaries(model, tokenizer, rows, directory, stem, options, overw
     """
     from ..runs.distributed import is_main_process, main_process_context
     from ..runs.journal import RunJournal, map_in_chunks, model_fingerprint, output_lock, text_fingerprint
-    from ..summarization.summaries import summarize
+    from ..summarization.summaries import SummariesLeftEmpty, summarize
 
     def generate(chunk):
-        found = summarize(model, tokenizer, [{"id": row["id"], "document": row["document"]} for row in chunk],
-                          **options)
-        return [{"summary": result["summary"], "tree": result["tree"]} for result in found]
+        with warnings.catch_warnings():  # said once at the end (command_eval_rouge)
+            warnings.filterwarnings("ignore", category=SummariesLeftEmpty)
+            found = summarize(model, tokenizer, [{"id": row["id"], "document": row["document"]} for row in chunk],
+                              **options)
+        return [{key: result[key] for key in ("summary", "tree", "error") if key in result} for result in found]
 
     header = {"run": "rouge generation", "model": model_fingerprint(model),
               "data": text_fingerprint(json.dumps([[row["id"], row["document"]] for row in rows])),
@@ -135,22 +152,28 @@ def command_eval_rouge(args):
     scored = [{"id": row["id"], "document": row["document"], "reference": row["summary"],
                "generated": found["tree"], "tree": found["tree"]} for row, found in zip(rows, generated)]
     metrics = evaluate_rouge(scored, data=name, model=model, output_dir=directory, overwrite=args.overwrite)
-    if is_main_process():  # every process has the merged metrics; the main one wrote the files and reports
-        print(metrics["summary"])
-        print(f"wrote {', '.join(metrics.get('files', {}).values())}", file=sys.stderr)
-    return 0
+    if not is_main_process():  # every process has the merged metrics; the main one wrote the files and reports
+        return 0
+    print(metrics["summary"])
+    print(f"wrote {', '.join(metrics.get('files', {}).values())}", file=sys.stderr)
+    failed = [{"error": _naming_the_document({"id": row["id"], **found})} for row, found in zip(rows, generated)
+              if "error" in found]
+    return report_failed_items("eval rouge", failed, len(rows), "documents that got no summary",
+                               "ROUGE counts their summaries as empty")
 
 
 def _add_generation_options(parser):
-    parser.add_argument("--top-k", type=int, default=2, help="sample every action among the top k legal ones "
+    parser.add_argument("--top-k", type=non_negative_int,
+                        default=2, help="sample every action among the top k legal ones "
                         "(paper 003: 2)")
-    parser.add_argument("--seed", type=int, default=0, help="the sampling seed")
-    parser.add_argument("--max-new-words", type=int, help="the longest summary (default: the model's limit, 70)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="the sampling seed")
+    parser.add_argument("--max-new-words", type=positive_int,
+                        help="the longest summary (default: the model's limit, 70)")
     parser.add_argument("--parser", help="the checkpoint whose silver trees the documents get (default: the one "
                         "recorded when the model was fine-tuned)")
     parser.add_argument("--cache", metavar="DIR",
                         help="cache the documents' silver trees in DIR (hf_slm/summarization/silver.py)")
-    parser.add_argument("--beam-size", type=int, help="hypotheses sampled per document (default 1)")
+    parser.add_argument("--beam-size", type=positive_int, help="hypotheses sampled per document (default 1)")
 
 
 def add_training_precision_options(parser):
@@ -161,7 +184,7 @@ def add_training_precision_options(parser):
                            "loss stay float32); on the CPU too")
     precision.add_argument("--fp16", dest="mixed_precision", action="store_const", const="fp16",
                            help="mixed precision in float16 (with loss scaling on CUDA)")
-    parser.add_argument("--gradient-accumulation-steps", type=int, default=1, metavar="K",
+    parser.add_argument("--gradient-accumulation-steps", type=positive_int, default=1, metavar="K",
                         help="accumulate K batches per optimizer step: a step reads batch size x processes x K "
                         "sequences and takes the gradient of one batch holding them all (the loss is the mean over "
                         "all the step's actions: each batch weighted by its share of them)")
@@ -183,14 +206,14 @@ def add_summarization_commands(commands, evaluations, add_eval_command):
     finetune.add_argument("--output", required=True, help="output directory (checkpoints, final model)")
     finetune.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(FINETUNE_PRESETS))
     steps = finetune.add_mutually_exclusive_group()
-    steps.add_argument("--epochs", type=float)
-    steps.add_argument("--max-steps", type=int)
-    finetune.add_argument("--batch-size", type=int)
-    finetune.add_argument("--learning-rate", type=float, help="peak learning rate")
-    finetune.add_argument("--warmup-steps", type=int)
-    finetune.add_argument("--eval-steps", type=int, default=200)
-    finetune.add_argument("--save-steps", type=int, default=200)
-    finetune.add_argument("--seed", type=int, default=0)
+    steps.add_argument("--epochs", type=positive_float)
+    steps.add_argument("--max-steps", type=positive_int)
+    finetune.add_argument("--batch-size", type=positive_int)
+    finetune.add_argument("--learning-rate", type=positive_float, help="peak learning rate")
+    finetune.add_argument("--warmup-steps", type=non_negative_int)
+    finetune.add_argument("--eval-steps", type=positive_int, default=200)
+    finetune.add_argument("--save-steps", type=positive_int, default=200)
+    finetune.add_argument("--seed", type=non_negative_int, default=0)
     finetune.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output")
     finetune.add_argument("--overwrite", action="store_true", help="replace a model (or checkpoints) in --output")
     add_training_precision_options(finetune)
@@ -204,7 +227,7 @@ def add_summarization_commands(commands, evaluations, add_eval_command):
     summarize.add_argument("--model", required=True, help="a fine-tuned checkpoint (hf-slm finetune)")
     summarize.add_argument("files", nargs="+", metavar="FILE")
     summarize.add_argument("--trees", action="store_true", help="print each summary's tree instead of its words")
-    summarize.add_argument("--batch-size", type=int, default=8, help="documents sampled together")
+    summarize.add_argument("--batch-size", type=positive_int, default=8, help="documents sampled together")
     _add_generation_options(summarize)
     summarize.set_defaults(function=command_summarize)
 

@@ -23,6 +23,8 @@ This module (and hf_slm.data) imports the data machinery only when the command r
 import json
 from pathlib import Path
 
+from ..option_types import positive_int
+
 LOADER_NAMES = "ptb, bllip, xsum or conllu"
 
 
@@ -44,7 +46,7 @@ def parse_split_spec(text, option="--splits"):
         if not equals or not split or not items:
             raise ValueError(
                 f"{option} {text!r}: expected split=item[+item...] separated by commas, e.g. "
-                "train=02-21,validation=22,test=23; the part {part!r} is not"
+                f"train=02-21,validation=22,test=23; the part {part!r} is not"
             )
         if split in spec:
             raise ValueError(f"{option} {text!r}: split {split!r} is given twice")
@@ -145,7 +147,8 @@ def add_data_command(commands):
                          help="the folder to write (new or empty); each split is saved and journaled "
                               "(prepare.journal.jsonl) as it is done, so the same command after an interruption "
                               "resumes; the folder is locked (.hf-slm.lock) while it is written")
-    prepare.add_argument("--num-proc", type=int, help="processes for reading tree files (one-tree-per-line files of "
+    prepare.add_argument("--num-proc", type=positive_int,
+                         help="processes for reading tree files (one-tree-per-line files of "
                          "several MiB are cut into byte ranges), tokenizing and saving; the output does not depend "
                          "on it. Inputs are streamed to disk (datasets' Arrow cache), never held in memory whole")
     prepare.add_argument("--splits", metavar="SPEC",
@@ -183,15 +186,18 @@ def add_data_command(commands):
                          help="--summarization: the checkpoint whose silver trees the texts get (cached in "
                               "OUTPUT/silver/, so an interrupted prepare resumes); not needed for a words-only tokenizer")
     prepare.add_argument("--prompt", help="--summarization: the prompt tree (default '(NP Summary :)')")
-    prepare.add_argument("--max-document-words", type=int, help="--summarization: default 600")
-    prepare.add_argument("--max-summary-words", type=int, help="--summarization: default 70; a longer summary is an "
+    prepare.add_argument("--max-document-words", type=positive_int, help="--summarization: default 600")
+    prepare.add_argument("--max-summary-words", type=positive_int,
+                         help="--summarization: default 70; a longer summary is an "
                          "error naming its document unless --truncate-summaries")
     prepare.add_argument("--truncate-summaries", action="store_true",
                          help="--summarization: cut longer summaries (counted in the output) instead of stopping")
     prepare.add_argument("--labels", choices=["summary", "all"],
                          help="--summarization: train on the summary's actions (default) or on the whole sequence")
-    prepare.add_argument("--beam-size", type=int, help="--summarization: the parser's action beam (default 100)")
-    prepare.add_argument("--word-beam-size", type=int, help="--summarization: the parser's word beam (default 10)")
+    prepare.add_argument("--beam-size", type=positive_int,
+                         help="--summarization: the parser's action beam (default 100)")
+    prepare.add_argument("--word-beam-size", type=positive_int,
+                         help="--summarization: the parser's word beam (default 10)")
     # Tree normalization: by default the tokenizer's own options; a flag that contradicts them is an error.
     prepare.add_argument("--keep-traces", dest="strip_traces", action="store_false", default=None,
                          help="keep -NONE- traces")

@@ -30,11 +30,12 @@ from pathlib import Path
 
 import conllu
 from conllu.exceptions import ParseException
-from datasets import Features, List, Value
+from datasets import DatasetDict, Features, List, Value
 
 from .numbering import sentence_name
 from .text_files import open_text
-from ..tokenization.dependency_trees import DependencyTree, check_heads, projective_tree
+from ..tokenization.dependency_trees import DependencyTree, check_heads, is_projective, projective_tree
+from ..tokenization.trees import check_word_separators
 from .split_files import (
     build_dataset_dict, describe_files, file_stamps, find_split_files, require_examples,
 )
@@ -76,6 +77,8 @@ class _CheckedLines:
                 if not in_sentence:
                     self.sentence_start, in_sentence = self.line, True
                 if not text.startswith("#"):
+                    # a token line's words are separated as every reader's are (no U+00A0 inside a FORM)
+                    check_word_separators(text.rstrip("\r\n"), f"CoNLL-U file {self.path}, line {self.line}")
                     fields = text.rstrip("\r\n").split("\t")
                     if len(fields) != CONLLU_FIELDS:
                         raise ValueError(
@@ -156,26 +159,38 @@ def _projective(example, non_projective):
     return {**example, "heads": list(projective.heads), "lifted_arcs": lifts}
 
 
-def generate_conllu_examples(files, names, stamps, split, non_projective="keep"):
-    """Examples of one split (stamps only key datasets' cache)."""
+def generate_conllu_examples(files, names, stamps, split):
+    """Examples of one split, every tree as read (stamps only key datasets' cache); the projectivity policy is
+    applied to the Dataset afterwards (`_apply_non_projective`), so that what it leaves out is counted and said on
+    every run, datasets' cache hits included."""
     del stamps
-    left_out = 0
 
     def examples():
-        nonlocal left_out
         for file, name in zip(files, names):
-            for example in read_conllu_file(file, name):
-                if non_projective != "keep":
-                    example = _projective(example, non_projective)
-                    if example is None:
-                        left_out += 1
-                        continue
-                yield example
+            yield from read_conllu_file(file, name)
 
     yield from require_examples(examples(), f"split {split!r} ({describe_files(names)})")
-    if left_out:
-        warnings.warn(f"split {split!r}: left out {left_out} non-projective sentence(s) (non_projective='skip')",
-                      stacklevel=2)
+
+
+def _apply_non_projective(split, dataset, non_projective):
+    """`dataset` (one split) under the policy: "error" raises naming the first non-projective tree, "skip" leaves
+    them out with one warning that counts them (and an error when none is left), "lift" lifts them."""
+    if non_projective == "keep":
+        return dataset
+    crossing = [index for index, heads in enumerate(dataset["heads"]) if not is_projective(heads)]
+    if not crossing:
+        return dataset
+    if non_projective == "error":
+        _projective(dataset[crossing[0]], "error")  # raises, naming the sentence and two crossing arcs
+    if non_projective == "lift":
+        return dataset.map(lambda example: _projective(example, "lift"), features=CONLLU_FEATURES)
+    if len(crossing) == len(dataset):
+        raise ValueError(f"split {split!r}: no examples left: all {len(dataset)} sentence(s) are non-projective and "
+                         "non_projective='skip' (--non-projective skip) leaves them out")
+    warnings.warn(f"split {split!r}: left out {len(crossing)} non-projective sentence(s) of {len(dataset)} "
+                  "(non_projective='skip')", stacklevel=2)
+    left_out = set(crossing)
+    return dataset.select([index for index in range(len(dataset)) if index not in left_out])
 
 
 def load_conllu(path, cache_dir=None, non_projective="keep"):
@@ -195,5 +210,7 @@ def load_conllu(path, cache_dir=None, non_projective="keep"):
     for split, files in split_files.items():
         names = [file.relative_to(root).as_posix() if root else str(file) for file in files]
         split_kwargs[split] = {"files": [str(file) for file in files], "names": names,
-                               "stamps": file_stamps(files), "split": split, "non_projective": non_projective}
-    return build_dataset_dict(generate_conllu_examples, split_kwargs, CONLLU_FEATURES, cache_dir)
+                               "stamps": file_stamps(files), "split": split}
+    read = build_dataset_dict(generate_conllu_examples, split_kwargs, CONLLU_FEATURES, cache_dir)
+    return DatasetDict({split: _apply_non_projective(split, dataset, non_projective)
+                        for split, dataset in read.items()})

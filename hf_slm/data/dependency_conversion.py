@@ -49,6 +49,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runs.user_files import check_replaceable
 from ..tokenization.trees import read_trees, remove_traces, strip_function_tag
 from ..tokenization.tree_type import Tree
 
@@ -246,9 +247,12 @@ def main(argv=None):
         description="Convert PTB bracketed trees to CoNLL-U dependency trees by Collins-style head rules (not "
                     "Stanford CoreNLP's UD conversion: see the module docstring).")
     parser.add_argument("trees", nargs="+", help="tree files or .mrg folders (PTB brackets with POS tags)")
-    parser.add_argument("--output", required=True, help="the CoNLL-U file to write")
+    parser.add_argument("--output", required=True, help="the CoNLL-U file to write (an existing file only with "
+                        "--overwrite)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     args = parser.parse_args(argv)
     try:
+        check_replaceable(args.output, overwrite=args.overwrite)  # before converting
         sentences = convert_tree_files(args.trees)
     except ValueError as error:
         print(f"python -m hf_slm.data.dependency_conversion: error: {error}", file=sys.stderr)

@@ -24,6 +24,8 @@ saving and journaling each split, resuming, prepare.json) is hf_slm/data/prepare
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..option_types import or_default, positive_int
+
 DEPENDENCY_LOADER = "conllu"
 # Transition sequences exist for projective trees only: the loader's default, "keep", would fail at encoding.
 DEFAULT_NON_PROJECTIVE = "error"
@@ -111,7 +113,7 @@ class DependencyPreparation:
     def journal_entry(self):
         """What a trained tokenizer depends on, for the journal header (a given one: its files' fingerprint)."""
         return {"trained_on": "train", "grammar": self.grammar, "transition_system": self.transition_system,
-                "vocab_size": self.vocab_size or DEFAULT_VOCAB_SIZE, "max_k": self.max_k,
+                "vocab_size": or_default(self.vocab_size, DEFAULT_VOCAB_SIZE), "max_k": self.max_k,
                 "variant": self.variant or "paper"}
 
     def trained_tokenizer(self, dataset, output, journal, log):
@@ -126,7 +128,7 @@ class DependencyPreparation:
         if "train" not in dataset:
             raise ValueError(f"no train split to train a tokenizer on (splits: {list(dataset)}); pass --tokenizer")
         train = dataset["train"]
-        vocab_size = self.vocab_size or DEFAULT_VOCAB_SIZE
+        vocab_size = or_default(self.vocab_size, DEFAULT_VOCAB_SIZE)
         log(f"training a DependencyTokenizer for {self.transition_system} transitions ({vocab_size} pieces requested) "
             f"on {len(train):,} training trees")
         trees = ({"words": words, "heads": heads} for batch in train.select_columns(["words", "heads"]).iter(1000)
@@ -158,9 +160,9 @@ class DependencyDataPreparation:
 
     def add_arguments(self, parser):
         """The `hf-slm data prepare` flags of `options`."""
-        parser.add_argument("--vocab-size", type=int,
+        parser.add_argument("--vocab-size", type=positive_int,
                             help="--grammar without --tokenizer: word pieces of the tokenizer trained (default 32768)")
-        parser.add_argument("--max-k", type=int,
+        parser.add_argument("--max-k", type=positive_int,
                             help="--grammar dtg_swift without --tokenizer: the largest LA[k] / RA[k] (default: the "
                                  "largest the training trees need; a larger k in another split is an error naming the "
                                  "sentence)")
@@ -180,7 +182,7 @@ class DependencyDataPreparation:
         else:  # the tokenizer's own checks, before the data is read
             from ..tokenization.tokenization_dependency import check_options
 
-            check_options(preparation.transition_system, max_k or 1, variant or "paper")
+            check_options(preparation.transition_system, or_default(max_k, 1), variant or "paper")
         return preparation
 
 

@@ -179,7 +179,7 @@ def _processes_for(gen_kwargs, num_proc):
     """from_generator's num_proc: none asked, or fewer than 2 list entries to share out (datasets would warn and
     fall back to one process), leave it out."""
     entries = min((len(value) for value in gen_kwargs.values() if isinstance(value, list)), default=0)
-    processes = min(num_proc or 1, entries)
+    processes = min(1 if num_proc is None else num_proc, entries)
     return {"num_proc": processes} if processes > 1 else {}
 
 

@@ -3,7 +3,9 @@
 Python reports a gzip archive or a weight file given as text as a UnicodeDecodeError ("'utf-8' codec can't
 decode byte 0x8b in position 1") that says nothing of which file it was. Every reader of user text in hf_slm
 opens it with `open_text` or `read_text`, so that a missing file, a folder, a compressed or a binary file is
-one ValueError naming the file and what was expected.
+one ValueError naming the file and what was expected. A UTF-8 byte-order mark that starts a file is dropped
+(utf-8-sig), so that it never becomes part of the first word; tokenization/trees.py's `check_word_separators`,
+which the readers of trees and word-separated text go through, says the rest of the rule for what separates words.
 
 (tokenization/trees.py is hub code and cannot import this module; its `read_tree_file` names the file itself.)
 """
@@ -61,11 +63,11 @@ def _not_utf8(path, what):
 
 @contextmanager
 def open_text(path, what="file", newline=None):
-    """`open(path, encoding="utf-8", newline=newline)` for reading, after `check_text_file`; a decoding error
+    """`open(path, encoding="utf-8-sig", newline=newline)` for reading, after `check_text_file`; a decoding error
     met while reading becomes a ValueError naming the file and the offset of the bad byte."""
     path = check_text_file(path, what)
     try:
-        with open(path, encoding="utf-8", newline=newline) as handle:
+        with open(path, encoding="utf-8-sig", newline=newline) as handle:
             yield handle
     except UnicodeDecodeError:
         raise _not_utf8(path, what) from None

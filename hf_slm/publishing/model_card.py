@@ -33,6 +33,7 @@ from ..families import family_for_config, grammar_class, preset, variant_for_con
 from ..families.paper_settings import differences_text
 from ..families.tree_formats import tree_format
 from ..model_cards import DEFAULT_LICENSE, TEMPLATE_DIRECTORY
+from ..runs.user_files import check_replaceable, write_user_file
 
 REPO_PLACEHOLDER = "ORG/NAME"
 REVISION_PLACEHOLDER = "COMMIT_SHA"
@@ -711,17 +712,24 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
     return ModelCard(text)
 
 
+# The line every card this module writes holds (model_cards/base.md): a README.md with it is a card written here,
+# which running `hf-slm card` again replaces; one without it is the user's, replaced only with overwrite.
+CARD_MARKER = "Written by `hf-slm card`"
+
+
 def write_model_card(checkpoint_dir, output=None, repo_id=None, revision=None, *, license=DEFAULT_LICENSE,
-                     datasets=None):
-    """Write the model card of a checkpoint folder to `output` (default `<checkpoint_dir>/README.md`, replaced if
-    present) and return its path. Arguments as `build_model_card`."""
-    card = build_model_card(checkpoint_dir, repo_id=repo_id, revision=revision, license=license, datasets=datasets)
+                     datasets=None, overwrite=False):
+    """Write the model card of a checkpoint folder to `output` (default `<checkpoint_dir>/README.md`) and return
+    its path. A file there is replaced when it is a card written here (CARD_MARKER) or with `overwrite`; any other
+    is a ValueError naming it (hf_slm/runs/user_files.py). Other arguments as `build_model_card`."""
     path = Path(output) if output is not None else Path(checkpoint_dir) / "README.md"
-    card.save(path)
-    return path
+    check_replaceable(path, CARD_MARKER, overwrite)  # before the card is built: a refusal costs nothing
+    card = build_model_card(checkpoint_dir, repo_id=repo_id, revision=revision, license=license, datasets=datasets)
+    return write_user_file(path, card.save, CARD_MARKER, overwrite)
 
 
 __all__ = [
+    "CARD_MARKER",
     "EvaluationRow",
     "build_model_card",
     "count_parameters",

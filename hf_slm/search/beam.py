@@ -6,6 +6,7 @@ the tokenizer side: words to pieces, batching with a progress bar, trees back to
 """
 
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -18,8 +19,9 @@ from ..checkpoints.checks import check_tokenizer_matches
 from ..modeling.configuration_slm import position_limit
 from ..modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
 from ..modeling.grammars import ActionKind, ActionLayout, grammar_for_config
+from ..option_types import or_default
 from ..tokenization.linearizers import tree_from_top_down
-from ..tokenization.trees import escape_word, tree_to_string
+from ..tokenization.trees import check_word_separators, escape_word, tree_to_string
 from .progress import TokenProgress, progress_bar
 
 # What `score`, `parse`, `score_documents` and the evaluations do with a sentence that cannot be scored.
@@ -40,9 +42,26 @@ class SentenceResults(list):
         self.left_out = list(left_out)
 
 
-def sentence_words(sentence):
-    """A sentence as a list of words: a string is split on whitespace (an empty sentence gives [])."""
-    return sentence.split() if isinstance(sentence, str) else list(sentence)
+def sentence_words(sentence, where="sentence"):
+    """A sentence as a list of words: a string is split on ASCII whitespace (an empty sentence gives []; other
+    whitespace is refused, as every reader refuses it: tokenization/trees.py's `check_word_separators`), a list or
+    tuple of strings taken as it is. Anything else is a TypeError naming `where` and what was given: every
+    sentence a scorer reads comes through here (`check_sentences`), so the Python API checks it as the CLI's
+    readers do."""
+    if isinstance(sentence, str):
+        return check_word_separators(sentence, where).split()
+    if not isinstance(sentence, (list, tuple)):
+        raise TypeError(f"{where} is {_shown(sentence)}; expected a string of words or a list of word strings")
+    for position, word in enumerate(sentence):
+        if not isinstance(word, str):
+            raise TypeError(f"{where}, word {position} is {_shown(word)}; expected a string")
+    return list(sentence)
+
+
+def _shown(value):
+    """A value in an error message: None, or its type and (cut) repr."""
+    text = repr(value)
+    return text if value is None else f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
 def words_to_pieces(tokenizer, words, index=0):
@@ -57,6 +76,12 @@ def _check_sentence_list(value, name):
     if isinstance(value, str):
         raise TypeError(f"{name} must be a list of sentences (strings or lists of words), got one string; "
                         f"wrap it in a list: [{value[:40]!r}]")
+
+
+def check_batch_size(batch_size):
+    """The API's check of what --batch-size's type (hf_slm/option_types.py) checks on the command line."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
 def _incomplete_word_ids(tokenizer):
@@ -93,7 +118,7 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
     grammar = grammar_for_config(model.config) if limit is not None else None
     all_words, encoded, left_out, unknown = [], [], [], set()
     for index, sentence in enumerate(sentences):
-        words = sentence_words(sentence)
+        words = sentence_words(sentence, _name(index, sources))
         pieces, missing = words_to_pieces(tokenizer, words, index)
         unknown.update(missing)
         name, count = _name(index, sources), sum(len(p) for p in pieces)
@@ -178,6 +203,7 @@ def score(model, tokenizer, sentences, bits=False, batch_size=8, progress=True, 
     """
     check_tokenizer_matches(model.config, tokenizer)
     _check_sentence_list(sentences, "sentences")
+    check_batch_size(batch_size)
     options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
     all_words, encoded, left_out = check_sentences(model, tokenizer, sentences, sources, on_error)
     unit = 1 / math.log(2) if bits else 1.0
@@ -307,6 +333,7 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
     """
     check_tokenizer_matches(model.config, tokenizer)
     _check_sentence_list(documents, "documents")
+    check_batch_size(batch_size)
     for index, document in enumerate(documents):
         _check_sentence_list(document, f"document {index}")
         if not document:
@@ -428,7 +455,7 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
         output = model.generate(
             inputs, tokenizer=tokenizer, do_sample=top_k is not None,
             # sampling draws each tree on its own: a beam is beam search's only
-            num_beams=1 if top_k is not None else num_beams or max(num_trees, 1),
+            num_beams=1 if top_k is not None else or_default(num_beams, max(num_trees, 1)),
             top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words,
             beam_options=beam_options or None, **seeded,
         )

@@ -10,6 +10,7 @@ joint log-probability, as the terminals linearization encodes a tree's words), n
 import dataclasses
 
 from ..data.numbering import sentence_name
+from ..option_types import or_default
 from .beam import (
     SentenceResults,
     check_sentences,
@@ -57,7 +58,8 @@ class BeamSearchScorer(Scorer):
         return {key: value for key, value in options.items() if key not in SPEED_ONLY_BEAM_OPTIONS}
 
     def score(self, sentences, bits=False, batch_size=None, progress=True, on_error="skip", sources=None):
-        return score(self.model, self.tokenizer, sentences, bits=bits, batch_size=batch_size or SEARCH_BATCH_SIZE,
+        return score(self.model, self.tokenizer, sentences, bits=bits,
+                     batch_size=or_default(batch_size, SEARCH_BATCH_SIZE),
                      progress=progress, on_error=on_error, sources=sources, **self.search_options)
 
     def log_probs(self, sentences, batch_size=None, progress=True, on_error="skip", sources=None):
@@ -70,14 +72,14 @@ class BeamSearchScorer(Scorer):
             skipped = {entry["index"] for entry in left_out}
             kept = [i for i in range(len(sentences)) if i not in skipped]
             scores = joint_in_length_order(self.model, terminal_sequences(self.tokenizer, [sentences[i] for i in kept]),
-                                           batch_size or FORWARD_BATCH_SIZE, progress)
+                                           or_default(batch_size, FORWARD_BATCH_SIZE), progress)
             log_probs = [None] * len(sentences)
             for index, value in zip(kept, scores):
                 log_probs[index] = value
             warn_left_out(left_out, len(sentences))
             return SentenceResults(log_probs, left_out)
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        results = self.score([sentences[i] for i in order], batch_size=batch_size or FORWARD_BATCH_SIZE,
+        results = self.score([sentences[i] for i in order], batch_size=or_default(batch_size, FORWARD_BATCH_SIZE),
                              progress=progress, on_error=on_error, sources=[sources[i] for i in order])
         log_probs = [None] * len(sentences)
         for position, index in enumerate(order):
@@ -87,7 +89,7 @@ class BeamSearchScorer(Scorer):
         return SentenceResults(log_probs, left_out)
 
     def parse(self, sentences, batch_size=None, progress=True, on_error="skip", sources=None):
-        return parse(self.model, self.tokenizer, sentences, batch_size=batch_size or SEARCH_BATCH_SIZE,
+        return parse(self.model, self.tokenizer, sentences, batch_size=or_default(batch_size, SEARCH_BATCH_SIZE),
                      progress=progress, on_error=on_error, sources=sources, **self.search_options)
 
     def generate(self, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None,
@@ -102,7 +104,8 @@ class BeamSearchScorer(Scorer):
         (hf_slm.evaluation.parsing.parse_eval)."""
         from ..evaluation.parsing import parse_eval
 
-        return parse_eval(self.model, self.tokenizer, gold, limit=limit, batch_size=batch_size or SEARCH_BATCH_SIZE,
+        return parse_eval(self.model, self.tokenizer, gold, limit=limit,
+                          batch_size=or_default(batch_size, SEARCH_BATCH_SIZE),
                           output_dir=output_dir, overwrite=overwrite, progress=progress, on_error=on_error,
                           scorer=self)
 
@@ -110,7 +113,8 @@ class BeamSearchScorer(Scorer):
         return joint_log_probs(self.model, sequences, batch_size=batch_size, progress=progress)
 
     def score_documents(self, documents, batch_size=None, progress=True, on_error="skip", sources=None):
-        return score_documents(self.model, self.tokenizer, documents, batch_size=batch_size or SEARCH_BATCH_SIZE,
+        return score_documents(self.model, self.tokenizer, documents,
+                               batch_size=or_default(batch_size, SEARCH_BATCH_SIZE),
                                progress=progress, on_error=on_error, sources=sources, **self.search_options)
 
     def document_log_probs(self, documents, batch_size=32, progress=False):

@@ -213,7 +213,8 @@ def _write_fine_tuning_record(setup, grammar, schedule, trainer, train_dataset, 
     written = json.loads(path.read_text())
     written["fine_tuning"] = fine_tuning
     path.write_text(json.dumps(written, indent=2) + "\n")
-    write_model_card(setup.output, datasets=["xsum"])
+    # The output folder is this run's own (new, resumed or --overwrite: checked before training), card included.
+    write_model_card(setup.output, datasets=["xsum"], overwrite=True)
 
 
 __all__ = ["DEFAULT_PRESET", "FINETUNE_PRESETS", "FinetuneSetup", "TASKS", "finetune", "load_base_model",

@@ -56,6 +56,7 @@ import dataclasses
 import warnings
 from pathlib import Path
 
+from ..option_types import or_default
 from ..search.beam import SentencesLeftOut, _without_prefix, tree_string
 from ..families.tree_formats import grammars_of_linearization
 from ..data.prepare import trees_for_tokenizer
@@ -334,26 +335,37 @@ def text_to_keep(text, max_words):
 
 
 def document_trees(rows, tokenizer, parser=None, cache_dir=None, progress=False, batch_size=8, max_document_words=None,
-                   **beam_options):
+                   on_error="raise", **beam_options):
     """Per row {"id", "document", "summary"} (XSum's columns; "summary" optional), the sentences a sequence is
     made of: {"id", "document": [trees or word lists], "summary": [...] or None, "left_out": sentences of the
     document the parser left out, "cut_before_parsing": whether max_document_words left sentences unparsed}.
 
     parser: (model, tokenizer) giving silver trees (hf_slm/summarization/silver.py, cached in `cache_dir`, under
     SUMMARY_CONSTRAINTS unless beam_options say otherwise); not used, and not needed, for a words-only
-    `tokenizer`. An empty document is a ValueError naming it.
+    `tokenizer`. An empty document, or one whose every sentence the parser leaves out, is a ValueError naming it;
+    with on_error="skip" its entry is {"id", "error"} instead, and the others are read as usual.
     max_document_words: parse only the sentences that truncation to this many words can keep (`text_to_keep`;
     a document of 2,000 words would otherwise be parsed whole for its first 600). The one difference it makes:
     when the parser leaves out a kept sentence, the sentence after the limit does not move up to replace it.
     """
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     rows = [dict(row) for row in rows]
+    failed = {}  # id: why (on_error="skip")
+
+    def fail(row, message):
+        if on_error == "raise":
+            raise ValueError(message)
+        failed[row["id"]] = message
+
     for row in rows:
         row["id"] = str(row["id"])
         if not document_sentences(row["document"]):
-            raise ValueError(f"document {row['id']} is empty after cleaning (no sentence with words); expected some "
-                             "text to summarize")
+            fail(row, f"document {row['id']} is empty after cleaning (no sentence with words); expected some text to "
+                      "summarize")
     if _words_only(tokenizer):
-        return [{"id": row["id"], "document": [words for words, _ in document_sentences(row["document"])],
+        return [{"id": row["id"], "error": failed[row["id"]]} if row["id"] in failed else
+                {"id": row["id"], "document": [words for words, _ in document_sentences(row["document"])],
                  "summary": ([words for words, _ in document_sentences(row["summary"])] if row.get("summary") is not None
                              else None), "left_out": 0} for row in rows]
     if parser is None:
@@ -363,22 +375,30 @@ def document_trees(rows, tokenizer, parser=None, cache_dir=None, progress=False,
     check_parser(parser_model, parser_tokenizer, tokenizer)
     texts = {}
     for row in rows:
+        if row["id"] in failed:
+            continue
         texts[row["id"]] = text_to_keep(row["document"], max_document_words)
         if row.get("summary") is not None:
             texts[f"{row['id']} (summary)"] = row["summary"]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=SentencesLeftOut)  # counted per document below
-        parsed = silver_trees(parser_model, parser_tokenizer, texts, cache_dir=cache_dir, progress=progress,
-                              batch_size=batch_size, **{**SUMMARY_CONSTRAINTS, **beam_options})
-    by_id = {entry["id"]: entry for entry in parsed}
-    reasons = {}
-    for entry in parsed.left_out:
-        reasons.setdefault(entry["document"], entry["error"])
+    by_id, reasons = {}, {}
+    if texts:  # on_error="skip" may have left none
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=SentencesLeftOut)  # counted per document below
+            parsed = silver_trees(parser_model, parser_tokenizer, texts, cache_dir=cache_dir, progress=progress,
+                                  batch_size=batch_size, **{**SUMMARY_CONSTRAINTS, **beam_options})
+        by_id = {entry["id"]: entry for entry in parsed}
+        for entry in parsed.left_out:
+            reasons.setdefault(entry["document"], entry["error"])
     results = []
     for row in rows:
+        if row["id"] in failed:
+            results.append({"id": row["id"], "error": failed[row["id"]]})
+            continue
         trees = [as_sentence(tree) for tree in by_id[row["id"]]["trees"] if tree is not None]
         if not trees:
-            raise ValueError(f"document {row['id']}: the parser left out every sentence ({reasons[row['id']]})")
+            fail(row, f"document {row['id']}: the parser left out every sentence ({reasons[row['id']]})")
+            results.append({"id": row["id"], "error": failed[row["id"]]})
+            continue
         summary = None
         if row.get("summary") is not None:
             entry = by_id[f"{row['id']} (summary)"]
@@ -435,7 +455,7 @@ def _load_parser(parser, model, tokenizer):
 
 def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, parser=None, cache_dir=None,
               batch_size=8, prompt=None, max_document_words=None, temperature=1.0, progress=False,
-              parser_beam_options=None, **beam_options):
+              parser_beam_options=None, on_error="skip", **beam_options):
     """Summaries of raw documents by a fine-tuned model (module docstring, "Generation").
 
     Args:
@@ -457,7 +477,10 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
     summary's tree; for a words-only model its words), "log_prob" (joint log-probability of the summary's
     actions given the context, nats)}. A summary that grows past the model's max_sequence_length costs only its
     own document: the batch is sampled again one document at a time, and that document's summary is left empty
-    ("", with "error" saying why; one warning names them); ROUGE counts it as an empty summary.
+    ("", with "error" saying why; one warning names them); ROUGE counts it as an empty summary. So is, with
+    on_error="skip" (the default), a document that cannot be summarized (empty, or every sentence of it left out
+    by the parser), and the others are summarized as usual; on_error="raise" raises ValueError naming it instead.
+    The warnings are SummariesLeftEmpty.
     """
     from ..checkpoints.checks import check_tokenizer_matches
     from ..evaluation.rouge import summary_words
@@ -472,16 +495,23 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
                          "config.document_level=True, as `hf-slm finetune` makes); this model reads one tree per "
                          "sequence")
     prompt_ids(tokenizer, summary_format.prompt, grammar)
-    max_new_words = max_new_words or summary_format.max_summary_words
+    max_new_words = or_default(max_new_words, summary_format.max_summary_words)
     pairs = _documents(documents)
     rows = [{"id": document_id, "document": text} for document_id, text in pairs]
     needs_parser = not grammar.words_only
     # The documents get the trees the training documents got: the recorded parser's, under its recorded options.
     recorded = getattr(model.config, CONFIG_KEY, None) or {}
     parser_options = {**recorded.get("parser_beam_options", {}), **(parser_beam_options or {})}
-    parsed = document_trees(rows, tokenizer, _load_parser(parser, model, tokenizer) if needs_parser else None,
-                            cache_dir=cache_dir, progress=progress,
-                            max_document_words=summary_format.max_document_words, **parser_options)
+    read = document_trees(rows, tokenizer, _load_parser(parser, model, tokenizer) if needs_parser else None,
+                          cache_dir=cache_dir, progress=progress, max_document_words=summary_format.max_document_words,
+                          on_error=on_error, **parser_options)
+    unreadable = {entry["id"]: entry["error"] for entry in read if "error" in entry}
+    parsed = [entry for entry in read if "error" not in entry]
+    if unreadable:
+        warnings.warn(f"{len(unreadable)} of {len(read)} documents cannot be summarized and get an empty summary: "
+                      + "; ".join(list(unreadable.values())[:5]), SummariesLeftEmpty, stacklevel=2)
+    if not parsed:
+        return [_empty_summary(entry["id"], entry["error"]) for entry in read]
     contexts = []
     for entry in parsed:
         kept, _ = truncate_sentences(entry["document"], summary_format.max_document_words, f"document {entry['id']}")
@@ -522,18 +552,30 @@ def summarize(model, tokenizer, documents, top_k=2, seed=0, max_new_words=None, 
         for entry, ids_context, samples in zip(parsed[start : start + batch_size], batch, found):
             if isinstance(samples, ValueError):  # only this document's summary is lost, and said so below
                 too_long.append(f"document {entry['id']} ({len(ids_context)} context actions): {samples}")
-                results.append({"summary": "", "words": [], "tree": "", "log_prob": None, "error": str(samples)})
+                results.append(_empty_summary(entry["id"], str(samples)))
                 continue
             ids, log_prob = samples[0]
             summary_ids, summary_starts = _without_prefix(ids, len(ids_context))
             tree = tree_string(tokenizer, [int(i) for i in summary_ids], starts=summary_starts)
             words = summary_words(tree)
-            results.append({"summary": " ".join(words), "words": words, "tree": tree, "log_prob": float(log_prob)})
+            results.append({"id": entry["id"], "summary": " ".join(words), "words": words, "tree": tree,
+                            "log_prob": float(log_prob)})
     if too_long:
+        # Named by the arguments of this function: the options that set them differ between commands.
         warnings.warn(f"{len(too_long)} of {len(contexts)} summaries ran past the model's maximum length and are left "
-                      f"empty (a shorter --max-document-words or --max-new-words leaves them room): "
-                      + "; ".join(too_long[:5]), stacklevel=2)
-    return [{"id": entry["id"], **result} for entry, result in zip(parsed, results)]
+                      f"empty (shorter documents, max_document_words, or summaries, max_new_words, leave them room): "
+                      + "; ".join(too_long[:5]), SummariesLeftEmpty, stacklevel=2)
+    summarized = {result["id"]: result for result in results}
+    return [summarized.get(entry["id"]) or _empty_summary(entry["id"], entry["error"]) for entry in read]
+
+
+class SummariesLeftEmpty(UserWarning):
+    """Some documents got an empty summary (their "error" says why); the others' are complete."""
+
+
+def _empty_summary(document_id, error):
+    """The result of a document that got no summary: ROUGE counts it as empty; "error" says why."""
+    return {"id": document_id, "summary": "", "words": [], "tree": "", "log_prob": None, "error": error}
 
 
 def _past_the_model_length(error):
@@ -543,5 +585,6 @@ def _past_the_model_length(error):
 
 
 __all__ = ["CONFIG_KEY", "MAX_DOCUMENT_WORDS", "MAX_SUMMARY_WORDS", "PROMPT", "SUMMARY_CONSTRAINTS",
-           "SummarizationFormat", "as_sentence", "check_parser", "context_ids", "document_grammar", "document_trees", "first_words",
+           "SummariesLeftEmpty", "SummarizationFormat",
+           "as_sentence", "check_parser", "context_ids", "document_grammar", "document_trees", "first_words",
            "prompt_ids", "summarization_examples", "summarization_sequence", "summarize", "truncate_sentences"]

@@ -38,6 +38,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import get_last_checkpoint
 
+from ..option_types import or_default
 from ..checkpoints.checks import check_tokenizer_matches, linearization_of
 from ..data.prepare import (
     PREPARE_RECORD,
@@ -537,7 +538,7 @@ def train_grammar_model(setup, log):
             # The grammar's family gives the tokenizer class and the grammar its linearization.
             family = family_for_grammar(grammar)
             tokenizer_class = family.default_tokenizer
-            vocab_size = setup.vocab_size or preset["model"]["vocab_size"]
+            vocab_size = or_default(setup.vocab_size, preset["model"]["vocab_size"])
             log(f"training a {setup.pieces or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, {vocab_size} pieces requested) on "
                 f"{len(train_trees)} trees")
             # The trees are already normalized; the options are stored so that tree strings encoded later get
@@ -657,7 +658,7 @@ def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule):
         if unused and is_main_process():
             print("parameters without gradients (DistributedDataParallel looks for them every step): "
                   + ", ".join(unused[:10]) + (" ..." if len(unused) > 10 else ""))
-    callbacks = [_TimeLimit(setup.max_seconds)] if setup.max_seconds else []
+    callbacks = [] if setup.max_seconds is None else [_TimeLimit(setup.max_seconds)]
     if segments:
         # batch_size streams per process (segment_training.py: N processes read the streams of N x the batch)
         streams = DocumentStreams(model.grammar, train_dataset["input_ids"], schedule["batch_size"],

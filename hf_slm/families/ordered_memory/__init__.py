@@ -1,5 +1,6 @@
 """Paper 001's family: Syntactic Ordered Memory (eSOM, dSOM), a recurrent model with its own parser; no grammar."""
 
+from ...option_types import positive_int
 from ..registry import Family, Variant, register_family
 
 # `hf-slm train`'s options of SOM presets (hf_slm/families/ordered_memory/training.py's SomTrainingSetup fields): where
@@ -16,7 +17,7 @@ TRAIN_OPTIONS = (
         "help": "read PTB tree files as dependency trees, converted by Collins-style head rules "
                 "(hf_slm/data/dependency_conversion.py; not the paper's CoreNLP UD conversion)"}),
     ("--min-count", {
-        "type": int,
+        "type": positive_int,
         "help": "a new word vocabulary keeps words seen this many times (default 2; the others become unknown-word "
                 "classes); --pieces or --vocab-size train a piece vocabulary instead"}),
 )

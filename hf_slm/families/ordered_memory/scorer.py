@@ -9,6 +9,7 @@ the model's tokens, words printed. Its parses are evaluated by UF1 against gold 
 
 import math
 
+from ...option_types import or_default
 from ...search.beam import SentenceResults, warn_left_out
 from ...search.progress import TokenProgress, progress_bar
 from ...search.scorers import Scorer
@@ -63,22 +64,23 @@ class SyntacticOrderedMemoryScorer(Scorer):
                      "end_surprisal": -found["eos_log_prob"] * scale, "log_prob": found["log_prob"] * scale,
                      "exact": True}
                     for words, found in zip(kept, som_sentence_scores(self.model, self.tokenizer, kept,
-                                                                      batch_size=batch_size or BATCH_SIZE))]
+                                                                      batch_size=or_default(batch_size, BATCH_SIZE)))]
 
         return self._per_sentence(sentences, sources, on_error, compute, entries=True)
 
     def log_probs(self, sentences, batch_size=None, progress=True, on_error="skip", sources=None):
         return self._per_sentence(sentences, sources, on_error, lambda kept: [
             found["log_prob"] for found in som_sentence_scores(self.model, self.tokenizer, kept,
-                                                               batch_size=batch_size or BATCH_SIZE, eos=True)])
+                                                               batch_size=or_default(batch_size, BATCH_SIZE),
+                                                               eos=True)])
 
     def surprisals(self, sentences, bits=True, batch_size=None, progress=True, on_error="skip", sources=None):
         return self._per_sentence(sentences, sources, on_error, lambda kept: som_surprisals(
-            self.model, self.tokenizer, kept, bits=bits, batch_size=batch_size or BATCH_SIZE))
+            self.model, self.tokenizer, kept, bits=bits, batch_size=or_default(batch_size, BATCH_SIZE)))
 
     def parse(self, sentences, batch_size=None, progress=True, on_error="skip", sources=None):
         return self._per_sentence(sentences, sources, on_error, lambda kept: som_parses(
-            self.model, self.tokenizer, kept, batch_size=batch_size or BATCH_SIZE))
+            self.model, self.tokenizer, kept, batch_size=or_default(batch_size, BATCH_SIZE)))
 
     def generate(self, prompt=None, num_trees=1, num_beams=None, top_k=None, max_new_words=20, seed=None,
                  progress=True):
@@ -117,7 +119,8 @@ class SyntacticOrderedMemoryScorer(Scorer):
         """UF1, p and p' accuracy of the incremental parses against the dependency trees of a CoNLL-U file
         (hf_slm.families.ordered_memory.evaluation.run_som_parse_eval; every gold sentence has words, so none is left
         out)."""
-        return run_som_parse_eval(self.model, self.tokenizer, gold, limit=limit, batch_size=batch_size or BATCH_SIZE,
+        return run_som_parse_eval(self.model, self.tokenizer, gold, limit=limit,
+                                  batch_size=or_default(batch_size, BATCH_SIZE),
                                   output_dir=output_dir, overwrite=overwrite, progress=progress)
 
 

@@ -50,6 +50,7 @@ from datasets import Dataset
 from transformers import Trainer
 
 from ...data.numbering import sentence_name
+from ...option_types import or_default
 from ...data.conllu_loader import read_conllu_file
 from ...data.prepare import load_syntactic_tokenizer
 from ...data.dependency_conversion import RAW_TREE_OPTIONS, ptb_to_dependencies
@@ -274,7 +275,7 @@ def som_tokenizer(setup, sentences, output, log):
         if min_count is not None:
             raise ValueError("--min-count is the word vocabulary's threshold; --pieces / --vocab-size train a piece "
                              "vocabulary instead (leave one out)")
-        vocab_size = setup.vocab_size or 8000
+        vocab_size = or_default(setup.vocab_size, 8000)
         kind = setup.pieces or "sentencepiece"
         log(f"training a {kind} tokenizer (SyntacticTokenizer, {vocab_size} pieces requested) on {len(trees)} "
             "sentences")
