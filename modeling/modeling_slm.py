@@ -45,6 +45,7 @@ from .generation_options import PROMPT_INPUTS, generation_settings
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
 from .grammars import PositionKind, grammar_for_config
 from .hub_code import SavesHubCode
+from .padding import check_padding_at_the_ends
 from .safe_loading import SafetensorsOnlyLoading
 from .segments import causal_segment_window, check_segment_options
 
@@ -116,23 +117,6 @@ def _in_slots(array, keep):
         else:
             placed[b, slots] = array[b, :length]
     return placed
-
-
-def check_padding_at_the_ends(keep, pad_token_id, mask_given):
-    """Refuse a row whose padding is not at its ends (`keep`: [B, T] numpy bool, True for a real action): the
-    collator and the tokenizer pad only on either side, and a pad id between real actions, without an
-    attention_mask to say otherwise, is a hole that would silently join the actions around it."""
-    for row, real in enumerate(keep):
-        where = np.flatnonzero(real)
-        if len(where) == 0 or where[-1] - where[0] + 1 == len(where):
-            continue
-        hole = int(where[int(np.flatnonzero(np.diff(where) > 1)[0])]) + 1
-        if mask_given:
-            raise ValueError(f"attention_mask row {row} is 0 at position {hole}, between real actions; padding goes "
-                             "at either end of a row")
-        raise ValueError(f"input_ids row {row} holds the pad id {pad_token_id} at position {hole}, between real "
-                         "actions; padding goes at either end of a row (give an attention_mask of ones to read a pad "
-                         "id as an action)")
 
 
 def _slot_positions(kinds):

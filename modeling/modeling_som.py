@@ -38,6 +38,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .configuration_som import SyntacticOrderedMemoryConfig
+from .padding import check_padding_at_the_ends
 from .safe_loading import SafetensorsOnlyLoading
 
 IGNORE_INDEX = -100
@@ -417,6 +418,9 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
             if attention_mask.dim() != 2 or attention_mask.shape[0] != batch or attention_mask.shape[1] < length:
                 raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}; expected [{batch}, >= {length}]")
             active = attention_mask[:, -length:].bool()  # generate passes the mask of the whole sequence so far
+        if state is None and input_ids is not None:  # a first call: its rows are padded at either end only
+            keep = active if attention_mask is not None else input_ids != self.config.pad_token_id
+            check_padding_at_the_ends(keep.cpu(), self.config.pad_token_id, attention_mask is not None)
         if state is None:
             state = OrderedMemoryState.initial(self.context, batch, self.config.num_slots, inputs_embeds.device,
                                                inputs_embeds.dtype)

@@ -269,16 +269,16 @@ CASES = [
     # 8. the Python API checks its arguments as the CLI does
     ApiCase("hf_slm.score given [None]", lambda model, tokenizer, tmp, directory:
             hf_slm.score(model, tokenizer, [None], progress=False), TypeError,
-            r"^sentence 0 is None; expected a string of words or a list of word strings$"),
+            r"^sentence 1 is None; expected a string of words or a list of word strings$"),
     ApiCase("hf_slm.parse given a word that is not a string", lambda model, tokenizer, tmp, directory:
             hf_slm.parse(model, tokenizer, [["the", 3, "sings"]], progress=False), TypeError,
-            r"^sentence 0, word 1 is int 3; expected a string$"),
+            r"^sentence 1, word 2 is int 3; expected a string$"),
     ApiCase("the model refuses a pad id inside a sequence without a mask", lambda model, tokenizer, tmp, directory:
             _with_pad_inside(model, tokenizer), ValueError,
-            r"input_ids row 0 holds the pad id 0 at position 3, between real actions"),
+            r"input_ids row 0 holds the pad id 0 at position 3, between real tokens"),
     ApiCase("the model refuses a mask with a hole", lambda model, tokenizer, tmp, directory:
             _with_pad_inside(model, tokenizer, mask=True), ValueError,
-            r"attention_mask row 0 is 0 at position 3, between real actions"),
+            r"attention_mask row 0 is 0 at position 3, between real tokens"),
     ApiCase("right padding gives the loss of the row alone", _unchanged_for_valid_input, None,
             check=_same_losses),
 ]

@@ -66,6 +66,22 @@ def test_left_padding_leaves_the_state_untouched(tokenizer, batch):
         assert torch.allclose(right[row, :length], left[row, width - length:], atol=1e-5)
 
 
+def test_padding_inside_a_row_is_refused(tokenizer, batch):
+    """As every family's model (modeling/padding.py): a pad id between real tokens without a mask, or a 0 of the
+    mask between them, is an error naming the row and position, not a token silently read or skipped."""
+    model = tiny_model(tokenizer).eval()
+    ids = batch["input_ids"][:1, :5].clone()
+    ids[0, 2] = tokenizer.pad_token_id
+    with pytest.raises(ValueError, match=r"input_ids row 0 holds the pad id .* at position 2, between real tokens"):
+        model(input_ids=ids)
+    holed = torch.ones_like(ids)
+    holed[0, 3] = 0
+    with pytest.raises(ValueError, match=r"attention_mask row 0 is 0 at position 3, between real tokens"):
+        model(input_ids=batch["input_ids"][:1, :5], attention_mask=holed)
+    with torch.no_grad():  # a mask of ones reads the pad id as a token, as the error says
+        assert torch.isfinite(model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits).all()
+
+
 def test_incremental_state_gives_the_full_forward_logits(tokenizer, batch):
     model = tiny_model(tokenizer).eval()
     with torch.no_grad():

@@ -54,7 +54,7 @@ def sentence_words(sentence, where="sentence"):
         raise TypeError(f"{where} is {_shown(sentence)}; expected a string of words or a list of word strings")
     for position, word in enumerate(sentence):
         if not isinstance(word, str):
-            raise TypeError(f"{where}, word {position} is {_shown(word)}; expected a string")
+            raise TypeError(f"{where}, {item_name('word', position)} is {_shown(word)}; expected a string")
     return list(sentence)
 
 
