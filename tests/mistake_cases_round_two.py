@@ -221,7 +221,7 @@ CASES = [
             r"tokenizer input, column 11: U\+00A0 \(NO-BREAK SPACE\) in 'New\\xa0York\)'"),
     ApiCase("hf_slm.score refuses a hair space inside a word", lambda model, tokenizer, tmp, directory:
             hf_slm.score(model, tokenizer, ["the bird sings .", "New\u200aYork sings"], progress=False),
-            ValueError, r"sentence 1, column 4: U\+200A \(HAIR SPACE\)"),
+            ValueError, r"sentence 2, column 4: U\+200A \(HAIR SPACE\)"),
 
     # 5. deep input
     CliCase("masks refuses a tree nested 2,000 deep, naming the depth", ["masks", _deep_tree(2000)],

@@ -578,14 +578,20 @@ def test_cli_segments_of_other_grammars_and_text_output(capsys):
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
-    (["--segment-length", "0"], "segment length 0: expected a whole number of positions >= 1"),
-    (["--segment-length", "4", "--memory-length", "-2"], "memory length -2"),
+    # argparse's (hf_slm/option_types.py): the option named where it is parsed
+    (["--segment-length", "0"], "argument --segment-length: expected a positive integer, got 0"),
+    (["--segment-length", "4", "--memory-length", "-2"],
+     "argument --memory-length: expected a non-negative integer, got -2"),
     (["--memory", "shift"], "give --segment-length too"),
     (["--segment-length", "4", "--png", "x.png"], "does not combine with --segment-length"),
     (["--segment-length", "4", "--grammar", "nb-dn-ex-m"], "has no segment recurrence"),
 ])
 def test_cli_errors(arguments, message, capsys):
-    assert main(["masks", FIGURE_2, *arguments]) == 2
+    try:
+        code = main(["masks", FIGURE_2, *arguments])
+    except SystemExit as stopped:  # argparse's own errors exit with 2
+        code = stopped.code
+    assert code == 2
     assert message in capsys.readouterr().err
 
 

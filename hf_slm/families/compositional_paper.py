@@ -55,8 +55,8 @@ PAPER_003 = PaperTable(
           "(cutoff lengths, learning rate)",
     presets={name: _column(name, _EXTERNAL) for name in VARIANTS + ("gpt2-token", "gpt2-tree")},
     notes=(
-        ("vocabulary", "GPT-2's BPE (50,257 tokens, section 3)", "50,257 SentencePiece pieces trained on the data "
-         "(or --pieces byte_bpe)", "GPT-2's BPE files cannot be downloaded here (no model hub); a tokenizer built "
+        ("vocabulary", "GPT-2's BPE (50,257 tokens, section 3)", "50,257 pieces trained on the data (`--pieces` "
+         "chooses the piece model)", "GPT-2's BPE files cannot be downloaded here (no model hub); a tokenizer built "
          "from them works with --tokenizer"),
         ("silver trees", "BLLIP-LG reparsed by Supar's CRF constituency parser, left-binarized with nltk (section 3)",
          "the trees a user gives (unlabelled on reading); binarization by the grammar",

@@ -538,7 +538,8 @@ def train_grammar_model(setup, log):
             # The grammar's family gives the tokenizer class and the grammar its linearization.
             family = family_for_grammar(grammar)
             tokenizer_class = family.default_tokenizer
-            vocab_size = or_default(setup.vocab_size, preset["model"]["vocab_size"])
+            # the preset's only when not given (a preset may have none: the user's is then required)
+            vocab_size = setup.vocab_size if setup.vocab_size is not None else preset["model"]["vocab_size"]
             log(f"training a {setup.pieces or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, {vocab_size} pieces requested) on "
                 f"{len(train_trees)} trees")
             # The trees are already normalized; the options are stored so that tree strings encoded later get
