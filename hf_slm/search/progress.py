@@ -3,7 +3,7 @@
 One rule for when a bar shows: after PROGRESS_DELAY seconds of work, so that a quick command prints nothing and a
 long one (a big beam, a long sentence, an untrained model's long words) says how far it is and how long is left.
 The word-synchronous search reports each word step (WordSynchronousBeamSearch's `on_word`); transformers' own
-generate (words-only models, SOM) each token, through a stopping criterion that never stops.
+generate (models it runs: no grammar search) each token, through a stopping criterion that never stops.
 """
 
 import torch

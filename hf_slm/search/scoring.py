@@ -25,7 +25,7 @@ def collator_for(model, **kwargs):
 @torch.no_grad()
 def action_log_probs(model, sequences, batch_size=32, progress=False):
     """For each action-id sequence (`<s>` first), the array of log p(a_t | a_<t) for t = 1..n (natural log); for an
-    action that comes with a start (paper 003's Nb-Up `)`: the sequence is a mapping with the grammar's
+    action that comes with a start (a grammar that takes_start: the sequence is a mapping with the grammar's
     `start_input`), log p(a_t | a_<t) + log p(s_t | a_<=t), the pointer's term, as the beam search scores it.
 
     TG's COMPOSE copies predict nothing, so every grammar yields exactly one number per action after `<s>`.
