@@ -111,7 +111,8 @@ def main():
                                               final_learning_rate=3e-7, embedding_learning_rate_multiplier=2.0)
         training_args = TrainingArguments(
             output_dir=str(directory), max_steps=args.max_steps, per_device_train_batch_size=16, max_grad_norm=3.0,
-            logging_steps=50, save_strategy="no", report_to=[], use_cpu=not torch.cuda.is_available(),
+            logging_steps=min(50, args.max_steps), save_strategy="no", report_to=[],
+            use_cpu=not torch.cuda.is_available(),
             train_sampling_strategy="group_by_length", seed=0,
         )
         trainer = Trainer(model=model, args=training_args, train_dataset=Dataset.from_dict({"input_ids": ids}),
