@@ -3,6 +3,9 @@ and both GPT-2 baselines, a packed batch's loss summed over its tokens is its se
 logits (and Nb-Up's start log-probabilities) are those it has alone; the grouping cuts only between sentences; the
 collator refuses documents and a model with unrestricted heads refuses packed rows."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -145,3 +148,35 @@ def test_packed_rows_hold_the_sentences_of_every_row():
     starts = np.array(row["constituent_starts"])
     expected = np.where((starts >= 0) & (np.arange(len(starts)) >= first), starts + first, starts)
     assert batch["constituent_starts"][0].tolist() == expected.tolist()
+
+
+GUM = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum" / "train.txt"
+SMALL = [item for key, value in dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     composer_hidden_size=8, composer_num_layers=1, composer_num_heads=2,
+                                     composer_intermediate_size=16).items() for item in ("--set", f"{key}={value}")]
+
+
+def test_the_cli_trains_on_packed_sentences(tmp_path, capsys, one_thread):
+    from hf_slm.cli import main
+
+    trees = tmp_path / "train.txt"
+    trees.write_text("\n".join(GUM.read_text().splitlines()[:40]) + "\n")
+    run = tmp_path / "run"
+    arguments = ["train", "--preset", "nb-up-ex-m-tiny", "--train", str(trees), "--output", str(run), "--max-steps",
+                 "2", "--batch-size", "2", "--warmup-steps", "1", "--vocab-size", "200", "--pack-to", "400", *SMALL]
+    assert main(arguments) == 0, capsys.readouterr().err
+    record = json.loads((run / "training_setup.json").read_text())
+    assert record["pack_to"] == 400 and record["steps_done"] == 2
+    assert 1 < record["train_examples"] < 40  # packed sequences, each of several sentences
+    assert "packing: 40 training sentences into" in capsys.readouterr().out
+    # packing and segment recurrence exclude each other
+    assert main(arguments[:-len(SMALL)] + ["--overwrite", "--segment-length", "64", *SMALL]) == 2
+    assert "--pack-to 400: segment recurrence" in capsys.readouterr().err
+
+
+def test_paper_003_presets_pack_to_their_cutoff():
+    from hf_slm.families import presets
+
+    assert presets()["nb-up-ex-m"]["training"]["pack_to"] == 2048
+    assert presets()["gpt2-token"]["training"]["pack_to"] == 1024
+    assert "pack_to" not in presets()["nb-up-ex-m-tiny"]["training"]  # the CPU twins train one sentence per row
