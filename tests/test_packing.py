@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+import hf_slm
 from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.data.packing import pack_sentences, packed_dataset
 from hf_slm.families import causal_lm_for_config, config_for_grammar, grammar_class
@@ -63,25 +64,20 @@ def _summed(output, batch):
     return float(output.lm_loss) * actions + float(output.start_loss) * starts
 
 
-@pytest.mark.parametrize("grammar", MODELS)
-def test_a_packed_batch_is_its_sentences_alone(grammar, tokenizers):
-    tokenizer = tokenizers(grammar)
-    model = _tiny(grammar, tokenizer)
-    features = _features(tokenizer)
-    # two rows: sentences 0, 1, 2 in one, sentence 3 alone
+def _check_packed_equals_alone(model, grammar, layout, features):
+    """Sentences 0, 1, 2 packed in one row, sentence 3 alone in another: the loss summed over the packed batch's
+    tokens is the sentences' own, each sentence's logits (and start log-probabilities) those it has alone."""
     packed = [{name: features[0][name] + features[1][name] + features[2][name] for name in features[0]}, features[3]]
-    packed_batch = SyntacticDataCollator(grammar, tokenizer.action_layout, packed=True)(packed)
-    alone = SyntacticDataCollator(grammar, tokenizer.action_layout)
+    packed_batch = SyntacticDataCollator(grammar, layout, packed=True)(packed)
+    alone = SyntacticDataCollator(grammar, layout)
     with torch.no_grad():
         packed_output = model(**packed_batch)
-        summed = 0.0
-        column = 0
+        summed, column = 0.0, 0
         for index, feature in enumerate(features):
             batch = alone([feature])
             output = model(**batch)
             summed += _summed(output, batch)
-            row = 0 if index < 3 else 1
-            start = column if index < 3 else 0
+            row, start = (0, column) if index < 3 else (1, 0)
             count = len(feature["input_ids"])
             # each action's distribution of the next action, but the last's (in a row it would predict the next `<s>`)
             torch.testing.assert_close(packed_output.logits[row, start : start + count - 1],
@@ -89,9 +85,37 @@ def test_a_packed_batch_is_its_sentences_alone(grammar, tokenizers):
             if getattr(output, "start_log_probs", None) is not None:
                 mine = packed_output.start_log_probs[row, start : start + count - 1, start : start + count]
                 torch.testing.assert_close(mine, output.start_log_probs[0, : count - 1, :count], atol=1e-5, rtol=1e-5)
-            column = column + count if index < 3 else column
+            column += count if index < 3 else 0
     assert _summed(packed_output, packed_batch) == pytest.approx(summed, abs=1e-5 * max(1.0, abs(summed)))
     assert int((packed_batch["labels"] != -100).sum()) < int(packed_batch["attention_mask"].sum())
+
+
+@pytest.mark.parametrize("grammar", MODELS)
+def test_a_packed_batch_is_its_sentences_alone(grammar, tokenizers):
+    tokenizer = tokenizers(grammar)
+    _check_packed_equals_alone(_tiny(grammar, tokenizer), grammar, tokenizer.action_layout, _features(tokenizer))
+
+
+DEPENDENCY_TREES = ["There/2 is/0 a/4 difference/2", "The/2 cat/3 sleeps/0 ./3", "a/0 b/1 c/1", "Dogs/2 bark/0 loudly/2"]
+
+
+@pytest.mark.parametrize("grammar", ["tg", "dtg", "dtg_eager"])
+def test_other_families_pack_the_same_way(grammar):
+    """TG (depth coordinates, relative positions) and DTG (head tokens: positions its grammar declares in
+    input_references; arc-eager's explicit relative positions) pack through the same collator."""
+    if grammar == "tg":
+        tokenizer = hf_slm.SyntacticTokenizer.train(TREES, vocab_size=60)
+        features = [{"input_ids": tokenizer(tree)["input_ids"]} for tree in TREES]
+    else:
+        from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
+
+        system = {"dtg": "arc_standard", "dtg_eager": "arc_eager"}[grammar]
+        tokenizer = DependencyTokenizer.train(DEPENDENCY_TREES, vocab_size=30, transition_system=system)
+        features = [{"input_ids": tokenizer(tree)["input_ids"]} for tree in DEPENDENCY_TREES]
+    config = config_for_grammar(grammar, vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
+                                num_attention_heads=2, intermediate_size=32, **tokenizer.action_layout)
+    torch.manual_seed(0)
+    _check_packed_equals_alone(causal_lm_for_config(config).eval(), grammar, tokenizer.action_layout, features)
 
 
 def test_packed_rows_number_positions_from_each_sentence():

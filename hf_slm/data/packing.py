@@ -112,7 +112,9 @@ def pack_structure(grammar, batch, groups, pad_to_multiple_of=None):
                 packed[name][row, here] = np.where(values >= 0, values + shift, values) if shift else values
             position += length
             action += count
-    packed["attention_mask"] |= np.eye(width, dtype=bool)[None]  # padding rows attend themselves only
+    # a padding row attends itself only (a real row attends what its grammar says: not always itself, DTG's COMPOSE)
+    padding = np.arange(width)[None, :] >= row_lengths[:, None]
+    packed["attention_mask"] |= np.eye(width, dtype=bool)[None] & padding[:, :, None]
     packed["lengths"], packed["action_lengths"] = row_lengths, row_actions
     return packed
 
