@@ -153,6 +153,7 @@ def command_train(args):
         normalize_options=_tree_options(args), segment_length=args.segment_length,
         memory_length=args.memory_length, memory_update=args.memory, pieces=args.pieces,
         mixed_precision=args.mixed_precision, gradient_accumulation_steps=args.gradient_accumulation_steps,
+        pack_to=args.pack_to,
     )
     if args.segment_length is None and (args.memory_length is not None or args.memory is not None):
         raise ValueError("--memory-length and --memory describe segment recurrence; give --segment-length too")
@@ -772,6 +773,11 @@ def build_parser():
                        help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
                             "still attend; the default of grammars with a stack) or 'shift' (Transformer-XL's; the "
                             "others' default)")
+    train.add_argument("--pack-to", type=non_negative_int, metavar="N",
+                       help="pack whole sentences, in order, into training sequences of at most N positions, cut only "
+                            "between sentences (paper 003, Appendix A); each sentence is read exactly as alone (its "
+                            "own mask block and positions from 0). Default: the preset's (paper 003's presets: their "
+                            "cutoff length); 0 trains one sentence per sequence")
     _add_family_train_options(train)
     _add_tree_options(train)
     add_training_precision_options(train)

@@ -116,7 +116,7 @@ def command_data_prepare(args):
     prepare_dataset(args.loader, path, args.tokenizer, args.output, num_proc=args.num_proc,
                     document_level=args.document_level, overwrite=args.overwrite, grammar=args.grammar,
                     summarization=summarization, parser=args.parser, parser_beam_options=parser_beam_options,
-                    **options)
+                    silver_trees=args.silver_trees, **options)
     return 0
 
 
@@ -221,6 +221,11 @@ def add_data_command(commands):
     prepare.add_argument("--parser", metavar="MODEL",
                          help="--summarization: the checkpoint whose silver trees the texts get (cached in "
                               "OUTPUT/silver/, so an interrupted prepare resumes); not needed for a words-only tokenizer")
+    prepare.add_argument("--silver-trees", metavar="FILE",
+                         help="--summarization: instead of --parser, your own parses (e.g. paper 003's CRF parser's): "
+                              "one bracketed tree per line, each sentence of the documents and summaries taking the "
+                              "tree whose words are its words (PTB-style, as hf_slm/data/sentence_splitting.py splits "
+                              "them); a sentence without one is an error naming it")
     prepare.add_argument("--prompt", help="--summarization: the prompt tree (default '(NP Summary :)')")
     prepare.add_argument("--max-document-words", type=positive_int, help="--summarization: default 600")
     prepare.add_argument("--max-summary-words", type=positive_int,

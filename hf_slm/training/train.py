@@ -40,6 +40,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from ..option_types import or_default
 from ..checkpoints.checks import check_tokenizer_matches, linearization_of
+from ..data.packing import packed_dataset
 from ..data.prepare import (
     PREPARE_RECORD,
     TOKENIZER_FOLDER,
@@ -242,15 +243,13 @@ def _eval_split(dataset):
     return None
 
 
-def ids_dataset(data, tokenizer, grammar, max_length, source):
-    """A Dataset of prepared ids (input_ids, and labels when the data has them), after checking every expanded
-    length.
-
-    The lengths are computed in numpy over the Arrow column (no Python list per id), so that a BLLIP-size
-    split is checked in seconds. A sequence longer than `max_length` is an error naming it.
-    """
-    doubled = doubled_id_ranges(grammar, tokenizer.action_layout)
-    start = 0
+def expanded_lengths(data, doubled):
+    """[N] int64, the positions each example of a Dataset's input_ids column expands to: its actions, plus one for each
+    action in the `doubled` id ranges (Family.doubled_id_ranges: the closing actions a grammar duplicates). Computed in
+    numpy over the Arrow column (no Python list per id), so that a BLLIP-size split takes seconds."""
+    if getattr(data, "_indices", None) is not None:  # a selection: its own rows, in its order
+        data = data.flatten_indices()
+    parts = []
     for chunk in data.data.column("input_ids").chunks:
         lengths = np.diff(chunk.offsets.to_numpy())
         expanded = lengths.astype(np.int64)
@@ -262,19 +261,30 @@ def ids_dataset(data, tokenizer, grammar, max_length, source):
             totals = np.concatenate([[0], np.cumsum(closing)])
             ends = np.cumsum(lengths)
             expanded = expanded + totals[ends] - totals[ends - lengths]
-        too_long = np.flatnonzero(expanded > max_length)
-        if too_long.size:
-            index = start + int(too_long[0])
-            row = data[index]
-            where = f" ({row['file']}, tree {row['index']})" if "file" in row and "index" in row else ""
-            where = f" (document {row['document_id']!r})" if "document_id" in row else where
-            where = f" (document {row['id']!r})" if "id" in row and "file" not in row else where  # XSum's ids
-            raise ValueError(
-                f"{source}: example {index}{where} expands to {int(expanded[too_long[0]])} positions under the "
-                f"{grammar} grammar, more than the model's max_sequence_length {max_length}; raise it or remove "
-                "the example"
-            )
-        start += len(chunk)
+        parts.append(expanded)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def ids_dataset(data, tokenizer, grammar, max_length, source):
+    """A Dataset of prepared ids (input_ids, and labels when the data has them), after checking every expanded
+    length.
+
+    The lengths are computed in numpy (expanded_lengths), so that a BLLIP-size split is checked in seconds. A sequence
+    longer than `max_length` is an error naming it.
+    """
+    expanded = expanded_lengths(data, doubled_id_ranges(grammar, tokenizer.action_layout))
+    too_long = np.flatnonzero(expanded > max_length)
+    if too_long.size:
+        index = int(too_long[0])
+        row = data[index]
+        where = f" ({row['file']}, tree {row['index']})" if "file" in row and "index" in row else ""
+        where = f" (document {row['document_id']!r})" if "document_id" in row else where
+        where = f" (document {row['id']!r})" if "id" in row and "file" not in row else where  # XSum's ids
+        raise ValueError(
+            f"{source}: example {index}{where} expands to {int(expanded[index])} positions under the "
+            f"{grammar} grammar, more than the model's max_sequence_length {max_length}; raise it or remove "
+            "the example"
+        )
     # Per-action labels (summarization: only the summary is trained) travel with the ids to the collator.
     # Nb-Up trees (paper 003) carry each `)`'s start beside the ids.
     return data.select_columns(["input_ids"] + [name for name in ("labels", "constituent_starts")
@@ -401,6 +411,9 @@ class TrainingSetup:
     # Batches whose gradients one optimizer step sums (TrainingArguments' gradient_accumulation_steps): the step
     # reads batch_size x processes x this many sequences.
     gradient_accumulation_steps: int = 1
+    # Pack whole sentences into training sequences of at most this many positions (paper 003, Appendix A;
+    # hf_slm/data/packing.py): None, the preset's (paper 003's: its cutoff length); 0, one sentence per sequence.
+    pack_to: int | None = None
 
 
 # Files that make a folder hold a trained model (with config.json).
@@ -572,6 +585,7 @@ def train_grammar_model(setup, log):
     overrides["vocabulary_fingerprint"] = tokenizer.vocabulary_fingerprint
     config = preset_config(setup.preset, **overrides)
     check_tokenizer_matches(config, tokenizer)
+    pack_to = setup.pack_to = packing_length(setup, preset["training"], config)
     torch.manual_seed(setup.seed)
     model = causal_lm_for_config(config)
     log(f"model: {_model_description(setup, preset, grammar)}, {sum(p.numel() for p in model.parameters()):,} parameters")
@@ -589,15 +603,41 @@ def train_grammar_model(setup, log):
         eval_dataset = None
     if eval_trees:
         eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, max_length, "evaluation trees")
+    if pack_to:
+        sentences = len(train_dataset)
+        lengths = expanded_lengths(train_dataset, doubled_id_ranges(grammar, tokenizer.action_layout))
+        train_dataset = packed_dataset(train_dataset, lengths, pack_to, "training data")
+        log(f"packing: {sentences:,} training sentences into {len(train_dataset):,} sequences of at most {pack_to} "
+            "positions, each sentence read as alone (--pack-to 0: one sentence per sequence)")
     if setup.segment_length is not None and eval_dataset is not None:
         log("segment recurrence: no evaluation during training (the evaluation data is not used here); measure it "
             "afterwards with `hf-slm eval ppl`")
         eval_dataset = None
-    trainer = run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule)
+    trainer = run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule, packed=bool(pack_to))
     if is_main_process():
         write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
                               prepared=inputs.description() if prepared is not None else None)
     return trainer, tokenizer
+
+
+def packing_length(setup, training, config):
+    """The positions a packed training sequence holds (hf_slm/data/packing.py), or None: --pack-to, else the preset's
+    `pack_to` (0 or absent: no packing). Packing reads sentences alone: documents, segment recurrence and unrestricted
+    heads (whose causal mask spans a row) are refused with it."""
+    pack_to = setup.pack_to if setup.pack_to is not None else training.get("pack_to")
+    if not pack_to:
+        return None
+    given = f"--pack-to {pack_to}" if setup.pack_to is not None else f"preset {setup.preset!r}'s packing ({pack_to})"
+    if config.document_level:
+        raise ValueError(f"{given}: packing puts sentences side by side, each read alone, and this data holds documents "
+                         "(document_level); pass --pack-to 0")
+    if setup.segment_length:
+        raise ValueError(f"{given}: segment recurrence reads long sequences through a memory, packing puts short ones "
+                         "side by side; choose one (--pack-to 0 or --segment-length 0)")
+    if config.num_unrestricted_heads or config.num_unrestricted_layers:
+        raise ValueError(f"{given}: unrestricted heads attend causally across the whole row, from one sentence into the "
+                         "next; pass --pack-to 0")
+    return int(pack_to)
 
 
 def apply_document_settings(setup, training, schedule, log):
@@ -641,13 +681,14 @@ def trained_once(train_tokenizer, output):
     return tokenizer
 
 
-def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule):
+def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule, packed=False):
     """The training loop shared by `hf-slm train` and `hf-slm finetune` (hf_slm/summarization/finetuning.py): our
-    collator (per-action labels pass through it), Adam with the warm-up/cosine schedule, transformers.Trainer resuming
-    from the last checkpoint when setup.resume; the final model and tokenizer saved to setup.output (safetensors
-    and JSON only). Returns the Trainer."""
+    collator (per-action labels pass through it; with `packed`, the training examples are rows of packed sentences:
+    hf_slm/data/packing.py), Adam with the warm-up/cosine schedule, transformers.Trainer resuming from the last
+    checkpoint when setup.resume; the final model and tokenizer saved to setup.output (safetensors and JSON only).
+    Returns the Trainer."""
     # The family's collator of the model's own grammar, which the tokenizer's ids were checked to match.
-    collator = family_for_config(model.config).collator(model, tokenizer)
+    collator = family_for_config(model.config).collator(model, tokenizer, **({"packed": True} if packed else {}))
     optimizer, scheduler = schedule_optimizer(model, schedule)
     args = training_arguments(setup, schedule, eval_dataset is not None, max_grad_norm=3.0)
     segments = getattr(setup, "segment_length", None) is not None  # hf-slm train's option (not fine-tuning's)
@@ -918,6 +959,7 @@ def write_training_record(output, setup, grammar, schedule, trainer, train_examp
         "seed": setup.seed,
         "mixed_precision": getattr(setup, "mixed_precision", None),
         "gradient_accumulation_steps": getattr(setup, "gradient_accumulation_steps", 1),
+        "pack_to": getattr(setup, "pack_to", None),  # positions of a packed training sequence (hf_slm/data/packing.py)
         "segments": ({"segment_length": setup.segment_length, "memory_length": setup.memory_length,
                       "memory_update": setup.memory_update} if getattr(setup, "segment_length", None) else None),
         "final_train_loss": train_losses[-1] if train_losses else None,

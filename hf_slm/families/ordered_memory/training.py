@@ -297,6 +297,9 @@ def _refuse_options(setup):
             or getattr(setup, "memory_update", None) is not None:
         raise ValueError("--segment-length, --memory-length and --memory are Transformer-XL segment recurrence; a "
                          "Syntactic Ordered Memory model is recurrent already and reads sentences whole: leave them out")
+    if getattr(setup, "pack_to", None):
+        raise ValueError("--pack-to packs sentences side by side for a Transformer's attention; a Syntactic Ordered "
+                         "Memory model reads each sentence recurrently: leave it out")
     if getattr(setup, "label_files", None):
         raise ValueError("label files add nonterminals to a syntactic tokenizer; SOM's tokenizer has words only")
     gold_tree = getattr(setup, "gold_tree", "dependency")
