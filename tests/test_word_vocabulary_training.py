@@ -75,7 +75,7 @@ def test_the_checkpoint_scores_through_the_auto_classes_without_hf_slm(trained, 
 
 
 def test_the_vocabulary_is_the_commands_else_the_presets_unless_a_size_asks_for_pieces():
-    from hf_slm.families import preset
+    from hf_slm.families import family_for_grammar, preset
     from hf_slm.training.train import TrainingSetup, new_vocabulary
 
     def chosen(name, **options):
@@ -85,6 +85,11 @@ def test_the_vocabulary_is_the_commands_else_the_presets_unless_a_size_asks_for_
     assert chosen("tg-ptb", vocab_size=500) is None  # SentencePiece, as before the word vocabulary
     assert chosen("tg-ptb", pieces="byte_bpe") == "byte_bpe"
     assert chosen("tg-bllip") is None and chosen("tg-bllip", pieces="words") == "words"
+    assert family_for_grammar("tg").tokenizer_class_for("words").__name__ == "SyntacticWordTokenizer"
+    assert family_for_grammar("tg").tokenizer_class_for(None).__name__ == "SyntacticTokenizer"
+    with pytest.raises(ValueError, match="--pieces words: the dependency_transformer_grammar family's tokenizers build "
+                                         "sentencepiece, byte_bpe"):
+        family_for_grammar("dtg").tokenizer_class_for("words")
 
 
 def test_pieces_words_with_a_vocabulary_size_is_refused(tmp_path, capsys):

@@ -168,9 +168,13 @@ class Family:
         for tokenizer_class in reversed(self.tokenizer_classes):  # the default first
             if pieces in tokenizer_class.piece_models:
                 return tokenizer_class
-        offered = [name for tokenizer_class in self.tokenizer_classes for name in tokenizer_class.piece_models]
-        raise ValueError(f"--pieces {pieces}: the {self.name} family's tokenizers build {', '.join(offered)}; expected "
-                         "one of them")
+        raise ValueError(f"--pieces {pieces}: the {self.name} family's tokenizers build {', '.join(self.piece_models)}; "
+                         "expected one of them")
+
+    @property
+    def piece_models(self):
+        """The vocabularies the family's tokenizer classes build (their `piece_models`)."""
+        return tuple(name for tokenizer_class in self.tokenizer_classes for name in tokenizer_class.piece_models)
 
     @property
     def display_name(self):

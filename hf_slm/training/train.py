@@ -542,6 +542,8 @@ def train_grammar_model(setup, log):
             # The grammar's family gives the tokenizer class and the grammar its linearization.
             family = family_for_grammar(grammar)
             piece_model = new_vocabulary(setup, preset)
+            if setup.pieces is None and piece_model not in family.piece_models:
+                piece_model = None  # `--set grammar=...` of another family: the preset's vocabulary is not its own
             tokenizer_class = family.tokenizer_class_for(piece_model)
             size = {}
             if piece_model == "words":  # the data sets its size: the words seen twice, the others' classes
