@@ -738,10 +738,13 @@ def build_parser():
     train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
                        "prepared --train, the tokenizer saved in it)")
     train.add_argument("--vocab-size", type=positive_int,
-                       help="word pieces of a newly trained tokenizer (default: the preset's)")
-    train.add_argument("--pieces", choices=["sentencepiece", "byte_bpe"],
-                       help="the piece model of a newly trained tokenizer: SentencePiece's unigram model (default) or "
-                            "a GPT-2-style byte-level BPE (paper 003's models read GPT-2's vocabulary)")
+                       help="word pieces of a newly trained tokenizer (default: the preset's); with a preset whose "
+                            "vocabulary is words, it trains SentencePiece pieces instead")
+    train.add_argument("--pieces", choices=["sentencepiece", "byte_bpe", "words"],
+                       help="the vocabulary of a newly trained tokenizer: SentencePiece's unigram model, a GPT-2-style "
+                            "byte-level BPE (paper 003's models read GPT-2's vocabulary), or words, those seen once "
+                            "replaced by Berkeley unknown-word classes (paper 000's PTB set-up; its size is the data's). "
+                            "Default: the preset's (words for paper 000's PTB presets), else SentencePiece")
     train.add_argument("--max-steps", type=positive_int)
     train.add_argument("--batch-size", type=positive_int, help="sequences per batch (default: the preset's)")
     train.add_argument("--learning-rate", type=positive_float, help="peak learning rate")

@@ -404,7 +404,10 @@ class TrainingSetup:
     segment_length: int | None = None
     memory_length: int | None = None
     memory_update: str | None = None
-    pieces: str | None = None  # a new tokenizer's piece model: "sentencepiece" (None: the default) or "byte_bpe"
+    # A new tokenizer's vocabulary: "sentencepiece", "byte_bpe" or "words" (a word vocabulary with unknown-word classes,
+    # paper 000's PTB set-up). None: the preset's (its training "pieces"; paper 000's PTB presets name "words"), unless
+    # vocab_size asks for a number of pieces; else SentencePiece.
+    pieces: str | None = None
     # Low precision (issue 18): "bf16" or "fp16" runs the forward under torch.autocast (TrainingArguments' bf16 /
     # fp16; the weights and the optimizer stay float32); None trains in float32.
     mixed_precision: str | None = None
@@ -515,6 +518,7 @@ def train_grammar_model(setup, log):
     if setup.pieces is not None and (setup.resume or setup.tokenizer or prepared is not None):
         raise ValueError(f"--pieces {setup.pieces}: it chooses the piece model of a tokenizer trained here, and this run "
                          "uses a given one (--tokenizer, --resume or the prepared dataset's); leave --pieces out")
+    new_vocabulary(setup, preset)  # --pieces words with --vocab-size: refused before any work
     trees = format_of_grammar(grammar)
     if prepared is None and not trees.from_tree_files:
         raise ValueError(
@@ -550,19 +554,27 @@ def train_grammar_model(setup, log):
         else:
             # The grammar's family gives the tokenizer class and the grammar its linearization.
             family = family_for_grammar(grammar)
-            tokenizer_class = family.default_tokenizer
-            # the preset's only when not given (a preset may have none: the user's is then required)
-            vocab_size = setup.vocab_size if setup.vocab_size is not None else preset["model"]["vocab_size"]
-            log(f"training a {setup.pieces or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, {vocab_size} pieces requested) on "
-                f"{len(train_trees)} trees")
+            piece_model = new_vocabulary(setup, preset)
+            if setup.pieces is None and piece_model not in family.piece_models:
+                piece_model = None  # `--set grammar=...` of another family: the preset's vocabulary is not its own
+            tokenizer_class = family.tokenizer_class_for(piece_model)
+            size = {}
+            if piece_model == "words":  # the data sets its size: the words seen twice, the others' classes
+                log(f"training a word vocabulary ({tokenizer_class.__name__}: words seen twice or more, the others as "
+                    f"unknown-word classes) on {len(train_trees)} trees")
+            else:
+                # the preset's only when not given (a preset may have none: the user's is then required)
+                size["vocab_size"] = setup.vocab_size if setup.vocab_size is not None else preset["model"]["vocab_size"]
+                log(f"training a {piece_model or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, "
+                    f"{size['vocab_size']} pieces requested) on {len(train_trees)} trees")
             # The trees are already normalized; the options are stored so that tree strings encoded later get
             # the same normalization. A tokenizer of unlabeled trees has no labels to learn.
             labels = {} if family.unlabelled_trees else dict(extra_nonterminals={
                 node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
                 for node in tree.subtrees()})
-            pieces = {} if setup.pieces is None else {"pieces": setup.pieces}
+            pieces = {} if piece_model is None else {"pieces": piece_model}
             tokenizer = trained_once(lambda: tokenizer_class.train(
-                train_trees, vocab_size=vocab_size, linearization=linearization_of(grammar), **labels,
+                train_trees, **size, linearization=linearization_of(grammar), **labels,
                 **pieces, **setup.normalize_options), output)
     overrides = dict(setup.model_overrides)
     if prepared is not None and inputs.document_level:
@@ -638,6 +650,17 @@ def packing_length(setup, training, config):
         raise ValueError(f"{given}: unrestricted heads attend causally across the whole row, from one sentence into the "
                          "next; pass --pack-to 0")
     return int(pack_to)
+
+
+def new_vocabulary(setup, preset):
+    """The vocabulary a tokenizer trained by this run builds (TrainingSetup.pieces): the command's --pieces, else the
+    preset's training "pieces" unless --vocab-size asks for a number of pieces, else None (SentencePiece)."""
+    if setup.pieces == "words" and setup.vocab_size is not None:
+        raise ValueError(f"--vocab-size {setup.vocab_size}: a word vocabulary (--pieces words) has the size of the data "
+                         "(the words seen twice or more, the others as unknown-word classes); leave one of them out")
+    if setup.pieces is not None or setup.vocab_size is not None:
+        return setup.pieces
+    return preset["training"].get("pieces")
 
 
 def apply_document_settings(setup, training, schedule, log):

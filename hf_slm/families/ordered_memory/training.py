@@ -261,7 +261,7 @@ def _check_given_tokenizer(tokenizer, where):
 
 def som_tokenizer(setup, sentences, output, log):
     """The tokenizer of a new run: the given one, or one trained on the training sentences (module docstring)."""
-    pieces = setup.pieces is not None or setup.vocab_size is not None
+    pieces = setup.pieces not in (None, "words") or setup.vocab_size is not None  # "words": the default
     min_count = getattr(setup, "min_count", None)
     if setup.tokenizer:
         if pieces or min_count is not None:
