@@ -188,8 +188,9 @@ def test_constituency_uf1_equals_the_hand_count_on_a_constructed_parse():
     """Gold brackets without the punctuation, one-word spans and the sentence span: NP (0,2), VP (2,6), PP (3,6),
     NP (4,6). The induced tree's: (0,2), (2,6), (3,6), (3,5) ("The cat sat on the mat" is the sentence once the
     period goes). 3 of 4 match on each side: UF1 = 75."""
-    from hf_slm.families.ordered_memory.evaluation import som_constituency_uf1
     from hf_slm.tokenization.trees import parse_tree
+
+    from hf_slm.families.ordered_memory.evaluation import som_constituency_uf1
 
     induced = parse_tree(INDUCED)
     words = induced.leaves()
@@ -219,3 +220,5 @@ def test_cli_eval_parse_scores_a_som_against_ptb_trees(word_tokenizer, tmp_path,
     written = (tmp_path / "som" / "eval_results")
     trees = next(written.glob("uf1-*_trees.txt")).read_text().splitlines()
     assert len(trees) == 6 and all(tree.startswith("(X ") for tree in trees)
+    assert main(["card", str(tmp_path / "som")]) == 0  # the card names the gold trees as they were
+    assert "gold: PTB constituency trees (paper 001, Table 8)" in (tmp_path / "som" / "README.md").read_text()

@@ -212,7 +212,10 @@ def test_the_oracle_trains_and_evaluates_with_the_gold_trees(treebank, tmp_path,
     follows its parser."""
     from hf_slm.checkpoints.loading import load_checkpoint
     from hf_slm.data.conllu_loader import read_conllu_file
-    from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, som_example
+    from hf_slm.families.ordered_memory.data import (
+        SyntacticOrderedMemoryCollator,
+        som_example,
+    )
 
     output = tmp_path / "oracle"
     assert main(train_command(treebank, output, "--oracle-trees")) == 0
@@ -235,4 +238,6 @@ def test_the_oracle_trains_and_evaluates_with_the_gold_trees(treebank, tmp_path,
     assert printed["perplexity"] == pytest.approx(math.exp(given_gold.item()), rel=1e-5)
     assert printed["perplexity"] != pytest.approx(math.exp(own_parse.item()), rel=1e-5)
     results = json.loads(next((output / "eval_results").glob("uf1-*.json")).read_text())
-    assert "gold tree" in json.dumps(results)
+    assert "gold tree" in results["metrics"]["decisions"]
+    assert main(["card", str(output)]) == 0
+    assert "Perplexity given the gold trees (oracle)" in (output / "README.md").read_text()
