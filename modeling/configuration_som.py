@@ -6,6 +6,7 @@ Hub code: copied into every SOM checkpoint; imports only transformers.
 from transformers import PreTrainedConfig
 
 STRUCTURE_LOSSES = ("adaptive", "teacher_forcing")
+PREDICTION_NETWORKS = ("mixture", "sampled")
 SOM_AUTO_CLASSES = {
     "AutoConfig": "configuration_som.SyntacticOrderedMemoryConfig",
     "AutoModel": "modeling_som.SyntacticOrderedMemoryModel",
@@ -36,6 +37,17 @@ class SyntacticOrderedMemoryConfig(PreTrainedConfig):
         use_prediction_network: predict the next token from h_t, the RNN over the memory chosen by the
             zero-step look-ahead parser p'_t (section 3.2). False is Table 2's "- Prediction network": the top
             candidate slot predicts the next token (p'_t is then not used).
+        prediction_network: how h_t reads the slots' RNN outputs RNN_i = RNN(M_t^N, ..., M_t^{i+1}, M^_t^i) (eq. 7).
+            "sampled" is section 3.2's: one slot i is drawn from p'_t in training and the argmax of p'_t is taken
+            in evaluation (eqs. 12-13, "the same operations are applied to p'_t"), h_t = RNN_i; the LM loss then
+            sends no gradient into p'_t, which learns from the structural loss alone. "mixture" (the default,
+            what checkpoints saved before this field was added compute) is the expectation of that choice,
+            h_t = sum_i p'_t(i) RNN_i, in training and evaluation alike. Either way p(x) is exact: in evaluation
+            each step's choice depends on x_<=t only, so every p(x_{t+1} | x_<=t) is a normalized distribution.
+        oracle_trees: Table 2's "- Predicted tree + Gold tree": whenever the gold tree is given
+            (som_first_siblings), in training and in evaluation, the memory follows its decisions (the gold
+            grid) instead of p_t's, and the structural labels are that grid. Without a gold tree (scoring plain
+            text) the model follows its own parser.
         structure_loss: "adaptive" (Algorithm 1: labels from the gold tree and the model's own decisions,
             sampled from p_t in training, argmax in evaluation) or "teacher_forcing" (Table 2's ablation: in
             training the memory follows the gold decisions and the labels are the gold grid).
@@ -63,6 +75,8 @@ class SyntacticOrderedMemoryConfig(PreTrainedConfig):
         semantic_size=None,
         syntactic_size=None,
         use_prediction_network=True,
+        prediction_network="mixture",
+        oracle_trees=False,
         structure_loss="adaptive",
         lm_loss_weight=1.0,
         structure_loss_weight=1.0,
@@ -84,6 +98,8 @@ class SyntacticOrderedMemoryConfig(PreTrainedConfig):
                 raise ValueError(f"{name} is {value!r}; expected a positive integer")
         if not isinstance(num_slots, int) or num_slots < 3:
             raise ValueError(f"num_slots is {num_slots!r}; expected an integer >= 3 (context, <s> and one level)")
+        if prediction_network not in PREDICTION_NETWORKS:
+            raise ValueError(f"prediction_network is {prediction_network!r}; expected one of {PREDICTION_NETWORKS}")
         if structure_loss not in STRUCTURE_LOSSES:
             raise ValueError(f"structure_loss is {structure_loss!r}; expected one of {STRUCTURE_LOSSES}")
         if disentangle:
@@ -105,6 +121,8 @@ class SyntacticOrderedMemoryConfig(PreTrainedConfig):
         self.semantic_size = semantic_size if disentangle else None
         self.syntactic_size = syntactic_size if disentangle else None
         self.use_prediction_network = bool(use_prediction_network)
+        self.prediction_network = prediction_network
+        self.oracle_trees = bool(oracle_trees)
         self.structure_loss = structure_loss
         self.lm_loss_weight = float(lm_loss_weight)
         self.structure_loss_weight = float(structure_loss_weight)
@@ -126,14 +144,16 @@ class SyntacticOrderedMemoryConfig(PreTrainedConfig):
 # Table 6 gives neither the cells' MLP width nor the parsers' scorer width: 4 D and D give Table 2's counts (PTB,
 # 23,815 words: eSOM 17.7M; dSOM 16.3M once the weights its block-triangular layers hold at zero are left out) and
 # Table 7's dSOM / eSOM gaps (1.4M at D 400, 1.9M at D 500); the config's defaults (2 D, D / 2) give 13.6M
-# (hf_slm/families/ordered_memory/paper.py holds the comparison).
+# (hf_slm/families/ordered_memory/paper.py holds the comparison). The presets choose the slot as section 3.2 does
+# (prediction_network="sampled").
 SOM_PRESETS = {}
 for _data, _sem, _syn, _embedding, _dropout, _output in (("ptb", 300, 100, 0.1, 0.3, 0.5),
                                                          ("bllip-xs", 300, 100, 0.1, 0.3, 0.5),
                                                          ("bllip-sm", 400, 100, 0.1, 0.2, 0.2),
                                                          ("bllip-md-bpe", 400, 100, 0.0, 0.1, 0.1)):
     _common = dict(hidden_size=_sem + _syn, num_slots=15, embedding_dropout=_embedding, dropout=_dropout,
-                   output_dropout=_output, intermediate_size=4 * (_sem + _syn), parser_size=_sem + _syn)
+                   output_dropout=_output, intermediate_size=4 * (_sem + _syn), parser_size=_sem + _syn,
+                   prediction_network="sampled")
     SOM_PRESETS[f"esom-{_data}"] = dict(_common)
     SOM_PRESETS[f"dsom-{_data}"] = dict(_common, disentangle=True, semantic_size=_sem, syntactic_size=_syn)
 

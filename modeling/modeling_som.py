@@ -6,12 +6,13 @@ SOM is a recurrent LM with an incremental parser inside (sections 3.1-3.4). Per 
    (eq. 1, done softly: slot k takes the candidate with probability sum_{j>=k} p_t^j);
 2. x_t goes into the slot below the split and the new candidates are composed bottom-up,
    M^_t^j = cell(M_t^j, M^_t^{j-1}) (eqs. 2-3), again mixed by p_t; pi_t marks the non-empty candidates (eq. 4);
-3. the prediction network: the zero-step look-ahead parser p'_t (eqs. 5-6) weighs, for every slot i, an RNN
-   over [M_t^N, ..., M_t^{i+1}, M^_t^i] (eqs. 7-9); its mixture h_t gives p(x_{t+1} | x_<=t) through the
-   output layer tied to the embeddings (eq. 10).
-The decisions are soft, so the model is an ordinary conditional LM over tokens: log p(x) is the sum of the
-shifted log-probs and the perplexity is exact (the structure is marginalized by the soft parser, not bounded
-by a beam).
+3. the prediction network: the zero-step look-ahead parser p'_t (eqs. 5-6) chooses a slot i, and an RNN over
+   [M_t^N, ..., M_t^{i+1}, M^_t^i] (eqs. 7-9) gives h_t, hence p(x_{t+1} | x_<=t) through the output layer tied
+   to the embeddings (eq. 10). config.prediction_network says how i is chosen: "sampled" (section 3.2: drawn
+   from p'_t in training, its argmax in evaluation) or "mixture" (h_t = sum_i p'_t(i) RNN_i, the expectation).
+The memory's decisions are soft, and in evaluation the slot choice of step t depends on x_<=t only, so the model
+is an ordinary conditional LM over tokens: log p(x) is the sum of the shifted log-probs and the perplexity is
+exact (the structure is marginalized by the soft parser, not bounded by a beam).
 
 Slots are indexed 0..N-1 in tensors (paper slot k + 1); a split is the index of the slot that the new node takes
 (paper xi_t - 1), never 0. See som_structure.py for the grid conventions and Algorithm 1.
@@ -275,6 +276,26 @@ def batched_gold_grid(first_siblings, num_slots):
     return labels
 
 
+def gumbel_perturbed(log_probs):
+    """log_probs plus independent Gumbel(0, 1) noise: the argmax of the result is a sample of the distribution
+    (the Gumbel-max trick); -inf entries stay -inf, so they are never drawn."""
+    return log_probs - torch.log(-torch.log(torch.rand_like(log_probs).clamp(1e-20, 1.0)))
+
+
+def prediction_weights(next_log_probs, prediction_network, sample):
+    """The weight of each slot's RNN output in h_t [R, N] (section 3.2), from log p'_t [R, N].
+
+    "mixture": p'_t itself (h_t = sum_i p'_t(i) RNN_i). "sampled": one-hot at a slot drawn from p'_t when `sample`
+    (training), at the argmax of p'_t otherwise (evaluation), as eqs. 12-13 treat p_t; a one-hot p'_t gives both
+    forms the same weights."""
+    if prediction_network == "mixture":
+        return next_log_probs.exp()
+    scores = next_log_probs.float()
+    if sample:
+        scores = gumbel_perturbed(scores)
+    return F.one_hot(scores.argmax(-1), next_log_probs.shape[-1]).to(next_log_probs.dtype)
+
+
 def hard_decisions(split_log_probs, active, sample, forced=None):
     """theta_t [B, T] (slot indices, -1 under padding) from log p_t [B, T, N]: sampled (eq. 12) or argmax (eq. 13)
     among the slots that the earlier hard decisions left open, i.e. theta_t >= theta_{t-1} - 1. The soft memory
@@ -286,8 +307,8 @@ def hard_decisions(split_log_probs, active, sample, forced=None):
     decisions = torch.full((batch, length), -1, dtype=torch.long, device=split_log_probs.device)
     for step in range(length):
         scores = split_log_probs[:, step].float()
-        if sample:  # Gumbel-max: a sample of p_t restricted to the open slots
-            scores = scores - torch.log(-torch.log(torch.rand_like(scores).clamp(1e-20, 1.0)))
+        if sample:  # a sample of p_t restricted to the open slots
+            scores = gumbel_perturbed(scores)
         scores = scores.masked_fill(slots[None, :] < (previous[:, None] - 1), float("-inf"))
         choice = scores.argmax(-1)
         if forced is not None:
@@ -397,7 +418,8 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
             ordered.append(both[:rows])  # RNN(M^N, ..., M^{slot+1}, M^^slot)
             state = both[rows:]
         outputs.extend(reversed(ordered))
-        hidden = (next_log_probs.exp()[..., None] * torch.stack(outputs, 1)).sum(1)
+        weights = prediction_weights(next_log_probs, self.config.prediction_network, sample=self.training)
+        hidden = (weights[..., None] * torch.stack(outputs, 1)).sum(1)
         return hidden, next_log_probs
 
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, cache=None, gold_decisions=None,
@@ -474,8 +496,9 @@ class SyntacticOrderedMemoryForCausalLM(SyntacticOrderedMemoryPreTrainedModel, G
             token index of first_sibling(t), -1 for none); with it the structural loss of section 3.3 is added:
             the NLL of p_t against xi_t and of p'_t against xi_{t+1}, xi from Algorithm 1 and the model's own
             decisions (or the gold grid under structure_loss="teacher_forcing", whose memory then follows the gold
-            decisions in training).
-        gold_decisions [B, T]: drive the memory with these splits (slot indices) at any time (Table 2's oracle).
+            decisions in training, and under config.oracle_trees, whose memory follows them in training and in
+            evaluation: Table 2's "- Predicted tree + Gold tree").
+        gold_decisions [B, T]: drive the memory with these splits (slot indices) at any time.
     loss = lm_loss_weight * lm_loss + structure_loss_weight * structure_loss (the parts are in the output too).
     """
 
@@ -510,7 +533,8 @@ class SyntacticOrderedMemoryForCausalLM(SyntacticOrderedMemoryPreTrainedModel, G
                 som_first_siblings=None, gold_decisions=None, return_dict=True, **inputs):
         config = self.config
         state = _one_cache(cache, past_key_values)
-        teacher_forcing = config.structure_loss == "teacher_forcing" and self.training
+        # the memory follows the gold tree: teacher forcing (in training only) and the oracle (always)
+        follows_gold = (config.structure_loss == "teacher_forcing" and self.training) or config.oracle_trees
         gold_grid = None
         if som_first_siblings is not None:
             if input_ids is None or som_first_siblings.shape != input_ids.shape:
@@ -518,7 +542,7 @@ class SyntacticOrderedMemoryForCausalLM(SyntacticOrderedMemoryPreTrainedModel, G
                                  f"input_ids {tuple(input_ids.shape) if input_ids is not None else None}")
             if state is not None:
                 raise ValueError("som_first_siblings describe whole sentences; they cannot go with past_key_values")
-            if teacher_forcing:
+            if follows_gold:
                 gold_grid = self.gold_grid(som_first_siblings)
                 if gold_decisions is None:
                     gold_decisions = gold_grid

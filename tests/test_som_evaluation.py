@@ -133,7 +133,7 @@ def test_cli_eval_commands_use_the_som_path(word_tokenizer, tmp_path, capsys):
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert metrics["sentences"] == 4 and 0 <= metrics["uf1"] <= 100
     assert main(["eval", "parse", "--model", str(tmp_path / "som"), "--gold", str(text)]) != 0
-    assert "expected a .conllu file" in capsys.readouterr().err
+    assert "gold dependency trees (a .conllu file) or constituency trees" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not (SHARED / "syntaxgym").is_dir(), reason="../shared/data/syntaxgym is absent")
@@ -176,3 +176,49 @@ def test_cli_eval_blimp_uses_exact_log_probs(word_tokenizer, tmp_path, capsys):
                  "--limit", "1"]) == 0
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert metrics["log_prob"] == "exact" and metrics["pairs"] == metrics["paradigms"]
+
+
+# ---- Table 8: UF1 against constituency trees (EVALB, unlabeled, punctuation and trivial spans left out) -------------
+GOLD_PTB = "( (S (NP-SBJ (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)) )"
+# The induced tree the model is made to build below: a binary tree that attaches "the" to "on".
+INDUCED = "(X (X (X The cat) (X sat (X (X on the) mat))) .)"
+
+
+def test_constituency_uf1_equals_the_hand_count_on_a_constructed_parse():
+    """Gold brackets without the punctuation, one-word spans and the sentence span: NP (0,2), VP (2,6), PP (3,6),
+    NP (4,6). The induced tree's: (0,2), (2,6), (3,6), (3,5) ("The cat sat on the mat" is the sentence once the
+    period goes). 3 of 4 match on each side: UF1 = 75."""
+    from hf_slm.tokenization.trees import parse_tree
+
+    from hf_slm.families.ordered_memory.evaluation import som_constituency_uf1
+
+    induced = parse_tree(INDUCED)
+    words = induced.leaves()
+    tokenizer = SyntacticWordTokenizer.train([induced], linearization="terminals", min_count=1)
+    model = model_for(tokenizer, num_slots=8)
+    grid = model.gold_grid(torch.tensor([som_example(tokenizer, constituency=induced)["som_first_siblings"]]))
+    forward = model.forward
+    model.forward = lambda **inputs: forward(**inputs, gold_decisions=grid)  # the memory builds INDUCED
+    metrics = som_constituency_uf1(model, tokenizer, [parse_tree(GOLD_PTB)])
+    assert metrics["trees"] == [INDUCED] and len(words) == 7
+    assert (metrics["uf1"], metrics["precision"], metrics["recall"]) == pytest.approx((75.0, 75.0, 75.0))
+    assert metrics["sentences"] == 1
+
+
+def test_cli_eval_parse_scores_a_som_against_ptb_trees(word_tokenizer, tmp_path, capsys):
+    import json
+
+    from hf_slm.cli import main
+
+    model = model_for(word_tokenizer)
+    model.save_pretrained(tmp_path / "som")
+    word_tokenizer.save_pretrained(tmp_path / "som")
+    gum = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum" / "dev.txt"
+    assert main(["eval", "parse", "--model", str(tmp_path / "som"), "--gold", str(gum), "--limit", "6"]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["sentences"] == 6 and 0 <= printed["uf1"] <= 100 and "EVALB" in printed["brackets"]
+    written = (tmp_path / "som" / "eval_results")
+    trees = next(written.glob("uf1-*_trees.txt")).read_text().splitlines()
+    assert len(trees) == 6 and all(tree.startswith("(X ") for tree in trees)
+    assert main(["card", str(tmp_path / "som")]) == 0  # the card names the gold trees as they were
+    assert "gold: PTB constituency trees (paper 001, Table 8)" in (tmp_path / "som" / "README.md").read_text()

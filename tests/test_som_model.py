@@ -416,3 +416,88 @@ def test_teacher_forced_model_still_parses_in_evaluation(tokenizer, batch, train
         out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
     for row, length in enumerate(batch["attention_mask"].sum(1).tolist()):
         grid_columns([d + 1 for d in out.decisions[row, :length].tolist()], model.config.num_slots)
+
+
+# ---- section 3.2's prediction network: a slot sampled from p'_t (prediction_network="sampled") -----------------
+def test_a_one_hot_p_prime_gives_both_forms_the_same_weights():
+    from hf_slm.modeling.modeling_som import prediction_weights
+
+    one_hot = torch.log(torch.tensor([[0.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0]]))
+    mixture = prediction_weights(one_hot, "mixture", sample=False)
+    for sample in (False, True):
+        assert torch.equal(prediction_weights(one_hot, "sampled", sample=sample), mixture)
+
+
+def test_the_sampled_slot_follows_p_prime_and_evaluation_takes_its_argmax():
+    from hf_slm.modeling.modeling_som import prediction_weights
+
+    p_prime = torch.tensor([0.0, 0.1, 0.6, 0.3])  # slot 0 closed, as in the model
+    log_p = torch.log(p_prime).expand(20000, 4)
+    torch.manual_seed(0)
+    drawn = prediction_weights(log_p, "sampled", sample=True)
+    assert torch.equal(drawn.sum(-1), torch.ones(20000))  # one slot each
+    assert drawn[:, 0].sum() == 0  # a closed slot is never drawn
+    assert torch.allclose(drawn.mean(0), p_prime, atol=0.015)
+    greedy = prediction_weights(log_p[:3], "sampled", sample=False)
+    assert torch.equal(greedy, torch.tensor([[0.0, 0.0, 1.0, 0.0]]).expand(3, 4))
+
+
+def test_the_sampled_hidden_state_is_on_average_the_mixture(tokenizer, batch):
+    """E_{i ~ p'_t}[RNN_i] = sum_i p'_t(i) RNN_i: many rows of one sentence, each drawing its own slots, average to
+    the mixture's h_t (dropout 0, so the memory is the same in every row)."""
+    mixture = tiny_model(tokenizer, seed=3)
+    sampled = tiny_model(tokenizer, seed=3, prediction_network="sampled")
+    assert torch.equal(mixture.lm_head.weight, sampled.lm_head.weight)
+    length = int(batch["attention_mask"][0].sum())
+    rows = batch["input_ids"][:1, :length].expand(2000, length)
+    with torch.no_grad():
+        expected = mixture.model.train()(input_ids=rows[:1]).last_hidden_state[0]
+        torch.manual_seed(0)
+        hidden = sampled.model.train()(input_ids=rows).last_hidden_state
+        mean, error = hidden.mean(0), hidden.std(0) / hidden.shape[0] ** 0.5
+        assert ((mean - expected).abs() <= 5 * error + 1e-6).all()
+        assert (hidden.std(0) > 0).any()  # the rows did draw different slots
+        # evaluation takes the argmax of p'_t: no randomness, and not the mixture
+        first, second = (sampled.model.eval()(input_ids=rows[:2]).last_hidden_state for _ in range(2))
+        assert torch.equal(first, second) and torch.equal(first[0], first[1])
+        assert not torch.allclose(first[0], mixture.model.eval()(input_ids=rows[:1]).last_hidden_state[0])
+
+
+def test_the_sampled_form_trains_p_prime_by_the_structural_loss_alone(tokenizer, batch):
+    """A sampled slot passes no gradient of the LM loss into p'_t; the mixture does."""
+    two = {name: value[:2] for name, value in batch.items()}
+    for form, reached in (("sampled", False), ("mixture", True)):
+        model = tiny_model(tokenizer, prediction_network=form, structure_loss_weight=0.0).train()
+        model(**two).loss.backward()
+        gradients = [p.grad for p in model.model.next_split_scorer.parameters()]
+        assert any(g is not None and g.any() for g in gradients) == reached, form
+
+
+def test_the_papers_presets_sample_and_older_configs_read_as_the_mixture():
+    from hf_slm.modeling.configuration_som import SOM_PRESETS, preset_som_config
+
+    assert {preset_som_config(name, vocab_size=100).prediction_network for name in SOM_PRESETS} == {"sampled"}
+    saved = SyntacticOrderedMemoryConfig(vocab_size=100).to_dict()
+    for field in ("prediction_network", "oracle_trees"):  # a config saved before these fields existed
+        del saved[field]
+    old = SyntacticOrderedMemoryConfig.from_dict(saved)
+    assert old.prediction_network == "mixture" and old.oracle_trees is False
+    with pytest.raises(ValueError, match="prediction_network is 'soft'; expected one of"):
+        SyntacticOrderedMemoryConfig(prediction_network="soft")
+
+
+# ---- Table 2's oracle, "- Predicted tree + Gold tree" (oracle_trees=True) ------------------------------------
+@pytest.mark.parametrize("training", [False, True])
+def test_the_oracle_follows_the_gold_tree_in_training_and_evaluation(tokenizer, batch, training):
+    oracle = tiny_model(tokenizer, oracle_trees=True).train(training)
+    gold = oracle.gold_grid(batch["som_first_siblings"])
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        out = oracle(**batch)
+        driven = oracle(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], gold_decisions=gold)
+        own = oracle(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])  # no tree: its own parser
+    assert torch.equal(out.decisions[real], gold[real])
+    assert torch.equal(out.structure_labels[real], gold[real])
+    assert torch.equal(out.logits, driven.logits)
+    assert not torch.equal(own.decisions[real], gold[real])
+    assert not torch.allclose(out.logits[real], own.logits[real])

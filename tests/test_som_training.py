@@ -4,6 +4,7 @@ and test_families), resumed after an interruption with the losses of an uninterr
 (converted to dependencies, or as constituency trees), and bad inputs named."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -194,3 +195,49 @@ def test_two_processes_train_som_and_the_main_one_writes(treebank, tmp_path):
     assert record["steps_done"] == 4 and record["som"]["model"] == "dSOM"
     assert not (output / ".tokenizer-for-processes").exists() and not (output / ".hf-slm.lock").exists()
     assert (output / "model.safetensors").is_file() and (output / "vocab.json").is_file()
+
+
+# ---- Table 2's ablations from the command line: section 3.2's sampled slot, the oracle trees ---------------------
+def test_the_sampled_prediction_network_trains_from_the_command_line(treebank, tmp_path):
+    output = tmp_path / "sampled"
+    assert main(train_command(treebank, output, "--set", "prediction_network=sampled")) == 0
+    assert json.loads((output / "config.json").read_text())["prediction_network"] == "sampled"
+    record = json.loads((output / "training_setup.json").read_text())
+    assert record["som"]["prediction_network"] == "sampled" and record["final_train_loss"] is not None
+
+
+def test_the_oracle_trains_and_evaluates_with_the_gold_trees(treebank, tmp_path, capsys):
+    """`--oracle-trees` (Table 2's "- Predicted tree + Gold tree"): saved in the config, and `eval parse` reports the
+    perplexity given the gold trees, which is the model's own when its memory follows the gold grid, not when it
+    follows its parser."""
+    from hf_slm.checkpoints.loading import load_checkpoint
+    from hf_slm.data.conllu_loader import read_conllu_file
+    from hf_slm.families.ordered_memory.data import (
+        SyntacticOrderedMemoryCollator,
+        som_example,
+    )
+
+    output = tmp_path / "oracle"
+    assert main(train_command(treebank, output, "--oracle-trees")) == 0
+    assert json.loads((output / "config.json").read_text())["oracle_trees"] is True
+    assert json.loads((output / "training_setup.json").read_text())["som"]["oracle_trees"] is True
+    capsys.readouterr()
+    gold = treebank / "en_mini-ud-train.conllu"
+    assert main(["eval", "parse", "--model", str(output), "--gold", str(gold)]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "uf1" not in printed and 0 <= printed["p_accuracy"] <= 1
+
+    model, tokenizer = load_checkpoint(output)
+    model.eval()
+    sentences = read_conllu_file(gold, gold.name)
+    batch = SyntacticOrderedMemoryCollator(tokenizer)([som_example(tokenizer, s["words"], s["heads"]) for s in sentences])
+    plain = {name: value for name, value in batch.items() if name != "som_first_siblings"}
+    with torch.no_grad():
+        given_gold = model(**plain, gold_decisions=model.gold_grid(batch["som_first_siblings"])).lm_loss
+        own_parse = model(**plain).lm_loss
+    assert printed["perplexity"] == pytest.approx(math.exp(given_gold.item()), rel=1e-5)
+    assert printed["perplexity"] != pytest.approx(math.exp(own_parse.item()), rel=1e-5)
+    results = json.loads(next((output / "eval_results").glob("uf1-*.json")).read_text())
+    assert "gold tree" in results["metrics"]["decisions"]
+    assert main(["card", str(output)]) == 0
+    assert "Perplexity given the gold trees (oracle)" in (output / "README.md").read_text()

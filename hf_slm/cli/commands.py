@@ -416,10 +416,10 @@ def command_eval_rerank(args):
     return 0
 
 
-# What `hf-slm eval parse` prints of the metrics, when they have it: EVALB's scores, or a family's own (e.g. UF1
-# and p / p' accuracy).
-PARSE_FIELDS = ("uf1", "precision", "recall", "f1", "exact_match", "p_accuracy", "next_p_accuracy", "sentences",
-                "brackets", "units")
+# What `hf-slm eval parse` prints of the metrics, when they have it: EVALB's scores, or a family's own (e.g. UF1,
+# p / p' accuracy and the perplexity given the memory's decisions).
+PARSE_FIELDS = ("uf1", "precision", "recall", "f1", "exact_match", "p_accuracy", "next_p_accuracy", "perplexity",
+                "sentences", "brackets", "units")
 
 
 def command_eval_parse(args):

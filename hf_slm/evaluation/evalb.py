@@ -22,6 +22,9 @@ of its code. What is scored, for one gold tree and one test tree over the same w
 - Labels: function tags and co-indices are cut at the first `-` or `=` that is not the label's first
   character (`NP-SBJ-1` -> `NP`, `NP=2` -> `NP`, `PP-LOC-PRD` -> `PP`), and PRT counts as ADVP
   (EQ_LABEL ADVP PRT). A labeled bracket is (label, start, end) over the kept words, end exclusive.
+- Trivial spans (`trivial_spans=False`, not EVALB's default): brackets of one kept word and the bracket of the whole
+  sentence (all kept words) are dropped from both trees, the convention of unsupervised and incremental parsing's
+  unlabeled F1 (Kim et al. 2019, followed by paper 001's Table 8).
 - Duplicates: brackets are multisets; a (label, span) seen n times in gold and m times in the test matches
   min(n, m) times (EVALB README [7].5: precision n/m when m > n, recall m/n when n > m).
 
@@ -131,12 +134,15 @@ def _without_traces(words, tags, constituents):
     return [words[i] for i in kept], [tags[i] for i in kept], constituents
 
 
-def _brackets(constituents, kept_before, labeled):
-    """The multiset of (label, start, end) over the kept words; kept_before[i] = kept words before word i."""
+def _brackets(constituents, kept_before, labeled, trivial_spans=True):
+    """The multiset of (label, start, end) over the kept words; kept_before[i] = kept words before word i.
+    trivial_spans=False leaves out the brackets of one word and of all the kept words."""
     brackets = Counter()
     for label, first, end, is_root in constituents:
         start, stop = kept_before[first], kept_before[end]
         if start == stop:  # dominates nothing but deleted words
+            continue
+        if not trivial_spans and (stop - start == 1 or (start, stop) == (0, kept_before[-1])):
             continue
         if is_root and label in WRAPPER_ROOT_LABELS:
             continue
@@ -181,13 +187,16 @@ class GoldSentence:
         gold_pos: "auto", True or False: whether the gold tree carries POS preterminals.
         punctuation: "auto" (gold tags, or word forms when the gold has no tags), "tags", "words", "none".
         labeled: compare labels (EVALB's LABELED 1); False scores unlabeled spans.
+        trivial_spans: count brackets of one word and of the whole sentence (EVALB's rule); False drops them from
+            both trees (module doc).
     """
 
-    def __init__(self, gold_tree, index=0, gold_pos="auto", punctuation="auto", labeled=True):
+    def __init__(self, gold_tree, index=0, gold_pos="auto", punctuation="auto", labeled=True, trivial_spans=True):
         if punctuation not in _PUNCTUATION_MODES:
             raise ValueError(f"punctuation={punctuation!r}; expected one of {list(_PUNCTUATION_MODES)}")
         self.index = index
         self.labeled = labeled
+        self.trivial_spans = trivial_spans
         tree = _as_tree(gold_tree, "gold", index)
         tagged = _is_tagged(tree, gold_pos, "gold", index)
         self.words, tags, constituents = _without_traces(*_read_tree(tree, tagged))
@@ -209,7 +218,7 @@ class GoldSentence:
         self.kept_before = [0]
         for is_deleted in deleted:
             self.kept_before.append(self.kept_before[-1] + (not is_deleted))
-        self.brackets = _brackets(constituents, self.kept_before, labeled)
+        self.brackets = _brackets(constituents, self.kept_before, labeled, trivial_spans)
         self._spans = {(start, end) for _, start, end in self.brackets}
 
     @property
@@ -235,7 +244,7 @@ class GoldSentence:
                 f"{sentence_name(index)}: word mismatch at word {position + 1}: gold {self.words[position]!r}, test "
                 f"{words[position]!r}; expected the same words in the same order"
             )
-        test = _brackets(constituents, self.kept_before, self.labeled)
+        test = _brackets(constituents, self.kept_before, self.labeled, self.trivial_spans)
         matched = sum((self.brackets & test).values())
         gold_count, test_count = sum(self.brackets.values()), sum(test.values())
         precision, recall, f1 = _scores(matched, gold_count, test_count)

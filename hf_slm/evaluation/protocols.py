@@ -63,9 +63,9 @@ PROTOCOLS = {protocol.name: protocol for protocol in (
     Protocol("paper001", "001", {
         "ppl": ((), ("p(x) is exact (section 4.1): nothing to set",)),
         "sg": ((), ("surprisals are exact (section 4.2): nothing to set",)),
-        "parse": ((), ("UF1 against the converted trees Gamma (section 4.3), spans of 2+ words, the sentence excluded, "
-                       "punctuation kept as Gamma holds it; Table 8's EVALB UF1 against PTB trees (punctuation "
-                       "ignored) is not this command's",)),
+        "parse": ((), ("with a .conllu --gold: UF1 against the converted trees Gamma (section 4.3), spans of 2+ words, "
+                       "the sentence excluded, punctuation kept as Gamma holds it; with PTB trees: Table 8's EVALB UF1 "
+                       "(punctuation and trivial spans ignored)",)),
     }),
     Protocol("paper002", "002", {
         "ppl": (_proposals(300, _PROPOSALS_002), ()),

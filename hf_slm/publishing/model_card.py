@@ -397,21 +397,35 @@ def _rouge(record, path):
 
 def _incremental_parse(record, path):
     """UF1 of SOM's incremental parses (hf_slm.families.ordered_memory.evaluation.som_parse_eval), with p and p'
-    accuracy."""
-    metrics = _metric_values(record, path, ("uf1", "sentences", "p_accuracy", "brackets"))
+    accuracy; or, for a model whose memory follows the gold trees (Table 2's oracle: no UF1), the perplexity given
+    them."""
     data = record["data"] if isinstance(record["data"], dict) else {}
     gold = _name_of(data.get("gold", "gold trees"))
-    accuracies = [f"{name} accuracy {_percent(metrics[key])}" for name, key in (("p", "p_accuracy"),
-                                                                                ("p'", "next_p_accuracy"))
-                  if isinstance(metrics.get(key), (int, float))]
-    how = (f"argmax decisions of p_t; gold: binary trees from the dependency trees (paper 001, Figure 4); brackets: "
+    accuracies = [f"{name} accuracy {_percent(record['metrics'][key])}" for name, key in
+                  (("p", "p_accuracy"), ("p'", "next_p_accuracy"))
+                  if isinstance(record["metrics"].get(key), (int, float))]
+    if "uf1" not in record["metrics"]:
+        metrics = _metric_values(record, path, ("perplexity", "sentences", "decisions"))
+        how = f"memory decisions: {metrics['decisions']}" + (f"; {', '.join(accuracies)}" if accuracies else "")
+        row = EvaluationRow("Perplexity given the gold trees (oracle)", f"{metrics['perplexity']:.2f}",
+                            f"{gold} ({metrics['sentences']} sentences)", how, _date(record))
+        result = EvalResult(task_type="text-generation", task_name="Language modeling given gold trees",
+                            dataset_type=gold, dataset_name=gold, metric_type="perplexity",
+                            metric_value=metrics["perplexity"], metric_name="word perplexity given the gold trees "
+                                                                            "(paper 001, Table 2's oracle)")
+        return ReportedEvaluation([row], result, "perplexity")
+    metrics = _metric_values(record, path, ("uf1", "sentences", "brackets"))
+    constituency = (record["options"] or {}).get("tree") == "constituency"
+    against = ("PTB constituency trees (paper 001, Table 8)" if constituency
+               else "binary trees from the dependency trees (paper 001, Figure 4)")
+    how = (f"argmax decisions of p_t; gold: {against}; brackets: "
            f"{metrics['brackets']}" + (f"; {', '.join(accuracies)}" if accuracies else ""))
     row = EvaluationRow("Unlabeled F1, incremental parses", f"{metrics['uf1']:.2f}",
                         f"{gold} ({metrics['sentences']} sentences{_limit_text(record['options'] or {}, 'sentences')})",
                         how, _date(record))
     result = EvalResult(task_type="constituency-parsing", task_name="Incremental parsing",
                         dataset_type=gold, dataset_name=gold, metric_type="uf1", metric_value=metrics["uf1"],
-                        metric_name="unlabeled F1 (paper 001, Table 2)")
+                        metric_name=f"unlabeled F1 (paper 001, Table {8 if constituency else 2})")
     return ReportedEvaluation([row], result, "uf1")
 
 

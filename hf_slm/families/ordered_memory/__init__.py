@@ -4,7 +4,7 @@ from ...option_types import positive_int
 from ..registry import Family, Variant, register_family
 
 # `hf-slm train`'s options of SOM presets (hf_slm/families/ordered_memory/training.py's SomTrainingSetup fields): where
-# the gold trees of the structural loss come from, and the word vocabulary's threshold.
+# the gold trees of the structural loss come from, the oracle ablation, and the word vocabulary's threshold.
 TRAIN_OPTIONS = (
     ("--gold-tree", {
         "choices": ["dependency", "constituency", "left_branching"],
@@ -16,6 +16,12 @@ TRAIN_OPTIONS = (
         "action": "store_true",
         "help": "read PTB tree files as dependency trees, converted by Collins-style head rules "
                 "(hf_slm/data/dependency_conversion.py; not the paper's CoreNLP UD conversion)"}),
+    ("--oracle-trees", {
+        "action": "store_true",
+        "help": "Table 2's '- Predicted tree + Gold tree' (paper 001): the memory follows the gold tree's decisions "
+                "instead of the parser's, in training and whenever the model is evaluated against gold trees "
+                "(hf-slm eval parse: perplexity given the gold trees, p and p' accuracy); saved in the config as "
+                "oracle_trees"}),
     ("--min-count", {
         "type": positive_int,
         "help": "a new word vocabulary keeps words seen this many times (default 2; the others become unknown-word "

@@ -19,9 +19,10 @@ def model_details(config, parameters):
                            "are flattened at the bottom)"),
         ("cell MLP size", config_value(config, "intermediate_size")),
         ("parser scorer size", config_value(config, "parser_size")),
-        ("prediction network", "yes: an RNN over the memory weighted by the zero-step look-ahead parser p'_t "
-                               "(section 3.2)" if config.get("use_prediction_network", True)
-         else "no (Table 2's ablation): the top candidate slot predicts the next token"),
+        ("prediction network", _prediction_network(config)),
+        ("memory decisions", "the gold tree's whenever one is given, in training and evaluation (oracle_trees: "
+                             "Table 2's '- Predicted tree + Gold tree'); its own parser's on plain text"
+         if config.get("oracle_trees") else "the model's own parser's (p_t)"),
         ("structural loss", f"{config_value(config, 'structure_loss')} (weight "
                             f"{config_value(config, 'structure_loss_weight')}; language-model loss weight "
                             f"{config_value(config, 'lm_loss_weight')})"),
@@ -34,9 +35,23 @@ def model_details(config, parameters):
     ]
 
 
+def _prediction_network(config):
+    """The "prediction network" row: absent (Table 2's ablation), section 3.2's sampled slot, or the mixture (a
+    config saved before `prediction_network` existed reads as the mixture)."""
+    if not config.get("use_prediction_network", True):
+        return "no (Table 2's ablation): the top candidate slot predicts the next token"
+    if config.get("prediction_network", "mixture") == "sampled":
+        return ("yes (section 3.2): an RNN over the memory up to a slot drawn from the zero-step look-ahead parser "
+                "p'_t in training, its argmax in evaluation")
+    return ("yes, as a mixture: the RNN outputs of every slot weighted by the zero-step look-ahead parser p'_t (the "
+            "expectation of section 3.2's sampled slot)")
+
+
 def card_values(config):
-    """What som.md reads: eSOM or dSOM, D, N."""
+    """What som.md reads: eSOM or dSOM, D, N, the prediction network and the oracle."""
     return dict(disentangle=bool(config.get("disentangle")), hidden_size=config.get("hidden_size", NOT_RECORDED),
                 num_slots=config.get("num_slots", NOT_RECORDED), semantic_size=config.get("semantic_size"),
                 syntactic_size=config.get("syntactic_size"),
-                use_prediction_network=config.get("use_prediction_network", True))
+                use_prediction_network=config.get("use_prediction_network", True),
+                prediction_network=config.get("prediction_network", "mixture"),
+                oracle_trees=bool(config.get("oracle_trees")))

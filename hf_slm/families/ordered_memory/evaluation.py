@@ -9,12 +9,18 @@ hf_slm.evaluation), which write their results files and journals as for every mo
   natural logs; `som_surprisals`: the word surprisals alone (bits by default).
 - `som_parse_eval(model, tokenizer, examples)`: Table 2's metrics on gold trees Gamma (dependency trees turned
   into binary constituency trees, tokenization/som_trees.py): unlabeled F1 of the greedy incremental parses
-  (the argmax decisions of p_t), p accuracy and p' accuracy against Algorithm 1's labels. Brackets that count:
+  (the argmax decisions of p_t), p accuracy and p' accuracy against Algorithm 1's labels, and the perplexity given
+  the memory's decisions. A model with config.oracle_trees (Table 2's "- Predicted tree + Gold tree") follows
+  the gold decisions instead: its perplexity is given the gold trees, p accuracy scores p_t's argmax, and no UF1
+  is reported (the parse is the gold tree). Brackets that count:
   every constituent of two or more words except the whole sentence, punctuation kept (Gamma has it), as sets of
   (first word, last word) spans, micro-averaged over the corpus as EVALB does; leaves, the whole-sentence span
   and the spans that contain `<s>` or `</s>` are left out. `run_som_parse_eval` runs it on a CoNLL-U file and
   writes `eval_results/uf1-<data>.json` with its journal (evaluation.results, hf_slm.runs.journal): SOM's
   `hf-slm eval parse`. A model card quotes it (hf_slm.publishing.model_card).
+- `som_constituency_uf1(model, tokenizer, gold_trees)`: Table 8's UF1 against constituency trees (PTB), by
+  EVALB's rules (hf_slm.evaluation.evalb) unlabeled, punctuation and trivial spans left out (appendix B.1);
+  `run_som_parse_eval` runs it on any --gold file that is not CoNLL-U.
 - `som_parses(model, tokenizer, sentences)`: those incremental parses as bracketed trees (`hf-slm parse`).
 """
 
@@ -24,11 +30,18 @@ from pathlib import Path
 import torch
 
 from ...data.numbering import sentence_name
+from ...evaluation.evalb import GoldSentence, summarize
 from ...evaluation.results import evaluation_run, save_results
 from ...modeling.som_structure import parse_spans
 from ...runs.journal import map_in_chunks
 from .data import SyntacticOrderedMemoryCollator, gold_tree, som_example
 from ...tokenization.som_trees import constituent_spans
+
+
+# What the results say the memory followed (the model's config.oracle_trees decides).
+OWN_DECISIONS = "argmax of p_t"
+ORACLE_DECISIONS = ("the gold tree's (oracle_trees: Table 2's '- Predicted tree + Gold tree'); the perplexity is "
+                    "given the gold trees, p and p' accuracy score the parsers' argmax against them")
 
 
 def _device(model):
@@ -154,8 +167,13 @@ def _parse_counts(model, tokenizer, examples, tree, first_index):
                             where=f"example {first_index + index}") for index, example in enumerate(examples)]
     out, batch = _decisions(model, tokenizer, features)
     labels, decisions = out.structure_labels.cpu(), out.decisions.cpu()
+    # p accuracy scores p_t's own choice: under the oracle the decisions are the gold ones, and p_t's argmax is its
+    # choice (the memory follows the gold tree, so the open slots are exactly those a tree allows)
+    chosen = out.split_log_probs.argmax(-1).cpu() if model.config.oracle_trees else decisions
     labeled = batch["som_first_siblings"] >= 0
     guesses = out.next_split_log_probs.argmax(-1).cpu() if out.next_split_log_probs is not None else None
+    token_log_probs = torch.log_softmax(out.logits[:, :-1].float(), -1).gather(
+        -1, batch["input_ids"][:, 1:, None].to(out.logits.device))[..., 0].cpu()
     counts = []
     for row, (example, feature) in enumerate(zip(examples, features)):
         length, words = len(feature["input_ids"]), len(example["words"])
@@ -163,8 +181,9 @@ def _parse_counts(model, tokenizer, examples, tree, first_index):
             raise ValueError(f"example {first_index + row}: UF1 needs one token per word (a word vocabulary); "
                              f"got {length - 2} tokens for {words} words")
         mine = labeled[row]
-        count = {"p_right": int((decisions[row][mine] == labels[row][mine]).sum()), "p_total": int(mine.sum()),
-                 "q_right": 0, "q_total": 0}
+        count = {"p_right": int((chosen[row][mine] == labels[row][mine]).sum()), "p_total": int(mine.sum()),
+                 "q_right": 0, "q_total": 0, "tokens": length - 1,
+                 "log_prob": math.fsum(token_log_probs[row, :length - 1].tolist())}  # the words and </s>
         if guesses is not None:  # p'_t guesses the decision of token t + 1
             later = mine[1:]
             count["q_right"] = int((guesses[row, :-1][later] == labels[row, 1:][later]).sum())
@@ -190,17 +209,25 @@ def som_parse_eval(model, tokenizer, examples, tree="dependency", batch_size=32,
     examples = list(examples)
     counts = _chunked_counts(model, tokenizer, examples, tree, batch_size, journal, progress)
     total = {key: sum(count[key] for count in counts) for key in
-             ("matched", "predicted", "gold", "p_right", "p_total", "q_right", "q_total")}
+             ("matched", "predicted", "gold", "p_right", "p_total", "q_right", "q_total", "tokens")}
+    log_prob = math.fsum(count["log_prob"] for count in counts)
     precision = total["matched"] / total["predicted"] if total["predicted"] else 0.0
     recall = total["matched"] / total["gold"] if total["gold"] else 0.0
-    return {
+    metrics = {
         "uf1": 100 * (2 * precision * recall / (precision + recall) if precision + recall else 0.0),
         "precision": 100 * precision, "recall": 100 * recall,
         "p_accuracy": total["p_right"] / total["p_total"] if total["p_total"] else None,
         "next_p_accuracy": total["q_right"] / total["q_total"] if total["q_total"] else None,
+        # exp(-log p(x) / N_w), N_w counting each word and one </s> per sentence, as `hf-slm eval ppl`
+        "perplexity": math.exp(-log_prob / total["tokens"]) if total["tokens"] else None,
         "sentences": len(examples),
+        "decisions": ORACLE_DECISIONS if model.config.oracle_trees else OWN_DECISIONS,
         "brackets": "unlabeled spans of 2+ words, whole sentence excluded, punctuation kept; corpus micro-average",
     }
+    if model.config.oracle_trees:  # the parse is the gold tree: Table 2 prints no UF1 for the oracle
+        for name in ("uf1", "precision", "recall", "brackets"):
+            del metrics[name]
+    return metrics
 
 
 def _chunked_counts(model, tokenizer, examples, tree, batch_size, journal, progress):
@@ -214,21 +241,53 @@ def _chunked_counts(model, tokenizer, examples, tree, batch_size, journal, progr
                          unit="sentence")
 
 
+# How Table 8's UF1 counts brackets (appendix B.1, following Kim et al. 2019): EVALB's, unlabeled, punctuation and
+# trivial spans left out.
+CONSTITUENCY_BRACKETS = ("EVALB (COLLINS.prm rules, hf_slm.evaluation.evalb) unlabeled: punctuation deleted by the "
+                         "gold POS tags, brackets of one word and of the whole sentence left out, duplicates counted "
+                         "as EVALB counts them; corpus micro-average (Table 8, appendix B.1)")
+
+
+@torch.no_grad()
+def som_constituency_uf1(model, tokenizer, gold_trees, batch_size=32, journal=None, progress=False):
+    """UF1 of SOM's incremental parses against constituency trees (paper 001, appendix B.1, Table 8).
+
+    gold_trees: nltk Trees as a treebank holds them (POS tags, traces, function tags, a wrapper root). The model
+    parses each tree's words (traces removed) with `som_parses` (a binary, unlabeled tree); both trees are scored
+    by EVALB's rules, unlabeled, with punctuation (gold POS tags) and trivial spans (one word, the whole sentence)
+    left out, against the original n-ary trees, so even the best binary tree scores below 100 (the paper's
+    "Oracle Binary Trees", 82.5 on PTB). Returns {"uf1", "precision", "recall", "sentences", "brackets", "trees"}.
+    """
+    prepared = [GoldSentence(tree, index=index, labeled=False, trivial_spans=False)
+                for index, tree in enumerate(gold_trees)]
+
+    def compute(chunk):
+        return som_parses(model, tokenizer, [words for _, words in chunk], batch_size=batch_size)
+
+    trees = map_in_chunks(compute, [(index, gold.words) for index, gold in enumerate(prepared)], batch_size, journal,
+                          progress=progress, desc="incremental parses", unit="sentence")
+    corpus = summarize([gold.score(tree, test_pos=False) for gold, tree in zip(prepared, trees)])
+    return {"uf1": corpus["f1"], "precision": corpus["precision"], "recall": corpus["recall"],
+            "sentences": corpus["sentences"], "brackets": CONSTITUENCY_BRACKETS, "trees": trees}
+
+
 def run_som_parse_eval(model, tokenizer, gold, limit=None, batch_size=32, output_dir=None, overwrite=False,
                        progress=False):
-    """`som_parse_eval` against the dependency trees of a CoNLL-U file (Gamma is built from their heads), written
-    as `<output_dir>/uf1-<data name>[-limit<N>].json` with its journal, from which an interrupted run resumes
-    (`overwrite` starts over); output_dir None: nothing is written."""
+    """`som_parse_eval` against the dependency trees of a CoNLL-U file (Gamma is built from their heads), or
+    `som_constituency_uf1` against the trees of any other file (PTB brackets, one tree per line, or a folder of
+    .mrg files), written as `<output_dir>/uf1-<data name>[-limit<N>].json` with its journal, from which an
+    interrupted run resumes (`overwrite` starts over); output_dir None: nothing is written."""
     from ...data.conllu_loader import read_conllu_file
 
     gold = Path(gold)
     if gold.suffix != ".conllu":
-        raise ValueError(f"--gold {gold}: a SOM model is evaluated against gold dependency trees; expected a "
-                         ".conllu file (Gamma is built from its heads)")
+        return _run_constituency_uf1(model, tokenizer, gold, limit, batch_size, output_dir, overwrite, progress)
     examples = [{"words": e["words"], "heads": e["heads"]} for e in read_conllu_file(gold, gold.name)]
     if limit is not None:
         examples = examples[:limit]
-    options = {"limit": limit, "batch_size": batch_size, "tree": "dependency", "decisions": "argmax of p_t"}
+    options = {"limit": limit, "batch_size": batch_size, "tree": "dependency",
+               "decisions": ORACLE_DECISIONS if model.config.oracle_trees else OWN_DECISIONS,
+               "counts": "brackets, p and p' accuracy, log p(x) per sentence"}
     with evaluation_run(output_dir, "uf1", gold, model, options, limit=limit, overwrite=overwrite) as run:
         metrics = som_parse_eval(model, tokenizer, examples, batch_size=batch_size, journal=_journal(run),
                                  progress=progress)
@@ -239,5 +298,33 @@ def run_som_parse_eval(model, tokenizer, gold, limit=None, batch_size=32, output
     return metrics
 
 
-__all__ = ["bracketed_tree", "gold_tree", "run_som_parse_eval", "som_parse_eval", "som_parses", "som_sentence_scores",
+def _run_constituency_uf1(model, tokenizer, gold, limit, batch_size, output_dir, overwrite, progress):
+    """`som_constituency_uf1` of a gold tree file, written as run_som_parse_eval says, the parses in
+    `<stem>_trees.txt` (one per line)."""
+    from ...evaluation.parsing import read_gold_trees
+
+    if model.config.oracle_trees:
+        raise ValueError(f"--gold {gold}: this model follows the gold tree (oracle_trees), whose Table 2 numbers "
+                         "(perplexity, p and p' accuracy) come from gold dependency trees; expected a .conllu file")
+    try:
+        trees = read_gold_trees(gold, limit=limit)
+    except ValueError as error:
+        raise ValueError(f"--gold {gold}: a SOM model is evaluated against gold dependency trees (a .conllu file) or "
+                         f"constituency trees (PTB brackets, or a folder of .mrg files); {error}") from error
+    options = {"limit": limit, "batch_size": batch_size, "tree": "constituency", "decisions": OWN_DECISIONS,
+               "brackets": CONSTITUENCY_BRACKETS}
+    with evaluation_run(output_dir, "uf1", gold, model, options, limit=limit, overwrite=overwrite) as run:
+        metrics = som_constituency_uf1(model, tokenizer, trees, batch_size=batch_size, journal=_journal(run),
+                                       progress=progress)
+        parses = metrics.pop("trees")
+        if run is not None:
+            path = save_results(run.directory, "uf1", metrics, model, {"gold": str(gold), "sentences": len(trees)},
+                                options, stem=run.stem)
+            written = run.path("_trees.txt")
+            written.write_text("".join(tree + "\n" for tree in parses), encoding="utf-8")
+            metrics["files"] = {"json": str(path), "trees": str(written)}
+    return metrics
+
+
+__all__ = ["bracketed_tree", "gold_tree", "run_som_parse_eval", "som_constituency_uf1", "som_parse_eval", "som_parses", "som_sentence_scores",
            "som_surprisals", "word_spans"]

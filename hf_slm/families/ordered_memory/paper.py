@@ -22,6 +22,8 @@ def _column(semantic, syntactic, slots, embedding, dropout, output, disentangled
         "model.embedding_dropout": PaperValue(embedding, table6),
         "model.dropout": PaperValue(dropout, table6),
         "model.output_dropout": PaperValue(output, table6),
+        "model.prediction_network": PaperValue("sampled", "section 3.2 (a slot sampled from p'_t; its argmax in "
+                                                           "evaluation, section 3.3)"),
         "model.intermediate_size": PaperValue(NOT_GIVEN, "Table 6 (not given)", _WIDTHS),
         "model.parser_size": PaperValue(NOT_GIVEN, "Table 6 (not given)", _WIDTHS),
     }
@@ -67,6 +69,11 @@ PAPER_001 = PaperTable(
          "dsom-ptb stores 17,719,817 parameters (as esom-ptb), 16,279,817 of them free",
          "dSOM's block-triangular layers store full matrices and hold the semantic-to-syntactic block at zero by a "
          "mask; the comparison counts the free parameters (free_parameter_count)"),
+        ("UF1 against PTB trees", "Table 8 (appendix B.1): EVALB, ignoring punctuation and trivial spans (Kim et "
+                                  "al. 2019)",
+         "hf-slm eval parse --gold TREES: hf_slm.evaluation.evalb's COLLINS.prm rules, unlabeled, punctuation by the "
+         "gold POS tags, spans of one word and of the sentence left out, corpus micro-average",
+         "EVALB is a C program, not run here; hf_slm.evaluation.evalb implements its rules"),
         ("BLLIP-XS / SM parameter counts", "Table 7: dSOM 16.4M / 39.5M, eSOM 17.8M / 41.4M",
          "not compared", "the paper does not give those word vocabularies' sizes (counted with GPT-2's for MD)"),
     ),

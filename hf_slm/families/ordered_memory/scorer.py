@@ -3,8 +3,8 @@
 SOM scores words straight from its logits (hf_slm/families/ordered_memory/evaluation.py), so every log p(x) is exact,
 and parses with its own incremental parser (the argmax decisions of p_t); it runs no search, so the options of
 word-synchronous beam search are refused (ValueError naming them). Generation is transformers' own `model.generate` over
-the model's tokens, words printed. Its parses are evaluated by UF1 against gold dependency trees (Table 2's setting:
-`evaluate_parses`, hf_slm.families.ordered_memory.evaluation.run_som_parse_eval).
+the model's tokens, words printed. Its parses are evaluated by UF1 against gold dependency trees (Table 2's setting)
+or PTB constituency trees (Table 8's): `evaluate_parses`, hf_slm.families.ordered_memory.evaluation.run_som_parse_eval.
 """
 
 import math
@@ -116,9 +116,9 @@ class SyntacticOrderedMemoryScorer(Scorer):
 
     def evaluate_parses(self, gold, limit=None, batch_size=None, output_dir=None, overwrite=False, progress=True,
                         on_error="skip"):
-        """UF1, p and p' accuracy of the incremental parses against the dependency trees of a CoNLL-U file
-        (hf_slm.families.ordered_memory.evaluation.run_som_parse_eval; every gold sentence has words, so none is left
-        out)."""
+        """UF1, p and p' accuracy of the incremental parses against the dependency trees of a CoNLL-U file, or
+        Table 8's UF1 against the trees of a PTB file (hf_slm.families.ordered_memory.evaluation.run_som_parse_eval;
+        every gold sentence has words, so none is left out)."""
         return run_som_parse_eval(self.model, self.tokenizer, gold, limit=limit,
                                   batch_size=or_default(batch_size, BATCH_SIZE),
                                   output_dir=output_dir, overwrite=overwrite, progress=progress)

@@ -26,9 +26,10 @@ collator and the model:
   times become unknown-word classes) trained on the training sentences, or with `--pieces` / `--vocab-size` a
   SentencePiece (or byte-level BPE) SyntacticTokenizer; or the one given with --tokenizer (a resumed run reads the
   one saved in its checkpoint). Its linearization is "terminals" (`<s> words </s>`).
-- The model: `SyntacticOrderedMemoryForCausalLM` of a preset (`SOM_TRAINING_PRESETS`: Table 6's sizes, and tiny
-  CPU ones) with `--set` overrides (field names are checked); vocab_size and the special ids come from the
-  tokenizer.
+- The model: `SyntacticOrderedMemoryForCausalLM` of a preset (`SOM_TRAINING_PRESETS`: Table 6's sizes and section
+  3.2's sampled prediction network, and tiny CPU ones) with `--set` overrides (field names are checked) and
+  `--oracle-trees` (config.oracle_trees, Table 2's "- Predicted tree + Gold tree"); vocab_size and the special ids
+  come from the tokenizer.
 - Trainer: `SyntacticOrderedMemoryCollator` (input_ids, attention_mask, labels, som_first_siblings), the loss
   lm + structure (the model's), gradient clipping at norm 1.0, evaluation loss on --eval (the same loss, with
   Algorithm 1's labels from the model's argmax decisions). The final folder holds safetensors, the tokenizer, the
@@ -118,11 +119,12 @@ def is_som_preset(name):
 
 @dataclass
 class SomTrainingSetup(TrainingSetup):
-    """A TrainingSetup with SOM's options (module docstring): where the gold trees come from, and the word
-    vocabulary's threshold."""
+    """A TrainingSetup with SOM's options (module docstring): where the gold trees come from, the oracle ablation,
+    and the word vocabulary's threshold."""
 
     gold_tree: str = "dependency"
     convert_to_dependencies: bool = False
+    oracle_trees: bool = False  # Table 2's oracle: the config's oracle_trees (the memory follows the gold tree)
     min_count: int | None = None  # None: 2 (Dyer et al.'s singletons) for a word vocabulary
 
 
@@ -342,10 +344,12 @@ def train_som(setup, log=print):
         log(f"resuming with the tokenizer saved in {source} (not trained again)")
     else:
         tokenizer = som_tokenizer(setup, train_sentences, output, log)
-    config = som_config(setup.preset, setup.model_overrides, tokenizer)
+    oracle = {"oracle_trees": True} if getattr(setup, "oracle_trees", False) else {}
+    config = som_config(setup.preset, {**setup.model_overrides, **oracle}, tokenizer)
     torch.manual_seed(setup.seed)
     model = SyntacticOrderedMemoryForCausalLM(config)
-    log(f"model: {setup.preset} ({'dSOM' if config.disentangle else 'eSOM'}), "
+    log(f"model: {setup.preset} ({'dSOM' if config.disentangle else 'eSOM'}"
+        + (", the memory following the gold trees (oracle)" if config.oracle_trees else "") + "), "
         f"{sum(p.numel() for p in model.parameters()):,} parameters, {len(tokenizer):,} token ids")
     train_dataset = som_dataset(tokenizer, train_sentences, gold_tree, "--train")
     eval_dataset = som_dataset(tokenizer, eval_sentences, gold_tree, "--eval") if eval_sentences else None
@@ -362,6 +366,8 @@ def train_som(setup, log=print):
             "min_count": getattr(tokenizer, "init_kwargs", {}).get("min_count"),
             "max_grad_norm": SOM_MAX_GRAD_NORM,
             "model": "dSOM" if config.disentangle else "eSOM",
+            "prediction_network": config.prediction_network,
+            "oracle_trees": config.oracle_trees,
         }
         path.write_text(json.dumps(record, indent=2) + "\n")
     return trainer, tokenizer
