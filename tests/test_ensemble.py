@@ -201,3 +201,27 @@ def test_the_cli_says_what_an_ensemble_needs(checkpoints, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["generate", *ensemble])
     assert "--model given twice: this command takes one model" in capsys.readouterr().err
+
+
+def test_an_ensemble_of_models_without_a_grammar_mixes_their_logits(one_thread):
+    """SOM scores words from its logits (its Scorer runs no search): the mixture's logits are the mixture's
+    log-probabilities, so its exact log p(x) is the per-token mixture of the members'."""
+    from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
+    from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
+    from hf_slm.search.scorers import scorer_for
+
+    tokenizer = SyntacticTokenizer.train(TREES, vocab_size=30)
+    models = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        config = SyntacticOrderedMemoryConfig(vocab_size=len(tokenizer), hidden_size=8, num_slots=8,
+                                              intermediate_size=12, parser_size=6, dropout=0.0, embedding_dropout=0.0,
+                                              output_dropout=0.0)
+        models.append(SyntacticOrderedMemoryForCausalLM(config).eval())
+    ids = tokenizer(["the", "bird", "sings"], is_split_into_words=True)["input_ids"] + [tokenizer.eos_token_id]
+    with torch.no_grad():
+        per_token = [torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1], -1)
+                     .gather(1, torch.tensor(ids[1:])[:, None])[:, 0].double().numpy() for model in models]
+    by_hand = float((np.logaddexp(*per_token) - math.log(2)).sum())
+    mixture = UniformMixture(models)
+    assert scorer_for(mixture, tokenizer).log_probs(["the bird sings"])[0] == pytest.approx(by_hand, abs=1e-5)

@@ -120,9 +120,15 @@ def _check_scored_alike(models, names):
 
 
 def _check_one_layout(models, names):
-    """The whole id layout (every action kind's ids, a dependency layout's arcs included) and the vocabulary size."""
-    layouts = [json.dumps([m.config.vocab_size, grammar_for_config(m.config).layout.to_dict()], sort_keys=True,
-                          default=str) for m in models]
+    """The vocabulary size and, for a family with grammars, the whole id layout (every action kind's ids, a dependency
+    layout's arcs included); a model without a grammar (SOM) reads the ids of its special tokens."""
+
+    def layout(config):
+        if family_for_config(config).grammar_classes is None:
+            return {name: getattr(config, name, None) for name in ("bos_token_id", "eos_token_id", "pad_token_id")}
+        return grammar_for_config(config).layout.to_dict()
+
+    layouts = [json.dumps([m.config.vocab_size, layout(m.config)], sort_keys=True, default=str) for m in models]
     if len(set(layouts)) > 1:
         differing = [name for name, layout in zip(names, layouts) if layout != layouts[0]]
         raise ValueError(f"ensemble members must share one vocabulary and id layout; found {len(set(layouts))} "
