@@ -39,7 +39,7 @@ import torch
 
 from .configuration_slm import position_limit
 from .grammars import ActionKind, grammar_for_config
-from .hypothesis_rows import NewPositions, hypothesis_rows
+from .hypothesis_rows import NewPositions, prefix_rows
 from .search_constraints import DecodingStatus, SearchConstraints, SentenceWords
 from .search_decoders import search_decoder_for
 
@@ -305,26 +305,14 @@ class WordSynchronousBeamSearch:
     def _start(self, task):
         """One row per sentence: after `<s>`, or after a document prefix (all its positions in one call)."""
         sequences = task.prefixes or [[self.grammar.start_action_id]] * len(task.words)
-        grammar = self.grammar
-        states, steps = [], []
-        for sequence in sequences:
-            state = grammar.start()
-            starts = getattr(sequence, "starts", None)
-            if starts is None:
-                steps.append([position for action in sequence for position in grammar.step(state, action)])
-            else:
-                steps.append([position for action, start in zip(sequence, starts)
-                              for position in grammar.step(state, action, start=start)])
-            states.append(state)
-        steps = NewPositions.from_lists(steps, relative=grammar.explicit_relative_positions,
-                                        references=grammar.references_positions)
+        grammar_rows, steps = prefix_rows(self.grammar, sequences)
         decoder_state, log_probs = self.decoder.start(sequences, steps)
         width = max(len(s) for s in sequences)
         actions = torch.full((len(sequences), width), -1, dtype=torch.long)
         for row, sequence in enumerate(sequences):
             actions[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
         # n_c counts the nonterminals of this sentence only: open_before holds those of the prefix.
-        status = DecodingStatus.start(hypothesis_rows(grammar, states), [s[-1] for s in sequences])
+        status = DecodingStatus.start(grammar_rows, [s[-1] for s in sequences])
         starts = None
         if self.takes_start:  # a document prefix's `)` keep their starts
             starts = torch.full_like(actions, -1)

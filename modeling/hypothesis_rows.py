@@ -206,3 +206,21 @@ def hypothesis_rows(grammar, states):
     if it has one, else StateListRows."""
     fast = grammar.rows_class
     return fast.from_states(grammar, states) if fast is not None else StateListRows(grammar, states)
+
+
+def prefix_rows(grammar, sequences):
+    """(rows, NewPositions): one row per action sequence (`<s>`, then any document prefix; a Nb-Up prefix's
+    ActionIds step with their starts) and the positions each whole sequence expands to, as a search's first call
+    reads them."""
+    states, steps = [], []
+    for sequence in sequences:
+        state = grammar.start()
+        starts = getattr(sequence, "starts", None)
+        if starts is None:
+            steps.append([position for action in sequence for position in grammar.step(state, action)])
+        else:
+            steps.append([position for action, start in zip(sequence, starts)
+                          for position in grammar.step(state, action, start=start)])
+        states.append(state)
+    return hypothesis_rows(grammar, states), NewPositions.from_lists(
+        steps, relative=grammar.explicit_relative_positions, references=grammar.references_positions)

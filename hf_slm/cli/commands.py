@@ -165,10 +165,42 @@ def command_train(args):
     return 0
 
 
-def _load(model_dir):
+def _load(names):
+    """(model, tokenizer) of a checkpoint; of several (--model given again: `names` a list), their ensemble, the uniform
+    mixture of their next-action distributions (paper 000 section 3.7; hf_slm/search/ensemble.py), and their one
+    tokenizer (checked to be one)."""
     from ..checkpoints.loading import load_checkpoint
 
-    return load_checkpoint(model_dir)
+    names = [names] if isinstance(names, str) else list(names)
+    loaded = [load_checkpoint(name) for name in names]
+    if len(loaded) == 1:
+        return loaded[0]
+    from ..search.ensemble import ensemble_of_checkpoints
+
+    return ensemble_of_checkpoints(loaded, names)
+
+
+# --model on the commands that take an ensemble (score, parse and the evaluations that score with a model).
+ENSEMBLE_MODEL_HELP = ("checkpoint directory or hub name; give --model again for an ensemble of models that share a "
+                       "tokenizer: the uniform mixture of their next-action distributions (paper 000, section 3.7)")
+
+
+class _OneModel(argparse.Action):
+    """--model on a command that takes one model: given twice is an error (argparse would keep the last)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} given twice: this command takes one model (ensembles, --model given "
+                         "again: score, parse, eval ppl, sg, blimp, parse, rerank, uas)")
+        setattr(namespace, self.dest, values)
+
+
+def _add_model_option(parser, ensembles=False, writes_results=False):
+    if ensembles:
+        parser.add_argument("--model", required=True, action="append", metavar="MODEL", help=ENSEMBLE_MODEL_HELP + (
+            " (an ensemble's results need --output)" if writes_results else ""))
+    else:
+        parser.add_argument("--model", required=True, action=_OneModel, help="checkpoint directory or hub name")
 
 
 def _beam_options(args):
@@ -319,12 +351,15 @@ def _eval_setup(args):
     from ..runs.distributed import device, is_distributed
     from ..evaluation.results import results_directory
 
+    if len(args.model) > 1 and args.output is None:
+        raise ValueError(f"an ensemble (--model given {len(args.model)} times) has no checkpoint folder of its own for "
+                         "its results: give --output")
     model, tokenizer = _load(args.model)
     _check_evaluation(args.evaluation, model)
     _apply_protocol(args, model)
     if is_distributed():  # under torchrun each process searches on its own device (hf_slm/runs/distributed.py)
         model.to(device())
-    return model, tokenizer, results_directory(args.model, args.output)
+    return model, tokenizer, results_directory(args.model[0], args.output)
 
 
 # The options a protocol may set, per command (those the command has): search, proposals.
@@ -533,10 +568,10 @@ PROPOSALS_HELP = ("proposal trees in the format of the model's trees (PTB bracke
                   "of p(x, y) over them, so the perplexity is an upper bound")
 
 
-def _add_eval_command(evaluations, name, help_text, function, beam=True):
+def _add_eval_command(evaluations, name, help_text, function, beam=True, ensembles=False):
     command = evaluations.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. "
                                      f"{EVAL_OUTPUTS}")
-    command.add_argument("--model", required=True, help="checkpoint directory")
+    _add_model_option(command, ensembles, writes_results=True)
     command.add_argument("--limit", type=positive_int, help="evaluate only the first N items")
     command.add_argument("--batch-size", type=positive_int,
                          default=8, help="items per batch (a resumed run may change it)")
@@ -787,7 +822,7 @@ def build_parser():
     train.set_defaults(function=command_train)
 
     parse_command = commands.add_parser("parse", help="best tree of each sentence (word-synchronous beam search)")
-    parse_command.add_argument("--model", required=True, help="checkpoint directory or hub name")
+    _add_model_option(parse_command, ensembles=True)
     parse_command.add_argument("--pretty", action="store_true", help="draw each tree over several lines")
     parse_command.add_argument("sentences", nargs="*", metavar="SENTENCE", help="one sentence per argument, words separated by spaces")
     parse_command.add_argument("--file", metavar="TEXTFILE",
@@ -806,7 +841,7 @@ def build_parser():
 
     score_command = commands.add_parser(
         "score", help="per-word surprisals, end_surprisal, log p(x) and the best tree, as JSON lines with their units")
-    score_command.add_argument("--model", required=True)
+    _add_model_option(score_command, ensembles=True)
     score_command.add_argument("--bits", action="store_true", help="surprisals and log p(x) in bits (default nats)")
     score_command.add_argument("sentences", nargs="+", metavar="SENTENCE")
     _add_beam_options(score_command)
@@ -814,7 +849,7 @@ def build_parser():
     score_command.set_defaults(function=command_score)
 
     generate = commands.add_parser("generate", help="generate trees, optionally continuing a prompt")
-    generate.add_argument("--model", required=True)
+    _add_model_option(generate)
     generate.add_argument("--prompt", help="words to continue")
     choice = generate.add_mutually_exclusive_group()
     choice.add_argument("--num-beams", type=positive_int, help="word beam of beam search (default: --num-trees)")
@@ -829,7 +864,7 @@ def build_parser():
     evaluate = commands.add_parser("eval", help="evaluate a checkpoint: ppl, sg, blimp, rerank, parse, uas, rouge")
     evaluations = evaluate.add_subparsers(dest="evaluation", required=True)
     rerank_command = _add_eval_command(evaluations, "rerank", "bracketing F1 of the highest joint-probability proposal",
-                                       command_eval_rerank, beam=False)
+                                       command_eval_rerank, beam=False, ensembles=True)
     rerank_command.add_argument("--gold", required=True, help="gold trees (PTB brackets, file or .mrg folder)")
     rerank_command.add_argument("--proposals", required=True,
                                 help="proposal trees: one per line, one blank-line separated block per sentence")
@@ -838,10 +873,12 @@ def build_parser():
     rerank_command.add_argument("--chunk-size", type=positive_int, default=2048,
                                 help="proposals scored and journaled together (whole sentences; under torchrun, "
                                 "what one process scores at a time)")
-    parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses", command_eval_parse)
+    parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses", command_eval_parse,
+                                         ensembles=True)
     parse_eval_command.add_argument("--gold", required=True)
     ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for models that score words exactly, an upper "
-                            "bound for syntactic ones, an approximation for them at document level)", command_eval_ppl)
+                            "bound for syntactic ones, an approximation for them at document level)", command_eval_ppl,
+                            ensembles=True)
     ppl.add_argument("--data", required=True, help="trees (PTB brackets), one sentence per line, or a CoNLL-U file (its "
                      "sentences' FORM column)")
     ppl.add_argument("--proposals", help=PROPOSALS_HELP + "; one block per sentence of --data, in order. Default: the "
@@ -850,18 +887,20 @@ def build_parser():
     ppl.add_argument("--document-level", action="store_true",
                      help="documents separated by blank lines: each sentence after the greedy best trees of the ones "
                      "before it, an approximation for syntactic models (needs a document-level model)")
-    blimp = _add_eval_command(evaluations, "blimp", "BLiMP accuracy per paradigm, field and overall", command_eval_blimp)
+    blimp = _add_eval_command(evaluations, "blimp", "BLiMP accuracy per paradigm, field and overall", command_eval_blimp,
+                             ensembles=True)
     blimp.add_argument("--data", required=True, help="a folder of BLiMP .jsonl files")
     blimp.add_argument("--proposals", help=PROPOSALS_HELP + "; two blocks per pair, the good sentence's then the bad "
                        "one's, in the order of the data (files by name). Default: the beam")
     _add_max_proposals_option(blimp)
     sg = _add_eval_command(evaluations, "sg", "SyntaxGym: per-suite accuracy, circuits, the 31-suite SG score, a plot",
-                           command_eval_sg)
+                           command_eval_sg, ensembles=True)
     sg.add_argument("--suites", required=True, help="a folder of SyntaxGym suite JSON files (or one file)")
     sg.add_argument("--rule", default="first", choices=["first", "all", "mean"],
                     help="suites with several predictions: the first decides (default), all must hold, or their mean")
     uas = _add_eval_command(evaluations, "uas", "unlabeled attachment score of a dependency model's parses: the beam's "
-                            "best tree, or the highest log p(x, y) proposal with --proposals", command_eval_uas)
+                            "best tree, or the highest log p(x, y) proposal with --proposals", command_eval_uas,
+                            ensembles=True)
     uas.add_argument("--data", required=True, help="gold dependency trees: a CoNLL-U file (HEAD column filled)")
     uas.add_argument("--proposals", help="proposal trees per gold sentence, in gold order: a CoNLL-U file of several "
                      "analyses per sentence (grouped by # sent_id) or inline trees (one per line, blank-line separated "

@@ -31,7 +31,12 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
     TG's COMPOSE copies predict nothing, so every grammar yields exactly one number per action after `<s>`.
     A model trained with segment recurrence (config.segment_length) reads the sequences as it was trained:
     segment by segment with its memory (modeling/segment_recurrence.py), whatever their length.
+    A model that scores action sequences itself (its own `action_log_probs`: an ensemble, hf_slm.search.ensemble,
+    scores with each member and mixes per action) is asked to.
     """
+    own = getattr(model, "action_log_probs", None)
+    if own is not None:
+        return own(sequences, batch_size=batch_size, progress=progress)
     model.eval()
     if getattr(model.config, "segment_length", None):
         return _segment_action_log_probs(model, sequences, batch_size, progress)
