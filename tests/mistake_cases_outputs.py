@@ -18,7 +18,7 @@ from pathlib import Path
 import hf_slm
 
 from mistake_cases import CliCase
-from test_beam_search import TREES
+from helpers.ptb_trees import TREES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GUM_TRAIN = Path(hf_slm.__file__).parent / "sample_data" / "gum" / "train.txt"

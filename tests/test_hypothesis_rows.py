@@ -82,7 +82,7 @@ def test_a_grammar_without_a_fast_path_uses_its_states():
 
 
 def _dependency_grammar():
-    from test_dependency_grammars import grammar
+    from helpers.dependency_toy_layout import grammar
 
     return grammar("arc_standard")
 

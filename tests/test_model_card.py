@@ -492,7 +492,7 @@ def test_bad_results_and_records_are_clear_errors(bare, evaluated, tmp_path):
 @pytest.mark.parametrize("grammar, system", [("dtg", "arc-standard"), ("dtg_swift", "arc-swift"),
                                              ("txl_trans", "arc-standard")])
 def test_dependency_card_says_what_the_model_is_and_its_examples_run(grammar, system, tmp_path, monkeypatch):
-    from test_dependency_model import tiny
+    from helpers.dependency_models import tiny
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     model, tokenizer = tiny(grammar)

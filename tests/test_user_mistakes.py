@@ -17,7 +17,7 @@ import pytest
 
 from conftest import save_tiny_checkpoint
 from mistake_cases import ApiCase, CliCase
-from test_beam_search import TREES
+from helpers.ptb_trees import TREES
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CASE_MODULES = sorted(path.stem for path in Path(__file__).parent.glob("mistake_cases_*.py"))
