@@ -19,6 +19,7 @@ from hf_slm.modeling.grammars import ActionKind
 from hf_slm.search.scoring import action_log_probs, joint_log_probs
 
 from conftest import ISOLATION_PREAMBLE, save_tiny_checkpoint
+from helpers.cli import run_cli_in_process
 from helpers.beam_search_models import SENTENCE, VOCAB, all_trees, tiny_model
 from helpers.ptb_trees import TREES
 
@@ -212,31 +213,28 @@ def test_score_api_in_bits_and_unknown_words(checkpoint):
     assert hf_slm.parse_tree(result[0]["tree"]).leaves() == ["the", "Ωbird"]  # the user's word, not its <unk> pieces
 
 
-def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "hf_slm.cli", *args], capture_output=True, text=True, env=env)
-
-
-def test_cli_parse_score_generate(checkpoint, tmp_path):
+def test_cli_parse_score_generate(checkpoint):
     directory, _, _ = checkpoint
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"))
-    parsed = run_cli("parse", "--model", str(directory), "--beam-size", "20", "--word-beam-size", "5", "the bird sings .", env=env)
+    parsed = run_cli_in_process("parse", "--model", directory, "--beam-size", "20", "--word-beam-size", "5",
+                                "the bird sings .")
     assert parsed.returncode == 0, parsed.stderr
     assert hf_slm.parse_tree(parsed.stdout.strip()).leaves() == ["the", "bird", "sings", "."]
-    scored = run_cli("score", "--model", str(directory), "--bits", "I like it", "the dog barks", env=env)
+    scored = run_cli_in_process("score", "--model", str(directory), "--bits", "I like it", "the dog barks")
     assert scored.returncode == 0, scored.stderr
     lines = [json.loads(line) for line in scored.stdout.splitlines()]
     assert [line["words"] for line in lines] == [["I", "like", "it"], ["the", "dog", "barks"]]
     assert all(len(line["surprisals"]) == len(line["words"]) and line["log_prob"] < 0 for line in lines)
-    generated = run_cli("generate", "--model", str(directory), "--prompt", "the", "--num-beams", "2", "--num-trees", "2",
-                        "--max-new-words", "3", env=env)
+    generated = run_cli_in_process("generate", "--model", directory, "--prompt", "the", "--num-beams", "2",
+                                   "--num-trees", "2", "--max-new-words", "3")
     assert generated.returncode == 0, generated.stderr
     trees = generated.stdout.splitlines()
     assert len(trees) == 2 and all(hf_slm.parse_tree(t).leaves()[0] == "the" for t in trees)
-    sampled = run_cli("generate", "--model", str(directory), "--top-k", "2", "--seed", "0", "--max-new-words", "4", env=env)
+    sampled = run_cli_in_process("generate", "--model", directory, "--top-k", "2", "--seed", "0",
+                                 "--max-new-words", "4")
     assert sampled.returncode == 0 and hf_slm.parse_tree(sampled.stdout.strip()).leaves()
-    empty = run_cli("parse", "--model", str(directory), "", env=env)  # left out, named; exit 1
+    empty = run_cli_in_process("parse", "--model", str(directory), "")  # left out, named; exit 1
     assert empty.returncode == 1 and empty.stdout == "\n" and "sentence 1 is empty" in empty.stderr
-    stopped = run_cli("parse", "--model", str(directory), "--stop-on-error", "", env=env)
+    stopped = run_cli_in_process("parse", "--model", str(directory), "--stop-on-error", "")
     assert stopped.returncode == 2 and "sentence 1 is empty" in stopped.stderr
 
 

@@ -15,6 +15,7 @@ from conftest import save_tiny_checkpoint
 
 from hf_slm.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, run_command, user_error_message
 from hf_slm.data.text_files import read_text
+from helpers.cli import run_cli_in_process
 from helpers.processes import read_stderr_until
 from helpers.ptb_trees import TREES
 
@@ -94,11 +95,12 @@ def _hf_slm(*arguments, **environment):
                           timeout=300)
 
 
-def test_debug_flag_shows_the_traceback(tmp_path):
+def test_debug_flag_shows_the_traceback(tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_SLM_DEBUG", raising=False)
     arguments = ["parse", "--model", str(tmp_path / "missing"), "the bird"]
-    quiet = _hf_slm(*arguments)
+    quiet = run_cli_in_process(*arguments)
     assert quiet.returncode == 2 and "Traceback" not in quiet.stderr
-    shown = _hf_slm("--debug", *arguments)
+    shown = run_cli_in_process("--debug", *arguments)
     assert shown.returncode == 1
     assert "Traceback (most recent call last)" in shown.stderr
     assert f"ValueError: model folder {tmp_path / 'missing'} does not exist" in shown.stderr
