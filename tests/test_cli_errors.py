@@ -19,6 +19,8 @@ from helpers.cli import run_cli_in_process
 from helpers.processes import read_stderr_until
 from helpers.ptb_trees import TREES
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 
 def _raise(error):
     raise error

@@ -16,6 +16,8 @@ import pytest
 import torch
 from helpers.distributed import TIMEOUT_SECONDS, free_port, logged_losses, one_thread_environment, run_cli, train_args
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
 
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):

@@ -24,6 +24,8 @@ from hf_slm.evaluation.syntaxgym import run_syntaxgym
 from hf_slm.publishing.model_card import build_model_card, count_parameters, write_model_card
 from hf_slm.training.train import TrainingSetup, write_training_record
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 FIXTURES = Path(__file__).parent / "fixtures"
 TREES = [
     "(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",

@@ -17,6 +17,8 @@ from hf_slm.runs.journal import LOCK_NAME, RunJournal, map_in_chunks, output_loc
 from helpers.processes import read_stderr_until
 from helpers.ptb_trees import TREES
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 
 def test_journal_resumes_drops_a_cut_line_and_names_a_difference(tmp_path):
     path = tmp_path / "run.journal.jsonl"

@@ -23,6 +23,8 @@ from hf_slm.modeling.segments import segment_batch, segment_sequence, structure_
 from hf_slm.tokenization.linearizers import is_close_nt, is_open_nt, top_down_actions
 from helpers.random_documents import LABELS, VOCAB, compositional_inputs, random_case, random_document, random_tree
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 FIGURE_2 = "(S (NP the blue bird NP) (VP sings VP) S)"
 SEGMENT_LENGTHS = (4, 8, 16, 64)
 

@@ -39,7 +39,7 @@ from helpers.summarization import PARSER_ARGS, TREES, fixture_rows, memorization
 XSUM_SAMPLE = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "xsum_sample"
                / "xsum_humaneval_50.derived.jsonl")
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.one_thread
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # conftest.py
 
 
 

@@ -23,6 +23,8 @@ from conftest import save_tiny_checkpoint
 from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.modeling import backbone
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 SAMPLE = REPOSITORY / "hf_slm" / "sample_data" / "gum" / "train.txt"
 FAMILIES = ["tg", "tg-hybrid", "choe_charniak", "terminals", "dtg", "dtg_eager", "nb-dn-ex-m", "nb-up-in-m"]

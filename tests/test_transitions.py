@@ -15,6 +15,8 @@ from hf_slm.tokenization.transitions import (
 )
 from tree_strategies import projective_trees
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 EWT = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
 FIGURE_1 = DependencyTree.from_inline("There/2 is/0 a/4 difference/2")
 

@@ -17,6 +17,8 @@ from mistake_cases import ApiCase, CliCase
 from helpers.cli import run_cli_in_process
 from helpers.ptb_trees import TREES
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CASE_MODULES = sorted(path.stem for path in Path(__file__).parent.glob("mistake_cases_*.py"))
 CASES = [case for module in CASE_MODULES for case in importlib.import_module(module).CASES]
