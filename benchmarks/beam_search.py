@@ -1,6 +1,7 @@
 """Word-synchronous beam search: forward calls, speed, the model's share of the time, batching, memory.
 
     python benchmarks/beam_search.py [--model hf-slm-quickstart] [--beams 10 30 100 300] [--reencode-up-to 30]
+                                     [--device cuda] [--markdown PATH]
 
 Table 1: five GUM test / dev sentences of 20 words (from the sample shipped in the package), searched one at a
 time (paper 003, Table 5 counts forward calls for one sentence of 20 tokens) and then all five in one
@@ -22,6 +23,8 @@ import time
 from pathlib import Path
 
 import torch
+
+from report import Report, add_markdown_option
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "hf_slm" / "sample_data" / "gum"
@@ -116,14 +119,15 @@ def measure(model, tokenizer, sentences, beam, reencode):
     return row
 
 
-def print_table(title, rows, reference=TABLE_5):
-    print(f"\n{title}")
-    print(f"{'beam':>5} {'word beam':>9} {'calls/sent':>10} {'Table 5':>7} {'s/sent':>7} {'sent/s':>7} {'forward':>7} "
-          f"{'batch-5 s/sent':>14} {'batch speed-up':>14} {'peak KV MiB':>11} {'re-encoded s/sent':>17}")
-    for r in rows:
-        print(f"{r['beam']:>5} {r['word_beam']:>9} {r['calls']:>10.0f} {reference.get(r['beam'], '-'):>7} {r['seconds']:>7.2f} "
-              f"{r['per_second']:>7.2f} {r['forward_share']:>7.0%} {r['batched']:>14.2f} {r['batch_speedup']:>13.2f}x "
-              f"{r['peak_kv']:>11.1f} {r['reencoded']:>17.2f}")
+def table_rows(rows, reference=TABLE_5):
+    return [[r["beam"], r["word_beam"], f"{r['calls']:.0f}", reference.get(r["beam"], "-"), f"{r['seconds']:.2f}",
+             f"{r['per_second']:.2f}", f"{r['forward_share']:.0%}", f"{r['batched']:.2f}", f"{r['batch_speedup']:.2f}x",
+             f"{r['peak_kv']:.1f}", "-" if r["reencoded"] != r["reencoded"] else f"{r['reencoded']:.2f}"]
+            for r in rows]
+
+
+COLUMNS = ["beam", "word beam", "calls/sent", "Table 5", "s/sent", "sent/s", "forward", "batch-5 s/sent",
+           "batch speed-up", "peak KV MiB", "re-encoded s/sent"]
 
 
 def main():
@@ -131,18 +135,25 @@ def main():
     parser.add_argument("--model", default="hf-slm-quickstart")
     parser.add_argument("--beams", type=int, nargs="+", default=[10, 30, 100, 300])
     parser.add_argument("--reencode-up-to", type=int, default=30, help="compare with re-encoding up to this beam")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    add_markdown_option(parser)
     args = parser.parse_args()
 
     model, tokenizer, source = load_model(args.model)
-    model.eval()
+    model.to(args.device).eval()
     long, short = sample_sentences(tokenizer, (20,), 5), sample_sentences(tokenizer, (6, 7), 15)
-    print(f"model: {source} ({model.config.grammar}, {sum(p.numel() for p in model.parameters()):,} parameters); "
-          f"device {next(model.parameters()).device}; {torch.get_num_threads()} threads")
-    print_table("Table 1: five sentences of 20 words (batch-5: all five in one search)",
-                [measure(model, tokenizer, long, beam, beam <= args.reencode_up_to) for beam in args.beams])
-    print_table("Table 2: fifteen sentences of 6-7 words (BLiMP length), beam 100 (batch-5: three batches of five)",
-                [measure(model, tokenizer, short, 100, False)], reference={})
-    print(f"\npeak process memory (max RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 10:.0f} MiB")
+    report = Report("Word-synchronous beam search")
+    report.line(f"model: {source} ({model.config.grammar}, {sum(p.numel() for p in model.parameters()):,} parameters); "
+                f"device {next(model.parameters()).device}; {torch.get_num_threads()} threads. Settings as paper 003: "
+                "word beam = beam / 10, fast track 5, n_c = words, p_c = 3. calls/sent = decoder calls per sentence "
+                "(Table 5: the paper's Nb-Dn-In-M, for reference only); forward = the share of the search's time in the "
+                "model's forward.")
+    report.table("Table 1: five sentences of 20 words (batch-5: all five in one search)", COLUMNS,
+                 table_rows([measure(model, tokenizer, long, beam, beam <= args.reencode_up_to) for beam in args.beams]))
+    report.table("Table 2: fifteen sentences of 6-7 words (BLiMP length), beam 100 (batch-5: three batches of five)",
+                 COLUMNS, table_rows([measure(model, tokenizer, short, 100, False)], reference={}))
+    report.line(f"peak process memory (max RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 10:.0f} MiB")
+    report.finish(args.markdown, device=args.device)
     return 0
 
 

@@ -28,9 +28,11 @@ from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.tokenization.linearizers import top_down_actions  # noqa: E402
 from hf_slm.tokenization.trees import read_trees  # noqa: E402
+from report import Report, add_markdown_option  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TREES = [REPO.parent / "shared" / "data" / "gum_const" / "const", REPO / "hf_slm" / "sample_data" / "gum"]
+DEFAULT_TREES = [REPO.parent / "shared" / "data" / "gum_const" / "const",
+                 REPO / "hf_slm" / "sample_data" / "gum" / "train.txt"]
 DEFAULT_CONLLU = [REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-train.conllu"]
 DEPENDENCY_GRAMMARS = {"dtg": "arc_standard", "dtg_eager": "arc_eager", "dtg_swift": "arc_swift"}
 BUCKETS = (128, 256, 512)
@@ -85,16 +87,13 @@ def dependency_sequences(paths, pieces):
     return len(trees), out
 
 
-def dependency_rows(args, tg_rates):
+def dependency_rows(args, tg_rates, report):
     paths = args.conllu or [p for p in DEFAULT_CONLLU if p.exists()]
     if not paths:
-        print("\nno CoNLL-U file (--conllu); the dependency grammar rows are left out")
+        report.line("No CoNLL-U file (--conllu): the dependency grammar rows are left out.")
         return
     count, grammars = dependency_sequences(paths, args.pieces)
-    print(f"\n{count} dependency trees from {', '.join(map(str, paths))}; {args.pieces} pieces; batch "
-          f"{args.batch_size}; 1 thread; T' = each grammar's own expanded length")
-    print(f"{'grammar':>10} {'T range':>10} {'trees':>6} {'mean T':>7} {'seq/s':>7} {'steps seq/s':>12} "
-          f"{'/ steps':>8} {'TG seq/s':>9} {'/ TG':>6}")
+    rows = []
     for name, (layout, sequences) in grammars.items():
         collator = SyntacticDataCollator(name, layout)
         grammar = collator.grammar
@@ -104,9 +103,11 @@ def dependency_rows(args, tg_rates):
             rate = throughput(collator, batches, args.seconds, CLOCKS[args.clock])
             steps = throughput(grammar._batch_from_steps, batches[:2], args.seconds, CLOCKS[args.clock])
             tg = tg_rates.get(label)
-            versus = f"{rate / tg:>5.2f}x" if tg else f"{'-':>6}"
-            print(f"{name:>10} {label:>10} {trees:>6} {mean_t:>7.1f} {rate:>7.0f} {steps:>12.0f} {rate / steps:>7.1f}x "
-                  f"{tg or float('nan'):>9.0f} {versus}")
+            rows.append([name, label, trees, f"{mean_t:.1f}", f"{rate:.0f}", f"{steps:.0f}", f"{rate / steps:.1f}x",
+                         f"{tg:.0f}" if tg else "-", f"{rate / tg:.2f}x" if tg else "-"])
+    report.table(f"{count} dependency trees from {', '.join(map(str, paths))}; {args.pieces} pieces; batch "
+                 f"{args.batch_size}; 1 thread; T' = each grammar's own expanded length",
+                 ["grammar", "T range", "trees", "mean T", "seq/s", "steps seq/s", "/ steps", "TG seq/s", "/ TG"], rows)
 
 
 def main():
@@ -118,6 +119,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall time, or this process's CPU time (steadier on a machine shared with other work)")
+    add_markdown_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     paths = args.trees or [next(p for p in DEFAULT_TREES if p.exists())]
@@ -128,15 +130,19 @@ def main():
     collators = {name: SyntacticDataCollator(name, vocab.layout) for name in ("tg", "choe_charniak")}
     tg = collators["tg"].grammar
     expanded = np.array([len(s) + sum(1 for a in acts if a.endswith(")")) for s, acts in zip(sequences, actions)])
-    print(f"{len(trees)} trees from {', '.join(map(str, paths))}; batch {args.batch_size}; 1 thread; {args.clock} clock")
-    print(f"{'T range':>10} {'trees':>6} {'mean T':>7} {'TG seq/s':>9} {'CC seq/s':>9} {'incremental TG seq/s':>21} {'TG / incremental':>17}")
-    tg_rates = {}
-    for label, trees, mean_t, batches in bucket_batches(sequences, expanded, args.batch_size):
+    report = Report("Collator throughput")
+    tg_rates, rows = {}, []
+    for label, trees_in_bucket, mean_t, batches in bucket_batches(sequences, expanded, args.batch_size):
         rates = {name: throughput(c, batches, args.seconds, CLOCKS[args.clock]) for name, c in collators.items()}
         slow = throughput(lambda b: incremental_collate(tg, b), batches[:2], args.seconds, CLOCKS[args.clock])
         tg_rates[label] = rates["tg"]
-        print(f"{label:>10} {trees:>6} {mean_t:>7.1f} {rates['tg']:>9.0f} {rates['choe_charniak']:>9.0f} {slow:>21.0f} {rates['tg'] / slow:>16.1f}x")
-    dependency_rows(args, tg_rates)
+        rows.append([label, trees_in_bucket, f"{mean_t:.1f}", f"{rates['tg']:.0f}", f"{rates['choe_charniak']:.0f}",
+                     f"{slow:.0f}", f"{rates['tg'] / slow:.1f}x"])
+    report.table(f"{len(trees)} trees from {', '.join(map(str, paths))}; batch {args.batch_size}; 1 thread; "
+                 f"{args.clock} clock", ["T range", "trees", "mean T", "TG seq/s", "CC seq/s", "incremental TG seq/s",
+                                         "TG / incremental"], rows)
+    dependency_rows(args, tg_rates, report)
+    report.finish(args.markdown)
     return 0
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from beam_search import SAMPLE, paper003_search, run
+from report import Report, add_markdown_option
 
 TOKENS = 20  # paper 003 times and counts sentences of 20 tokens
 
@@ -128,37 +129,37 @@ def measure(model, tokenizer, beams, repeats):
     return rows, failures
 
 
-def print_tables(results, beams, sources, failures):
+def report_tables(report, results, beams, sources, failures):
     def paper(table, variant, beam):
         values = table.get(variant)
         return values[PAPER_BEAMS.index(beam)] if values is not None and beam in PAPER_BEAMS else None
 
-    def cell(value, width, form):
-        return f"{'-':>{width}}" if value is None else f"{value:>{width}{form}}"
+    def cell(value, form):
+        return "-" if value is None else f"{value:{form}}"
 
-    print("\nTable 3 shape: ours = seconds per sentence (CPU, tiny models); paper = its Table 3's inference time in "
-          "seconds (H800 GPU, GPT-2 small, five sentences averaged over 5 runs)")
-    print(f"{'model':<14} {'model is':<9}" + "".join(f" {f'ours b{b}':>9} {f'paper b{b}':>9}" for b in beams))
-    for variant, rows in results.items():
-        print(f"{paper_name(variant):<14} {sources[variant]:<9}" + "".join(
-            f" {cell(rows[b][0] if b in rows else None, 9, '.3f')} {cell(paper(PAPER_TABLE_3, variant, b), 9, '.2f')}"
-            for b in beams))
-    print(f"\nTable 5 shape: forward calls of the main Transformer on one sentence of {TOKENS} tokens (paper: its Table 5)")
-    print(f"{'model':<14} {'model is':<9}" + "".join(f" {f'ours b{b}':>9} {f'paper b{b}':>9}" for b in beams)
-          + "  ours <= paper")
+    columns = ["model", "model is"] + [name for b in beams for name in (f"ours b{b}", f"paper b{b}")]
+    report.table("Table 3 shape: ours = seconds per sentence (CPU, tiny models); paper = its Table 3's inference "
+                 "time in seconds (H800 GPU, GPT-2 small, five sentences averaged over 5 runs)", columns,
+                 [[paper_name(variant), sources[variant]]
+                  + [c for b in beams for c in (cell(rows[b][0] if b in rows else None, ".3f"),
+                                                cell(paper(PAPER_TABLE_3, variant, b), ".2f"))]
+                  for variant, rows in results.items()])
+    table_5 = []
     for variant, rows in results.items():
         within = [rows[b][1] <= paper(PAPER_TABLE_5, variant, b) for b in beams
                   if b in rows and paper(PAPER_TABLE_5, variant, b) is not None]
-        print(f"{paper_name(variant):<14} {sources[variant]:<9}" + "".join(
-            f" {cell(rows[b][1] if b in rows else None, 9, 'd')} {cell(paper(PAPER_TABLE_5, variant, b), 9, 'd')}"
-            for b in beams)
-            + f"  {'yes' if within and all(within) else ('no' if within else '-')}")
+        table_5.append([paper_name(variant), sources[variant]]
+                       + [c for b in beams for c in (cell(rows[b][1] if b in rows else None, "d"),
+                                                     cell(paper(PAPER_TABLE_5, variant, b), "d"))]
+                       + ["yes" if within and all(within) else ("no" if within else "-")])
+    report.table(f"Table 5 shape: forward calls of the main Transformer on one sentence of {TOKENS} tokens (paper: "
+                 "its Table 5; not comparable, see the docstring)", columns + ["ours <= paper"], table_5)
     for variant, failed in failures.items():
         for beam, message in failed.items():
-            print(f"\n{paper_name(variant)} at beam {beam}: '-' above: {message}")
+            report.line(f"{paper_name(variant)} at beam {beam}: '-' above: {message}")
     missing = [paper_name(v) for v in PAPER_TABLE_5 if v not in results]
     if missing:
-        print(f"\nnot benchmarked (not models yet, or left out by --variants): {', '.join(missing)}")
+        report.line(f"Not benchmarked (not models yet, or left out by --variants): {', '.join(missing)}.")
 
 
 def main():
@@ -169,6 +170,7 @@ def main():
     parser.add_argument("--models", help="a folder of checkpoints named by variant (examples/train_compositional.py "
                                          "--output); random tiny models for the others")
     parser.add_argument("--repeats", type=int, default=1, help="runs over the five sentences to average (paper: 5)")
+    add_markdown_option(parser)
     args = parser.parse_args()
     known = benchmarked_variants()
     variants = args.variants or known
@@ -176,8 +178,9 @@ def main():
     if unknown:
         raise SystemExit(f"--variants {' '.join(unknown)}: expected some of {' '.join(known)} (the compositional "
                          "variants that are models, and gpt2-tree)")
-    print(f"{torch.get_num_threads()} threads; beams {args.beams} (word beam = beam / 10, fast track 5, n_c = words, "
-          f"p_c = 3); five GUM sentences of {TOKENS} tokens; {args.repeats} repeat(s)")
+    report = Report("Paper 003's inference efficiency (Tables 3 and 5)")
+    report.line(f"{torch.get_num_threads()} threads; beams {args.beams} (word beam = beam / 10, fast track 5, n_c = "
+                f"words, p_c = 3); five GUM sentences of {TOKENS} tokens; {args.repeats} repeat(s)")
     results, sources, tokenizers, failures = {}, {}, {}, {}
     for variant in variants:
         model, tokenizer, source = load_or_build(variant, args.models, tokenizers)
@@ -188,7 +191,8 @@ def main():
         if failed:
             failures[variant] = failed
         print(f"  {paper_name(variant)}: {source} model, measured in {time.perf_counter() - start:.0f}s", flush=True)
-    print_tables(results, args.beams, sources, failures)
+    report_tables(report, results, args.beams, sources, failures)
+    report.finish(args.markdown)
     return 0
 
 

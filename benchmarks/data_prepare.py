@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from report import Report, add_markdown_option
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "hf_slm" / "sample_data" / "gum" / "train.txt"
 
@@ -85,16 +87,15 @@ def measure(trees, tokenizer, directory, processes):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def table(rows):
+def table_rows(rows):
     baseline = rows[0]["examples"] / rows[0]["seconds"]
-    lines = [f"{'processes':>9} {'seconds':>8} {'trees/s':>9} {'x 1 proc':>9} {'main peak MiB':>14} "
-             f"{'worker peak MiB':>16}"]
+    cells = []
     for row in rows:
         rate = row["examples"] / row["seconds"]
         worker = f"{row['worker_rss_mib']:.0f}" if row["worker_rss_mib"] is not None else "-"
-        lines.append(f"{row['processes']:>9} {row['seconds']:>8.1f} {rate:>9.0f} {rate / baseline:>9.2f} "
-                     f"{row['main_rss_mib']:>14.0f} {worker:>16}")
-    return "\n".join(lines)
+        cells.append([row["processes"], f"{row['seconds']:.1f}", f"{rate:,.0f}", f"{rate / baseline:.2f}",
+                      f"{row['main_rss_mib']:.0f}", worker])
+    return cells
 
 
 def main():
@@ -105,6 +106,7 @@ def main():
     parser.add_argument("--keep", help="write into this folder (kept) instead of a temporary one")
     parser.add_argument("--child", nargs=5, metavar=("TREES", "TOKENIZER", "OUTPUT", "N", "CACHE"),
                         help=argparse.SUPPRESS)
+    add_markdown_option(parser)
     args = parser.parse_args()
     if args.child:
         trees, tokenizer, output, processes, cache = args.child
@@ -126,8 +128,12 @@ def main():
         for processes in sorted(set(args.processes)):
             rows.append({"processes": processes, **measure(trees, directory / "tokenizer", directory, processes)})
             print(f"{processes} process(es): {rows[-1]['seconds']:.1f} s", file=sys.stderr)
-        print(f"hf-slm data prepare --loader bllip, {args.trees:,} trees, {os.cpu_count()} CPUs")
-        print(table(rows))
+        report = Report("Data preparation: trees/s and peak memory by number of processes")
+        report.table(f"hf-slm data prepare --loader bllip, {args.trees:,} random trees "
+                     f"({trees.stat().st_size / 2**20:.0f} MiB), {os.cpu_count()} CPUs",
+                     ["processes", "seconds", "trees/s", "x 1 process", "main peak MiB", "worker peak MiB"],
+                     table_rows(rows))
+        report.finish(args.markdown)
 
 
 if __name__ == "__main__":

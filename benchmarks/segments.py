@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from report import Report, add_markdown_option
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_GUM = REPO.parent / "shared" / "data" / "gum_const" / "const"
 SAMPLE = REPO / "hf_slm" / "sample_data" / "gum"
@@ -150,6 +152,7 @@ def main():
     parser.add_argument("--streams", type=int, default=4, help="batch rows (streams of documents)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--measure", choices=CONFIGURATIONS, help=argparse.SUPPRESS)  # one configuration, in-process
+    add_markdown_option(parser)
     args = parser.parse_args()
     if args.measure:
         measure(args.measure, args.segment_length, args.streams, args.steps)
@@ -157,8 +160,10 @@ def main():
 
     import torch
 
-    print(f"{torch.get_num_threads()} threads, B = {args.streams} streams x L = {args.segment_length} positions, "
-          f"{args.steps} steps, d 256 / 8 heads / 4 layers")
+    report = Report("Segment recurrence: training speed, peak memory and what the memory holds")
+    report.line(f"{torch.get_num_threads()} threads, B = {args.streams} streams x L = {args.segment_length} positions, "
+                f"{args.steps} steps, d 256 / 8 heads / 4 layers; ratios against TG over whole sequences of L, "
+                "measured in the same run.")
     results = {}
     for configuration in CONFIGURATIONS:
         command = [sys.executable, __file__, "--measure", configuration, "--segment-length", str(args.segment_length),
@@ -169,21 +174,20 @@ def main():
             raise SystemExit(f"{configuration} failed:\n{done.stderr[-3000:]}")
         results[configuration] = json.loads(lines[-1])
     base = results["tg-whole"]
-    print("\nTable 1: training")
-    print(f"{'configuration':<36} {'tokens/s':>9} {'vs whole':>8} {'peak MiB':>9} {'vs whole':>8}")
     names = {"tg-segments": f"TG, segments + structure memory (M={args.segment_length})",
              "tg-whole": f"TG, whole sequences of {args.segment_length}",
-             "txl-cc-segments": f"TXL (CC), segments + shift memory"}
-    for configuration, r in results.items():
-        print(f"{names[configuration]:<36} {r['tokens_per_second']:>9.0f} "
-              f"{r['tokens_per_second'] / base['tokens_per_second']:>7.2f}x {r['peak_mib']:>9.0f} "
-              f"{r['peak_mib'] / max(base['peak_mib'], 1e-9):>7.2f}x")
+             "txl-cc-segments": "TXL (CC), segments + shift memory"}
+    report.table("Table 1: training", ["configuration", "tokens/s", "vs whole", "peak MiB", "vs whole"],
+                 [[names[configuration], f"{r['tokens_per_second']:.0f}",
+                   f"{r['tokens_per_second'] / base['tokens_per_second']:.2f}x", f"{r['peak_mib']:.0f}",
+                   f"{r['peak_mib'] / max(base['peak_mib'], 1e-9):.2f}x"] for configuration, r in results.items()])
     rows, source, count = memory_table([64, args.segment_length])
-    print(f"\nTable 2: memory slots holding attendable positions (M = L), {count} TG documents of {source}")
-    print(f"{'L = M':>6} {'boundaries':>10} {'attendable':>10} {'structure':>9} {'shift':>7} {'structure %':>11} {'shift %':>8}")
-    for L, stack, structure, shift, structure_share, shift_share, boundaries in rows:
-        print(f"{L:>6} {boundaries:>10} {stack:>10.1f} {structure:>9.1f} {shift:>7.1f} {structure_share:>10.1%} "
-              f"{shift_share:>7.1%}")
+    report.table(f"Table 2: memory slots holding attendable positions (M = L), {count} TG documents of {source}",
+                 ["L = M", "boundaries", "attendable", "structure", "shift", "structure %", "shift %"],
+                 [[L, boundaries, f"{stack:.1f}", f"{structure:.1f}", f"{shift:.1f}", f"{structure_share:.1%}",
+                   f"{shift_share:.1%}"]
+                  for L, stack, structure, shift, structure_share, shift_share, boundaries in rows])
+    report.finish(args.markdown)
     return 0
 
 

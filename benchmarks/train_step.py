@@ -1,7 +1,7 @@
 """Training-step throughput and peak memory: TG, TXL (CC), TXL (terminals), DTG, TXL (trans) and paper 003's
 compositional SLMs against GPT-2.
 
-    python benchmarks/train_step.py [--steps 5] [--batch-size 16] [--length 256]
+    python benchmarks/train_step.py [--steps 5] [--batch-size 16] [--length 256] [--device cuda] [--markdown PATH]
 
 Every model gets the same shape of batch, B x T' = 16 x 256 by default, built from the same GUM trees
 (TG: its expanded actions; TXL (CC): the same actions without duplication; TXL (terminals): the words;
@@ -26,8 +26,11 @@ import sys
 import time
 from pathlib import Path
 
+from report import Report, add_markdown_option
+
 REPO = Path(__file__).resolve().parents[1]
-TREE_SOURCES = [REPO.parent / "shared" / "data" / "gum_const" / "const", REPO / "hf_slm" / "sample_data" / "gum"]
+TREE_SOURCES = [REPO.parent / "shared" / "data" / "gum_const" / "const",
+                REPO / "hf_slm" / "sample_data" / "gum" / "train.txt"]
 DEPENDENCY_SOURCE = REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-train.conllu"
 DEPENDENCY_MODELS = ("dtg", "txl_trans")
 # Paper 003 (issue 14, Speed): an In-M variant should reach 0.9x GPT-2's tokens/s, an Ex variant (composer included)
@@ -57,12 +60,17 @@ def reset_peak_rss():
         pass
 
 
-def time_training_steps(model, batch, steps):
+def time_training_steps(model, batch, steps, device="cpu"):
     """(seconds per step, peak memory growth in MB) of `steps` training steps (forward, backward, an Adam update)
-    of `model` on `batch`, after one warm-up step (allocations, kernels)."""
+    of `model` on `batch`, after one warm-up step (allocations, kernels). On a GPU the memory is the device's peak
+    allocation during the steps (torch.cuda.max_memory_allocated), on the CPU the growth of the process's peak
+    resident set."""
     import torch
 
+    model.to(device)
+    batch = {name: value.to(device) if torch.is_tensor(value) else value for name, value in batch.items()}
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    on_gpu = str(device).startswith("cuda")
 
     def step():
         model(**batch).loss.backward()
@@ -70,12 +78,22 @@ def time_training_steps(model, batch, steps):
         optimizer.zero_grad(set_to_none=True)
 
     step()
-    reset_peak_rss()
-    before = peak_rss_kb()
+    if on_gpu:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = 0
+    else:
+        reset_peak_rss()
+        before = peak_rss_kb()
     start = time.perf_counter()
     for _ in range(steps):
         step()
-    return (time.perf_counter() - start) / steps, (peak_rss_kb() - before) / 1024
+    if on_gpu:
+        torch.cuda.synchronize(device)
+    seconds = (time.perf_counter() - start) / steps
+    if on_gpu:
+        return seconds, torch.cuda.max_memory_allocated(device) / 2**20
+    return seconds, (peak_rss_kb() - before) / 1024
 
 
 def build_batches(batch_size, length):
@@ -157,7 +175,7 @@ def build_compositional_batch(name, batch_size, length):
     return batch, tokenizer.action_layout, int((batch["position_kinds"] != 0).sum())
 
 
-def measure_som(steps, batch_size, length):
+def measure_som(steps, batch_size, length, device):
     """SOM (paper 001) reads words, not actions: the same GUM trees' words (SentencePiece pieces, `<s>` ... `</s>`),
     as long as they fit `length`, with the structural loss from each tree (left-binarized). Its time loop runs
     over its own T (the longest sentence), so tokens/s counts B x T; 15 slots, d 256, cells' MLP 512."""
@@ -177,7 +195,7 @@ def measure_som(steps, batch_size, length):
     config = SyntacticOrderedMemoryConfig(vocab_size=VOCAB, hidden_size=MODEL["hidden_size"], num_slots=15,
                                           intermediate_size=512, dropout=0.0, embedding_dropout=0.0, output_dropout=0.0)
     model = SyntacticOrderedMemoryForCausalLM(config).train()
-    seconds, peak_mb = time_training_steps(model, batch, steps)
+    seconds, peak_mb = time_training_steps(model, batch, steps, device)
     positions = batch["input_ids"].numel()
     return {"model": "som", "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
             "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
@@ -185,7 +203,7 @@ def measure_som(steps, batch_size, length):
             "positions": positions}
 
 
-def measure(name, steps, batch_size, length):
+def measure(name, steps, batch_size, length, device):
     """Run in a child process: build the model and batch, time `steps` training steps, report JSON."""
     import torch
 
@@ -198,7 +216,7 @@ def measure(name, steps, batch_size, length):
     if name in COMPOSITIONAL_ROWS:
         batches[name], layout, real[name] = build_compositional_batch(name, batch_size, length)
     if name == "som":
-        return measure_som(steps, batch_size, length)
+        return measure_som(steps, batch_size, length, device)
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -217,7 +235,7 @@ def measure(name, steps, batch_size, length):
                                           **MODEL, **chosen_layout)
         model = causal_lm_for_config(config)
         batch = batches[name]
-    seconds, peak_mb = time_training_steps(model.train(), batch, steps)
+    seconds, peak_mb = time_training_steps(model.train(), batch, steps, device)
     return {"model": name, "seconds_per_step": seconds, "tokens_per_second": batch_size * length / seconds,
             "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
             "real_tokens": real[name], "threads": torch.get_num_threads()}
@@ -232,11 +250,13 @@ def main():
     parser.add_argument("--size", choices=sorted(MODEL_SIZES), default="small",
                         help="the models' shape: small (d 256, 4 layers) or paper (GPT-2 small: d 768, 12 layers, 12 "
                              "heads, d_ff 3072; slow on CPU: pair it with --only and a smaller --batch-size)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (peak memory is then the GPU's peak allocation)")
+    add_markdown_option(parser)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     MODEL.update(MODEL_SIZES[args.size])
     if args.child:
-        print(json.dumps(measure(args.child, args.steps, args.batch_size, args.length)))
+        print(json.dumps(measure(args.child, args.steps, args.batch_size, args.length, args.device)))
         return 0
     results = {}
     names = ["gpt2", "tg", "choe_charniak", "terminals"]
@@ -251,24 +271,32 @@ def main():
     if args.only:
         names = ["gpt2"] + [name for name in names if name in args.only and name != "gpt2"]
     for name in names:
-        output = subprocess.run(
+        child = subprocess.run(
             [sys.executable, __file__, "--child", name, "--steps", str(args.steps), "--batch-size", str(args.batch_size),
-             "--length", str(args.length), "--size", args.size], capture_output=True, text=True, env=dict(os.environ), check=True,
-        ).stdout
-        results[name] = json.loads(output.strip().splitlines()[-1])
+             "--length", str(args.length), "--size", args.size, "--device", args.device], check=False, capture_output=True,
+            text=True, env=dict(os.environ))
+        if child.returncode != 0:
+            raise SystemExit(f"measuring {name} failed (exit {child.returncode}):\n{child.stderr[-4000:]}")
+        results[name] = json.loads(child.stdout.strip().splitlines()[-1])
     base = results["gpt2"]
-    print(f"B {args.batch_size}, T' {args.length}, d {MODEL['hidden_size']}, {MODEL['num_attention_heads']} heads, "
-          f"{MODEL['num_hidden_layers']} layers, d_ff {MODEL['intermediate_size']}, vocab {VOCAB}, dropout 0, {base['threads']} threads, {args.steps} steps")
-    print(f"tokens/s counts all {args.batch_size * args.length} positions of a batch; 'real' says how many are not padding "
-          "(TXL (terminals) reads the words only, so most of its positions are padding, which its attention skips)")
-    print(f"{'model':<18} {'params':>10} {'real':>6} {'s/step':>8} {'tokens/s':>9} {'vs GPT-2':>9} {'peak MB':>8} {'vs GPT-2':>9}")
+    report = Report("Training-step throughput and peak memory against GPT-2")
+    memory = "GPU peak allocation" if args.device.startswith("cuda") else "growth of the peak resident set"
+    report.line(f"B {args.batch_size}, T' {args.length}, d {MODEL['hidden_size']}, {MODEL['num_attention_heads']} heads, "
+                f"{MODEL['num_hidden_layers']} layers, d_ff {MODEL['intermediate_size']}, vocab {VOCAB}, dropout 0, "
+                f"device {args.device}, {base['threads']} threads, {args.steps} steps; peak MB = {memory}.")
+    report.line(f"tokens/s counts all {args.batch_size * args.length} positions of a batch; 'real' says how many are not "
+                "padding (TXL (terminals) reads the words only, so most of its positions are padding, which its attention "
+                "skips). Ratios are against GPT-2 measured in the same run.")
     labels = {"gpt2": "GPT-2", "tg": "TG", "choe_charniak": "TXL (CC)", "terminals": "TXL (terminals)", "dtg": "DTG",
               "txl_trans": "TXL (trans)", "som": "SOM (words)",
               **{name: "-".join(part.capitalize() for part in name.split("-")) for name in COMPOSITIONAL_ROWS}}
-    for name, result in results.items():
-        print(f"{labels[name]:<18} {result['parameters']:>10,} {result['real_tokens']:>6} {result['seconds_per_step']:>8.3f} "
-              f"{result['tokens_per_second']:>9.0f} {result['tokens_per_second'] / base['tokens_per_second']:>8.2f}x "
-              f"{result['peak_mb']:>8.0f} {result['peak_mb'] / max(base['peak_mb'], 1e-9):>8.2f}x")
+    report.table("", ["model", "params", "real", "s/step", "tokens/s", "tokens/s vs GPT-2", "peak MB",
+                      "peak vs GPT-2"],
+                 [[labels[name], f"{r['parameters']:,}", r["real_tokens"], f"{r['seconds_per_step']:.3f}",
+                   f"{r['tokens_per_second']:.0f}", f"{r['tokens_per_second'] / base['tokens_per_second']:.2f}x",
+                   f"{r['peak_mb']:.0f}", f"{r['peak_mb'] / max(base['peak_mb'], 1e-9):.2f}x"]
+                  for name, r in results.items()])
+    report.finish(args.markdown, device=args.device)
     return 0
 
 

@@ -11,8 +11,11 @@ Every step is the command a user runs on the full XSum (docs/summarization.md):
      the document, ROUGE-1/2/L F-measures with bootstrap intervals, and lead-1 on the same documents.
 
     python examples/finetune_xsum.py                     # the repo's own two-document fixture: a pipeline check
-    python examples/finetune_xsum.py --data ../shared/data/xsum_sample/xsum_humaneval_50.derived.jsonl \\
-        --max-new-words 30                               # 50 BBC documents (about 10 minutes on 2 CPU cores)
+    python examples/finetune_xsum.py --data xsum.jsonl --max-new-words 30   # your XSum documents (see below)
+
+XSum's text is BBC copyright, so hf-slm ships and fetches none: `--data` takes an XSum-format JSON lines file of
+your own (document, summary, id per line, e.g. written from the XSum authors' release); 50 documents take about
+10 minutes on 2 CPU cores.
 
 What the numbers are: ROUGE of a 1M-parameter model trained on 1,500 GUM trees and fine-tuned for a few hundred
 CPU steps, evaluated on the documents it was fine-tuned on (there is no other split of this size here): a check

@@ -16,7 +16,8 @@ evaluated with paper 003's search settings (n_c = sentence length, p_c = 3: `pap
 
 - dev PPL: word perplexity on the first `--dev-sentences` GUM dev sentences of at most `--max-words` words, an
   UPPER BOUND for tree models (the final beam's mass is a lower bound on p(x)), per word and `</s>`;
-- SG: SyntaxGym accuracy on a few suites (`--suites`, `--items` items each) from ../shared/data/syntaxgym; left
+- SG: SyntaxGym accuracy on a few suites (`--suites`, `--items` items each) from the shipped sample
+  (hf_slm/sample_data/syntaxgym_sample) or all suites (`--suites "$(hf-slm data fetch syntaxgym)"`); left
   out, saying so, when that folder is absent;
 - training tokens/s: action ids of the training batches (padding not counted; the In variants' duplicated `)`
   counts once) per second of Trainer's loop, on this machine's threads.
@@ -49,7 +50,6 @@ from hf_slm.training.train import make_optimizer
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "hf_slm" / "sample_data" / "gum"
-SHARED = REPO.parent / "shared" / "data"
 SUITES = ["number_prep", "number_src", "reflexive_src_masc", "subordination"]
 BATCH_SIZE = 16
 
@@ -75,7 +75,7 @@ def main():
     known = list(COMPOSITIONAL_MODEL_VARIANTS) + sorted(BASELINE_GRAMMARS)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", nargs="+", help="default: the Nb-Dn variants that are models, and gpt2-tree")
-    parser.add_argument("--suites", default=str(SHARED / "syntaxgym" / "test_suites" / "json"))
+    parser.add_argument("--suites", default=str(REPO / "hf_slm" / "sample_data" / "syntaxgym_sample"))
     parser.add_argument("--output", default="runs/compositional-gum")
     parser.add_argument("--max-steps", type=int, default=1000)
     parser.add_argument("--vocab-size", type=int, default=2000)

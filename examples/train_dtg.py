@@ -1,7 +1,13 @@
 """Train a small DTG and its TXL (trans) twin on UD English EWT, then compare them (paper 002, section 4).
 
-    python examples/train_dtg.py [--data ../shared/data/ud_english_ewt] [--output runs/dtg-ewt]
+    python examples/train_dtg.py [--data DIR] [--suites DIR] [--output runs/dtg-ewt]
                                  [--max-steps 2000] [--train-sentences 20000] [--dev-sentences 100]
+    python examples/train_dtg.py --data "$(hf-slm data fetch ud-english-ewt)" --suites "$(hf-slm data fetch syntaxgym)"
+
+By default it reads the samples shipped in the package (hf_slm/sample_data: 100 training and 25 dev sentences
+of UD English EWT, four SyntaxGym suites), enough to see every step run (`--max-steps 100` for a quick look);
+the second line trains on all of EWT
+(12,544 training sentences) and evaluates on the full suites, downloaded once by `hf-slm data fetch`.
 
 Both models read the same arc-standard transition sequences with the same tokenizer, preset shape
 (`dtg-tiny` / `txl-trans-tiny`: 4 layers, d 128) and training steps; they differ only in what paper 002
@@ -13,7 +19,7 @@ Trainer; then each model is loaded back through the Auto classes and evaluated o
 
 - perplexity: word-level, an UPPER BOUND (the beam's mass is a lower bound on p(x)), per word and `</s>`;
 - UAS: the beam's best tree against the gold heads, punctuation (UPOS PUNCT) excluded, in %;
-- SyntaxGym: accuracy on a few suites (`--suites`), `--items` items each (from ../shared/data/syntaxgym).
+- SyntaxGym: accuracy on a few suites (`--suites`, a folder holding SUITES), `--items` items each.
 
 It prints a Markdown table. These are small models trained for minutes on CPU: the numbers show that the
 pipeline works and how the two models compare at this size, not the paper's figures (paper 002 trains 252M
@@ -39,15 +45,17 @@ from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 from hf_slm.tokenization.trees import escape_word
 from hf_slm.training.train import make_optimizer
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SAMPLES = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data"
 MODELS = {"dtg": ("DTG", "dtg-tiny"), "txl_trans": ("TXL (trans)", "txl-trans-tiny")}
 SUITES = ["number_prep", "number_src", "reflexive_src_masc", "subordination"]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(SHARED / "ud_english_ewt"), help="a folder of *-ud-{train,dev}.conllu")
-    parser.add_argument("--suites", default=str(SHARED / "syntaxgym" / "test_suites" / "json"))
+    parser.add_argument("--data", default=str(SAMPLES / "ud_english_ewt_sample"),
+                        help="a folder of *-ud-{train,dev}.conllu (default: the shipped EWT sample)")
+    parser.add_argument("--suites", default=str(SAMPLES / "syntaxgym_sample"),
+                        help="a folder of SyntaxGym suite JSON files (default: the shipped sample)")
     parser.add_argument("--output", default="runs/dtg-ewt")
     parser.add_argument("--max-steps", type=int, default=2000)
     parser.add_argument("--train-sentences", type=int, default=20000, help="at most this many (EWT has 12,544)")
@@ -60,7 +68,7 @@ def main():
     args = parser.parse_args()
     if not Path(args.data).exists():
         raise SystemExit(f"{args.data} does not exist; pass --data with a folder of UD CoNLL-U files "
-                         "(e.g. UD English EWT: en_ewt-ud-train.conllu, en_ewt-ud-dev.conllu)")
+                         "(e.g. UD English EWT: --data \"$(hf-slm data fetch ud-english-ewt)\")")
     output = Path(args.output)
     torch.manual_seed(0)
 
@@ -103,7 +111,8 @@ def main():
                                               final_learning_rate=3e-7, embedding_learning_rate_multiplier=2.0)
         training_args = TrainingArguments(
             output_dir=str(directory), max_steps=args.max_steps, per_device_train_batch_size=16, max_grad_norm=3.0,
-            logging_steps=50, save_strategy="no", report_to=[], use_cpu=not torch.cuda.is_available(),
+            logging_steps=min(50, args.max_steps), save_strategy="no", report_to=[],
+            use_cpu=not torch.cuda.is_available(),
             train_sampling_strategy="group_by_length", seed=0,
         )
         trainer = Trainer(model=model, args=training_args, train_dataset=Dataset.from_dict({"input_ids": ids}),

@@ -1,7 +1,11 @@
 """Train eSOM and dSOM (paper 001) on UD English EWT beside an LSTM LM of similar size, on CPU, in minutes.
 
-    python examples/train_som.py [--data ../shared/data/ud_english_ewt] [--steps 300] [--train-sentences 2000]
-                                 [--ablations] [--save DIR]
+    python examples/train_som.py [--data DIR] [--steps 300] [--train-sentences 2000] [--ablations] [--save DIR]
+    python examples/train_som.py --data "$(hf-slm data fetch ud-english-ewt)"   # all of UD English EWT
+
+By default it reads the UD English EWT sample shipped in the package (hf_slm/sample_data/ud_english_ewt_sample:
+100 training and 25 dev sentences), enough to see every step run; the table below is from the whole treebank,
+which `hf-slm data fetch ud-english-ewt` downloads once.
 
 One model through the command line instead, with checkpoints, --resume and training_setup.json:
 `hf-slm train --preset esom-tiny --train en_ewt-ud-train.conllu --eval en_ewt-ud-dev.conllu --output runs/esom`
@@ -48,7 +52,7 @@ from hf_slm.search.scorers import scorer_for
 from hf_slm.families.ordered_memory.evaluation import som_parse_eval
 from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
+DATA = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "ud_english_ewt_sample"
 
 
 def exact_perplexity(model, tokenizer, sentences):
@@ -133,7 +137,8 @@ def lstm_perplexity(model, batches):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="folder of en_ewt-ud-{train,dev}.conllu")
+    parser.add_argument("--data", type=Path, default=DATA,
+                        help="folder of *-ud-{train,dev}.conllu (default: the shipped EWT sample)")
     parser.add_argument("--train-sentences", type=int, default=2000)
     parser.add_argument("--dev-sentences", type=int, default=300)
     parser.add_argument("--max-length", type=int, default=25, help="longest sentence kept, in words")
@@ -150,15 +155,17 @@ def main():
                         help="also Table 2's switches on dSOM: teacher forcing loss (TF), no prediction network "
                              "(noPN), left-branching tree labels (LB)")
     args = parser.parse_args()
-    for split in ("train", "dev"):
-        if not (args.data / f"en_ewt-ud-{split}.conllu").is_file():
-            raise SystemExit(f"{args.data / f'en_ewt-ud-{split}.conllu'} not found; pass --data FOLDER")
+    files = {split: sorted(args.data.glob(f"*-ud-{split}.conllu")) for split in ("train", "dev")}
+    for split, found in files.items():
+        if len(found) != 1:
+            raise SystemExit(f"{args.data}: expected one *-ud-{split}.conllu file, found {len(found)}; "
+                             "pass --data FOLDER")
     torch.manual_seed(args.seed)
     random.seed(args.seed)
 
     # 1. Sentences and gold trees; the word vocabulary of the PTB setup (singletons -> unknown-word classes).
-    train_rows = read_sentences(args.data / "en_ewt-ud-train.conllu", args.train_sentences, args.max_length)
-    dev_rows = read_sentences(args.data / "en_ewt-ud-dev.conllu", args.dev_sentences, args.max_length)
+    train_rows = read_sentences(files["train"][0], args.train_sentences, args.max_length)
+    dev_rows = read_sentences(files["dev"][0], args.dev_sentences, args.max_length)
     tokenizer = SyntacticWordTokenizer.train([gold_tree(r["words"], r["heads"]) for r in train_rows],
                                              linearization="terminals", min_count=2)
     print(f"{len(train_rows)} training and {len(dev_rows)} dev sentences, {len(tokenizer)} token ids")

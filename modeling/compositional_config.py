@@ -72,13 +72,14 @@ class CompositionalSLMConfig(SyntacticTransformerConfig):
 # pre-LN, dropout 0.1, absolute positions), a cutoff of 2048 positions for the SLMs and 1024 for GPT2-token, and
 # "a fixed learning rate of 5e-5". The paper's vocabulary is GPT-2's BPE (50,257 tokens); here 50,257 is the number
 # of SentencePiece pieces a new tokenizer is asked for. It gives no batch size ("modified to fit the GPU memory")
-# nor step count: 16 sequences and 100,000 steps are this library's choice.
+# nor step count: 16 sequences and 100,000 steps are this library's choice. Sentences are packed into sequences of up
+# to the cutoff, cut only between sentences (pack_to: `hf-slm train --pack-to`, hf_slm/data/packing.py).
 _GPT2_SMALL = dict(
     model=dict(vocab_size=50257, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
                embedding_dropout=0.1, core_dropout=0.1, final_dropout=0.0, pre_layer_norm=True,
                max_sequence_length=2048),
     training=dict(batch_size=16, max_steps=100_000, warmup_steps=0,
-                  initial_learning_rate=5e-5, learning_rate=5e-5, final_learning_rate=5e-5),
+                  initial_learning_rate=5e-5, learning_rate=5e-5, final_learning_rate=5e-5, pack_to=2048),
 )
 # The CPU-sized twins (tests, examples): TINY's sizes, pre-LN and absolute positions as GPT-2.
 _GPT2_TINY = dict(model=dict(TINY["model"], pre_layer_norm=True), training=dict(TINY["training"]))
@@ -99,8 +100,10 @@ def _compositional_presets():
     for name in COMPOSITIONAL_MODEL_VARIANTS + tuple(sorted(BASELINE_GRAMMARS)):
         what = {"gpt2-token": "GPT2-token (words)", "gpt2-tree": "GPT2-tree (Nb-Dn trees, causal)"}.get(
             name, "-".join(part.capitalize() for part in name.split("-")))
-        small = dict(_GPT2_SMALL["model"], max_sequence_length=1024) if name == "gpt2-token" else _GPT2_SMALL["model"]
-        presets[name] = preset(dict(model=small, training=_GPT2_SMALL["training"]), name,
+        small, training = _GPT2_SMALL["model"], _GPT2_SMALL["training"]
+        if name == "gpt2-token":  # words only: a cutoff of 1024
+            small, training = dict(small, max_sequence_length=1024), dict(training, pack_to=1024)
+        presets[name] = preset(dict(model=small, training=training), name,
                                f"{what}, paper 003's GPT-2 small setting: 12 layers, d 768, 12 heads")
         presets[f"{name}-tiny"] = preset(_GPT2_TINY, name, f"{what} for CPUs: 4 layers, d 128")
         if "-ex-" in name:  # the composer: the paper's (256-d, 4 layers) beside GPT-2 small, a small one beside tiny

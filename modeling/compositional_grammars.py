@@ -936,6 +936,7 @@ def _grammar_class(name):
         "family_inputs": (() if internal else ("composition_children", "composition_level"))
                          + (() if binary or top_down else ("start_candidates",)),
         "host_input_names": () if internal else ("composition_schedule", "composition_schedule_levels"),
+        "input_references": MappingProxyType({"constituent_starts": "actions"} if not (binary or top_down) else {}),
         # an external composition reads children that an earlier segment may hold: no segment recurrence
         "supports_segments": internal,
         "takes_start": not (binary or top_down),

@@ -207,6 +207,7 @@ class DependencyGrammar(GrammarProtocol):
     adds_head_tokens = True  # arc positions add their head word's last piece (NewPosition.extra_inputs)
     references_positions = True  # ... which steps name by its position
     family_inputs = ("head_token_index",)  # batch()'s head positions (dependency_model.py adds their embeddings)
+    input_references = MappingProxyType({"head_token_index": "positions"})
     compose_kinds = frozenset({PositionKind.LEFT_ARC_COMPOSE, PositionKind.RIGHT_ARC_COMPOSE})
     reducing_kinds = frozenset({ActionKind.LEFT_ARC, ActionKind.RIGHT_ARC, ActionKind.POP})
     has_stack = True  # items leave the stack when an arc or POP removes them (stack_lifetimes)

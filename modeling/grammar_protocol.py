@@ -181,6 +181,12 @@ class GrammarProtocol(ABC):
     family_inputs = ()
     # What host_inputs(batch) counts on the host (paper 003's Ex: the composer's schedule).
     host_input_names = ()
+    # The action and family inputs whose values point into their own sequence: {name: "actions" (action indices,
+    # `<s>` = 0) or "positions" (expanded positions)}, -1 where there is none (paper 003's Nb-Up:
+    # {"constituent_starts": "actions"}; DTG: {"head_token_index": "positions"}). Packing several sequences into one
+    # row (hf_slm/data/packing.py) shifts them by where their sequence starts; any other [T'] input is a value, and a
+    # [T', T'] one is laid out block by block.
+    input_references = MappingProxyType({})
 
     # ---- the action sequence ----------------------------------------------------------------------------------
     uses_eos = False  # a sequence ends with `</s>` (else when its root closes)

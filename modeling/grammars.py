@@ -620,11 +620,24 @@ class CausalRules(Grammar):
         rows = np.arange(width, dtype=np.int16)[:, None]
         cols = np.arange(width, dtype=np.int16)[None, :]
         mask = np.broadcast_to(cols <= rows, (batch, width, width)).copy()
-        return mask, (rows - cols)[None]
+        return mask, sequence_distances(width)
 
     def _coordinates(self, vectors):
-        batch, width = vectors["input_ids"].shape
-        return np.broadcast_to(np.arange(width, dtype=np.int64), (batch, width)).copy()
+        return sequence_coordinates(vectors)
+
+
+def sequence_distances(width):
+    """[1, T', T'] int16: Transformer-XL's relative positions i - j over `width` expanded positions (the causal
+    grammars', and TG (TXL mem. & rel. pos.)'s under TG's mask)."""
+    line = np.arange(width, dtype=np.int16)
+    return (line[:, None] - line[None, :])[None]
+
+
+def sequence_coordinates(vectors):
+    """[B, T'] int64: each position's own index, the coordinates c whose differences c_i - c_j are
+    `sequence_distances`."""
+    batch, width = vectors["input_ids"].shape
+    return np.broadcast_to(np.arange(width, dtype=np.int64), (batch, width)).copy()
 
 
 class CausalWordsRules(CausalRules):

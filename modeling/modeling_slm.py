@@ -154,6 +154,9 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
               expansion_index [B, T'] the action each position comes from; position_mask [B, T', T'] bool;
               position_coordinates [B, T'] (R_ij = c_i - c_j); position_kinds [B, T'] PositionKind;
               prediction_index [B, T] the position whose output predicts action t + 1;
+              position_indices (optional) [B, T'] long, each position's index in its own sentence, -1 on padding:
+              the absolute position ids of a row packed with several sentences (hf_slm/data/packing.py; default: the
+              slot in the row);
               num_coordinate_values (optional) a Python int, 1 + max - min(0, min) of position_coordinates (an upper
               bound gives the same numbers): the width of the factorized attention's one-hot key block, which the
               collator counts on the host; without it the model reads the count back from the device once per call
@@ -281,7 +284,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
                 count = precomputed.get("num_coordinate_values")
                 bound = None if count is None else self._check_coordinate_count(count)
             structure = self._structure(precomputed["position_mask"].bool(), precomputed["position_coordinates"],
-                                        _slot_positions(kinds), kinds,
+                                        self._precomputed_positions(precomputed, kinds), kinds,
                                         precomputed.get("position_relative_positions") if explicit else None,
                                         coordinate_bound=bound)
             expansion = precomputed["expansion_index"]
@@ -328,6 +331,20 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         return ExpandedActions(torch.from_numpy(grammar_batch["input_ids"]).to(device), structure,
                                torch.from_numpy(prediction_index).to(device),
                                torch.from_numpy(grammar_batch["expansion_index"]).to(device), family_inputs)
+
+    def _precomputed_positions(self, precomputed, kinds):
+        """[B, T'] each position's index in its own sequence, -1 for padding: the collator's position_indices (a
+        packed row of several sentences, each from 0: hf_slm/data/packing.py), else its slot in the row."""
+        indices = precomputed.get("position_indices")
+        if indices is None:
+            return _slot_positions(kinds)
+        if self.config.num_unrestricted_heads or self.config.num_unrestricted_layers:
+            raise ValueError("position_indices (a packed row of several sentences) with unrestricted heads: their causal "
+                             "mask would cross from one sentence into the next; train this model on unpacked rows")
+        if tuple(indices.shape) != tuple(kinds.shape):
+            raise ValueError(f"position_indices has shape {tuple(indices.shape)}; expected that of position_kinds "
+                             f"{tuple(kinds.shape)} (one index per position, -1 on padding)")
+        return indices
 
     def _check_action_inputs(self, input_ids, family_inputs):
         """Each action input given is one value per action: the shape of input_ids."""
@@ -422,7 +439,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, inputs_embeds=None,
                 output_hidden_states=None, return_dict=True, extra_embeddings=None, expansion_index=None,
                 position_mask=None, position_coordinates=None, position_kinds=None, prediction_index=None, cache=None,
-                position_relative_positions=None, num_coordinate_values=None, **inputs):
+                position_relative_positions=None, num_coordinate_values=None, position_indices=None, **inputs):
         family_inputs = _family_inputs(self, inputs)
         past_key_values = _one_cache(cache, past_key_values)
         if input_ids is None:
@@ -441,7 +458,10 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
             raise ValueError(f"the precomputed structure needs all of {list(given)}; got only {present}")
         if present:
             given.update(position_relative_positions=position_relative_positions,
-                         num_coordinate_values=num_coordinate_values)
+                         num_coordinate_values=num_coordinate_values, position_indices=position_indices)
+        elif position_indices is not None:
+            raise ValueError("position_indices number the positions of the collator's precomputed structure (a packed "
+                             "row); pass them with it")
         expanded = self.positions_of_actions(input_ids, attention_mask, past_length, given if present else None,
                                              family_inputs)
         added, replacing = self.family_embeddings(expanded)

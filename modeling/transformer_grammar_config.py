@@ -1,6 +1,7 @@
 """Configurations of paper 000's families, and their presets.
 
-- `TransformerGrammarConfig`: Transformer Grammars, grammar "tg" (transformer_grammars.py).
+- `TransformerGrammarConfig`: Transformer Grammars, grammar "tg" (transformer_grammars.py), and paper 000's
+  variant "tg_txl_positions" (TG (TXL mem. & rel. pos.), Table 2).
 - `TransformerXLConfig`: the Transformer-XL baselines over the same actions ("choe_charniak", TXL (CC)) or over
   words only ("terminals", TXL (terminals)).
 Every field is the shared backbone's (configuration_slm.SyntacticTransformerConfig); the model classes are in
@@ -18,7 +19,8 @@ _CONFIG_FILE, _MODEL_FILE = "transformer_grammar_config", "transformer_grammar_m
 
 
 class TransformerGrammarConfig(SyntacticTransformerConfig):
-    """Transformer Grammars (paper 000): grammar "tg", STACK/COMPOSE attention, depth relative positions."""
+    """Transformer Grammars (paper 000): grammar "tg", STACK/COMPOSE attention, depth relative positions; grammar
+    "tg_txl_positions", the same attention with relative positions i - j (Table 2's TG (TXL mem. & rel. pos.))."""
 
     model_type = "transformer_grammar"
     grammar_classes = TRANSFORMER_GRAMMAR_GRAMMARS
@@ -40,14 +42,25 @@ class TransformerXLConfig(SyntacticTransformerConfig):
         super().__init__(**kwargs)
 
 
-# Each family's presets (hf_slm/families records name them; hf_slm.all_presets() lists every family's).
+# Each family's presets (hf_slm/families records name them; hf_slm.all_presets() lists every family's). Paper 000's PTB
+# models read words, the rare ones as Berkeley unknown-word classes (section 3): a tokenizer `hf-slm train` trains for
+# them builds that vocabulary (training "pieces"), unless the command asks for pieces (--pieces, --vocab-size).
+_PTB_WORDS = {"pieces": "words"}
 TRANSFORMER_GRAMMAR_PRESETS = {
-    "tg-ptb": preset(PTB_SYNTACTIC, "tg", "TG, PTB setting of paper 000 (Figure 9): 16 layers, d 192, ~12M parameters"),
+    "tg-ptb": preset(PTB_SYNTACTIC, "tg", "TG, PTB setting of paper 000 (Figure 9): 16 layers, d 192, ~12M parameters",
+                     **_PTB_WORDS),
     "tg-bllip": preset(BLLIP, "tg", "TG, BLLIP-LG setting of paper 000: 16 layers, d 1024, 251,887,616 parameters"),
+    # Table 2's TG (TXL mem. & rel. pos.) (section 3.5), in TG's settings: relative positions i - j and, on
+    # documents, Transformer-XL's memory (the grammar's default memory update)
+    "tg-txl-positions-ptb": preset(PTB_SYNTACTIC, "tg_txl_positions",
+                                   "TG (TXL mem. & rel. pos.) of paper 000's Table 2, tg-ptb's settings", **_PTB_WORDS),
+    "tg-txl-positions-bllip": preset(BLLIP, "tg_txl_positions",
+                                     "TG (TXL mem. & rel. pos.) of paper 000's Table 2, tg-bllip's settings"),
 }
 TRANSFORMER_XL_PRESETS = {
-    "txl-cc-ptb": preset(PTB_SYNTACTIC, "choe_charniak", "TXL (CC) twin of tg-ptb"),
-    "txl-terminals-ptb": preset(PTB_TERMINALS, "terminals", "TXL (terminals) twin of tg-ptb (its own dropouts and LR)"),
+    "txl-cc-ptb": preset(PTB_SYNTACTIC, "choe_charniak", "TXL (CC) twin of tg-ptb", **_PTB_WORDS),
+    "txl-terminals-ptb": preset(PTB_TERMINALS, "terminals", "TXL (terminals) twin of tg-ptb (its own dropouts and LR)",
+                                **_PTB_WORDS),
     "txl-cc-bllip": preset(BLLIP, "choe_charniak", "TXL (CC) twin of tg-bllip"),
     "txl-terminals-bllip": preset(BLLIP, "terminals", "TXL (terminals) twin of tg-bllip"),
 }

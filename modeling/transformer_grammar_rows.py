@@ -66,7 +66,7 @@ class TransformerGrammarRows(HypothesisRows):
 
     def select(self, rows):
         rows = numpy_rows(rows)
-        return TransformerGrammarRows(self.grammar, **{name: array[rows] for name, array in self._arrays().items()})
+        return type(self)(self.grammar, **{name: array[rows] for name, array in self._arrays().items()})
 
     @staticmethod
     def _concat(rows_list):
@@ -77,7 +77,7 @@ class TransformerGrammarRows(HypothesisRows):
                 width = max(part.shape[1] for part in parts)
                 parts = [np.pad(part, ((0, 0), (0, width - part.shape[1]))) for part in parts]
             joined[name] = np.concatenate(parts)
-        return TransformerGrammarRows(rows_list[0].grammar, **joined)
+        return type(rows_list[0])(rows_list[0].grammar, **joined)
 
     def step(self, actions):
         """The successors and their positions: the vectorized form of TransformerGrammarRules._positions_for
@@ -156,7 +156,7 @@ class TransformerGrammarRows(HypothesisRows):
         new["finished"][roots] = not grammar.document_level
         new["length"] = length + positions.count
         new["num_actions"] = self.num_actions + 1
-        return TransformerGrammarRows(grammar, **new), positions
+        return type(self)(grammar, **new), positions
 
     def legal_actions(self, columns=None):
         """[H, V] bool: Grammar.legal_actions for bracketed trees, row by row (tests hold them equal); with
@@ -222,6 +222,17 @@ class TransformerGrammarRows(HypothesisRows):
         if self.grammar.document_level and not self.grammar.uses_eos:
             return torch.from_numpy(self.finished | ((self.trees_complete > 0) & (self.open_count == 0)))
         return torch.from_numpy(self.finished.copy())
+
+
+class TransformerGrammarSequencePositionsRows(TransformerGrammarRows):
+    """The fast form of transformer_grammars.TransformerGrammarSequencePositionsRules: TG's states and attention,
+    each new position's coordinate its index in the sequence (R = i - j) instead of its depth."""
+
+    def step(self, actions):
+        successors, positions = super().step(actions)
+        slots = np.arange(positions.coordinate.shape[1])[None, :]
+        positions.coordinate = self.length[:, None] + slots
+        return successors, positions
 
 
 # TG's legal actions when finished, at `<s>`, outside any NT, inside one (its closing aside): rows of

@@ -6,6 +6,11 @@
   STACK attention and is pushed. Relative position = depth(i) - depth(j), where depth(<s>) = 0,
   depth(child) = depth(parent) + 1, and both closing copies take the depth of their opening NT.
   As the reference implementation, every position attends itself (Algorithm 1 leaves CNT2's own cell out).
+- `tg_txl_positions` (TG (TXL mem. & rel. pos.), paper 000 section 3.5, Table 2): TG's actions and attention mask,
+  with Transformer-XL's relative position i - j between expanded positions (the duplicated closing NTs count)
+  instead of the depth difference, and Transformer-XL's memory ("shift": the M positions before a segment, the
+  mask hiding what TG's stack no longer holds) as its default under segment recurrence (segments.py).
+  TG (TXL memory), the row above it in Table 2, is `tg` with memory update "shift".
 - `choe_charniak` (TXL (CC)): the same actions, causal mask, relative position i - j, no duplication.
 - `terminals` (TXL (terminals)): words only, causal mask, relative position i - j, ends with `</s>`.
 
@@ -27,6 +32,8 @@ from .grammars import (
     NewPosition,
     PositionKind,
     expand_actions,
+    sequence_coordinates,
+    sequence_distances,
 )
 
 
@@ -108,6 +115,43 @@ class TransformerGrammarRules(Grammar):
         return expanded.pushed, expanded.pop_time
 
 
+class TransformerGrammarSequencePositionsRules(TransformerGrammarRules):
+    """TG (TXL mem. & rel. pos.) of paper 000 (section 3.5, Table 2): TG's STACK/COMPOSE attention, with the
+    relative position of attended cell (i, j) the distance i - j between the expanded positions, "as in a
+    Transformer-XL", and Transformer-XL's memory update by default. Attended cells have j <= i, so R >= 0."""
+
+    name = "tg_txl_positions"
+    relative_position_range = (0, None)  # Transformer-XL's: every distance the model reads, never clipped
+    relative_position_meaning = ("sequence distances i - j between expanded positions, under TG's attention (paper "
+                                 "000 section 3.5: TG (TXL mem. & rel. pos.))")
+
+    @property
+    def default_memory_update(self):
+        """The paper's variant shifts each segment onto the memory, as Transformer-XL (section 3.5)."""
+        return "shift"
+
+    @property
+    def rows_class(self):
+        from .transformer_grammar_rows import TransformerGrammarSequencePositionsRows
+
+        return TransformerGrammarSequencePositionsRows
+
+    def _positions_for(self, state, action_id, kind):
+        first = state.length
+        positions = super()._positions_for(state, action_id, kind)
+        for index, position in enumerate(positions, start=first):  # TG's attention, the sequence's distances
+            position.coordinate = index
+            position.relative_positions = index - position.attended
+        return positions
+
+    def _attention(self, vectors):
+        mask, _ = super()._attention(vectors)
+        return mask, sequence_distances(vectors["input_ids"].shape[1])
+
+    def _coordinates(self, vectors):
+        return sequence_coordinates(vectors)
+
+
 def tg_depths(expanded):
     """Tree depth of every expanded TG position (<s> 0, root NT 1, its children 2, ...), flat over a batch."""
     kinds = expanded.kinds
@@ -169,5 +213,5 @@ class TerminalsRules(CausalWordsRules):
 
 # Each family's grammars by name (its config's `grammar`), the default first: the config classes
 # (transformer_grammar_config.py) and hf_slm's family records (hf_slm/families) both read these.
-TRANSFORMER_GRAMMAR_GRAMMARS = {"tg": TransformerGrammarRules}
+TRANSFORMER_GRAMMAR_GRAMMARS = {"tg": TransformerGrammarRules, "tg_txl_positions": TransformerGrammarSequencePositionsRules}
 TRANSFORMER_XL_GRAMMARS = {"choe_charniak": ChoeCharniakRules, "terminals": TerminalsRules}

@@ -24,11 +24,6 @@ from helpers.beam_search_models import SENTENCE, VOCAB, all_trees, tiny_model
 from helpers.ptb_trees import TREES
 
 
-
-
-
-
-
 @pytest.mark.parametrize("grammar_name", ["tg", "choe_charniak"])
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_exhaustive_beam_equals_brute_force(grammar_name, use_cache):
@@ -190,7 +185,6 @@ def test_bad_options_and_inputs():
 
 
 # ---- through a tokenizer, the CLI, and a checkpoint loaded without hf_slm ---------------------------
-
 
 
 @pytest.fixture(scope="module")

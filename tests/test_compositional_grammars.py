@@ -668,6 +668,32 @@ def test_masks_cli_prints_a_variant(capsys):
     assert "composes 1 2" in capsys.readouterr().out
 
 
+def test_masks_cli_shows_the_gpt2_baselines(capsys, tmp_path):
+    """Paper 003's baselines through their family record's tree formats: GPT2-token reads the words (plain causal
+    mask over `<s>`, the words and `</s>`), GPT2-tree the Nb-Dn actions of the unlabelled tree (plain causal mask over
+    them, where Nb-Dn-In-M masks composed children)."""
+    tree = "(S (NP (DT the) (NN bird)) (VP (VBZ sings)))"
+    assert main(["masks", "--grammar", "gpt2-token", tree, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tokens"] == "<s> the bird sings </s>".split()
+    assert report["attention_mask"] == np.tril(np.ones((5, 5), dtype=int)).tolist()
+    assert report["relative_positions"][4] == [4, 3, 2, 1, 0]
+    assert report["labels"] == "the bird sings </s>".split() + [None]
+    assert main(["masks", "--grammar", "gpt2-tree", tree, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # (VP sings) is a unary chain over a word: removed, as Nb-Dn removes it
+    assert report["tokens"] == "<s> ( ( the bird ) sings )".split()
+    assert report["attention_mask"] == np.tril(np.ones((8, 8), dtype=int)).tolist()
+    assert report["kinds"][5] == "close_stack" and report["labels"][-1] is None
+    assert main(["masks", "--grammar", "nb-dn-in-m", tree, "--json"]) == 0
+    composed = json.loads(capsys.readouterr().out)
+    assert [t for t in composed["tokens"] if t != ")"] == [t for t in report["tokens"] if t != ")"]
+    assert composed["attention_mask"] != np.tril(np.ones_like(composed["attention_mask"])).tolist()
+    png = tmp_path / "gpt2-tree.png"
+    assert main(["masks", "--grammar", "gpt2-tree", tree, "--png", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
 def test_masks_cli_json_of_figure_3a_matches_the_grammar(capsys):
     assert main(["masks", "--grammar", "bi-up-in-m", "(X (X Write (X an essay)) quickly)", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -26,10 +26,6 @@ MODELS = COMPOSITIONAL_MODEL_VARIANTS + ("gpt2-token", "gpt2-tree")
 SENTENCE = ["the", "dog", "sings"]
 
 
-
-
-
-
 def unlabeled_trees(tokenizer):
     return [tokenizer.unlabel(tree) for tree in LABELED]
 

@@ -22,13 +22,6 @@ from tree_strategies import projective_trees
 from helpers.dependency_toy_layout import BOS, EOS, ROOT, WORDS, encode, grammar, layout, tree_ids
 
 
-
-
-
-
-
-
-
 def rows(rules, tokens):
     """Per position: (kind name, {attended position: relative position}, label token or None, head token)."""
     ids = encode(rules, tokens)
@@ -290,8 +283,6 @@ def test_no_comparison_of_a_system_or_variant_name_chooses_behaviour():
 
 SYSTEMS_AND_VARIANTS = [("arc_standard", "paper"), ("arc_standard", "reference"), ("arc_eager", "paper"),
                         ("arc_swift", "paper")]
-
-
 
 
 def mutated(ids, rng, vocab_size):

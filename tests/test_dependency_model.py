@@ -15,9 +15,6 @@ from hf_slm.families import causal_lm_for_config
 from helpers.dependency_models import SYSTEMS, TREES, every_projective_tree, joint_log_prob, tiny
 
 
-
-
-
 @pytest.mark.parametrize("grammar", sorted(SYSTEMS))
 def test_logits_at_t_are_those_of_the_prefix_and_the_loss_is_the_shifted_nll(grammar):
     model, tokenizer = tiny(grammar)
@@ -174,10 +171,6 @@ def test_trainer_trains_on_the_collators_batches(tmp_path, grammar):
 
 
 # ---- word-synchronous beam search ----------------------------------------------------------------------
-
-
-
-
 
 
 @pytest.mark.parametrize("grammar", sorted(SYSTEMS))

@@ -25,14 +25,6 @@ if not (torch.distributed.is_available() and torch.distributed.is_gloo_available
                 allow_module_level=True)
 
 
-
-
-
-
-
-
-
-
 @pytest.fixture(scope="module")
 def training_trees(tmp_path_factory):
     directory = tmp_path_factory.mktemp("distributed_trees")
@@ -41,8 +33,6 @@ def training_trees(tmp_path_factory):
     # so the two runs read the same batches only if the grouping is that of the global batch.
     path.write_text("\n".join((SAMPLE / "train.txt").read_text().splitlines()[:48]) + "\n")
     return path
-
-
 
 
 @pytest.fixture(scope="module")

@@ -336,7 +336,7 @@ def expected_compose_rows(tree):
 @given(random_trees())
 def test_incremental_equals_whole_sequence_and_compose_rule(tree):
     ids = VOCAB.encode(top_down_actions(tree))
-    for name in ("tg", "choe_charniak"):
+    for name in ("tg", "tg_txl_positions", "choe_charniak"):
         grammar = get_grammar(name, VOCAB.layout)
         seq = grammar.sequence(ids)
         positions = incremental(grammar, ids)

@@ -32,14 +32,6 @@ def generic_modules():
     return found
 
 
-
-
-
-
-
-
-
-
 def test_the_scan_finds_what_it_looks_for():
     words, classes = family_words()
     assert {"tg", "dtg_swift", "nb-up-ex-m", "transformer_grammar", "DTG-eager"} <= words

@@ -18,6 +18,7 @@ MODELS = [
     ("tg", {}),
     ("tg", {"num_unrestricted_heads": 1, "distinct_compose_attention": True}),
     ("tg", {"pre_layer_norm": False}),
+    ("tg_txl_positions", {}),  # paper 000's TG (TXL mem. & rel. pos.)
     ("choe_charniak", {}),
     ("terminals", {}),
     ("dtg", {}),

@@ -29,10 +29,6 @@ FIGURE_2 = "(S (NP the blue bird NP) (VP sings VP) S)"
 SEGMENT_LENGTHS = (4, 8, 16, 64)
 
 
-
-
-
-
 def tg_inputs(trees):
     """The TG grammar (document-level for several trees) and the ids of `<s>` and the trees' actions."""
     grammar = get_grammar("tg", VOCAB.layout, document_level=len(trees) > 1)
@@ -208,13 +204,7 @@ def test_figure_2_sentence_by_hand():
 # ---- every grammar with segment support ------------------------------------------------------------------
 
 
-
-
-
-
-
-
-SEGMENTED_GRAMMARS = ["tg", "choe_charniak", "terminals", "dtg", "dtg_eager", "dtg_swift", "txl_trans",
+SEGMENTED_GRAMMARS = ["tg", "tg_txl_positions", "choe_charniak", "terminals", "dtg", "dtg_eager", "dtg_swift", "txl_trans",
                       *[name for name in COMPOSITIONAL_GRAMMAR_NAMES if "-in-" in name]]
 
 

@@ -20,10 +20,6 @@ SENTENCES = DEPENDENCY_TREEBANK["train"]
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-
-
-
-
 @pytest.fixture(scope="module")
 def word_tokenizer():
     return SyntacticWordTokenizer.train([gold_tree(w, h) for w, h in SENTENCES], linearization="terminals",

@@ -18,7 +18,6 @@ from conftest import ISOLATION_PREAMBLE, run_without_hf_slm
 from helpers.som_models import SENTENCES, manual_greedy, tiny_model
 
 
-
 @pytest.fixture(scope="module")
 def tokenizer():
     trees = [gold_tree(words, heads) for words, heads in SENTENCES]
@@ -29,8 +28,6 @@ def tokenizer():
 def batch(tokenizer):
     collator = SyntacticOrderedMemoryCollator(tokenizer)
     return collator([{"words": words, "heads": heads} for words, heads in SENTENCES])
-
-
 
 
 @pytest.mark.parametrize("disentangle", [False, True])
@@ -221,8 +218,6 @@ def test_bad_inputs_are_named(tokenizer, batch):
         SyntacticOrderedMemoryConfig(hidden_size=8, disentangle=True)
     with pytest.raises(ValueError, match="structure_loss"):
         SyntacticOrderedMemoryConfig(structure_loss="gold")
-
-
 
 
 def test_generate_greedy_sampling_and_beam(tokenizer):

@@ -42,8 +42,6 @@ XSUM_SAMPLE = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # conftest.py
 
 
-
-
 @pytest.fixture(scope="module")
 def tokenizers():
     return (hf_slm.SyntacticTokenizer.train(TREES, vocab_size=40),
@@ -192,10 +190,6 @@ def test_the_xsum_sample_becomes_sequences():
 
 
 # ---- memorization: prepare, fine-tune, summarize, ROUGE -------------------------------------------------
-
-
-
-
 
 
 def test_a_tiny_tg_memorizes_two_documents_through_the_commands(tmp_path, capsys):

@@ -331,3 +331,22 @@ def test_two_processes_accumulating_two_batches_take_the_steps_of_one_process_wi
     first, second = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
     for name in first:
         torch.testing.assert_close(second[name], first[name], rtol=1e-4, atol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", ["nb-up-ex-m", "dtg"])
+def test_a_packed_training_step_reads_nothing_back_from_the_device(family, device, host_reads, monkeypatch, tmp_path,
+                                                                   one_thread):
+    """Packed rows (hf_slm/data/packing.py) add position_indices, which the model takes as they are: no read."""
+    model, tokenizer, trees = _tiny(family, tmp_path)
+    from hf_slm.data.prepare_dependency import is_dependency_tokenizer
+
+    options = {"variant": model.config.dependency_variant} if is_dependency_tokenizer(tokenizer) else {}
+    features = [dict(tokenizer(tree)) for tree in trees]
+    names = [name for name in ("input_ids", "constituent_starts") if name in features[0]]
+    rows = [{name: features[0][name] + features[1][name] for name in names},
+            {name: features[2][name] for name in names}]
+    batch = SyntacticDataCollator(model.grammar, tokenizer.action_layout, packed=True, **options)(rows)
+    assert "position_indices" in batch
+    unexpected = _unexpected_reads(model, _on(batch, device), device, family, host_reads, monkeypatch)
+    assert not unexpected, f"{family}: the packed training step reads the device back in {unexpected}"

@@ -83,8 +83,6 @@ def test_a_word_spelled_like_a_transition_stays_a_word():
 # ---- random projective trees ------------------------------------------------------------------------------
 
 
-
-
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(projective_trees())
 def test_every_system_is_an_exact_inverse_on_random_projective_trees(tree):

@@ -25,8 +25,6 @@ BEAM = dict(beam_size=10, word_beam_size=5)
 BEAM_ARGS = ["--beam-size", "10", "--word-beam-size", "5"]
 
 
-
-
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.one_thread
 
 

@@ -181,6 +181,8 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
 
     model_input_names = ["input_ids", "attention_mask"]
     _unk_starts_word = False
+    # The vocabularies `train` builds, by the name `hf-slm train --pieces` gives them (its `pieces` argument).
+    piece_models = ()
 
     def __init__(
         self,
@@ -772,6 +774,7 @@ class SyntacticTokenizer(SyntacticTokenizerBase):
     """
 
     vocab_files_names = {"vocab_file": "spiece.model", "bpe_file": "byte_bpe.json"}
+    piece_models = ("sentencepiece", "byte_bpe")
     # SentencePiece keeps the word-boundary mark as a piece of its own before unknown characters.
     _unk_starts_word = False
 
@@ -882,7 +885,7 @@ class SyntacticTokenizer(SyntacticTokenizerBase):
         return (path,)
 
 
-PIECE_MODELS = ("sentencepiece", "byte_bpe")
+PIECE_MODELS = SyntacticTokenizer.piece_models
 
 
 def train_piece_model(sentences, vocab_size, pieces="sentencepiece", sentencepiece_options=None):
@@ -959,6 +962,7 @@ class SyntacticWordTokenizer(SyntacticTokenizerBase):
 
     vocab_files_names = {"vocab_file": "vocab.json"}
     _unk_starts_word = True  # <unk> stands for a whole word
+    piece_models = ("words",)  # whole words, the rare ones as their classes; its size is set by the data
 
     def __init__(
         self, vocab_file=None, nonterminals=None, linearization="top_down", min_count=2, terminals=None, **kwargs
@@ -986,9 +990,14 @@ class SyntacticWordTokenizer(SyntacticTokenizerBase):
         super().__init__(nonterminals=nonterminals, linearization=linearization, min_count=min_count, **kwargs)
 
     @classmethod
-    def train(cls, trees, min_count=2, linearization="top_down", extra_nonterminals=(), **normalize_options):
-        """Build the word vocabulary and the unknown-word classes from `trees` (as SyntacticTokenizer.train)."""
+    def train(cls, trees, min_count=2, linearization="top_down", extra_nonterminals=(), pieces="words",
+              **normalize_options):
+        """Build the word vocabulary and the unknown-word classes from `trees` (as SyntacticTokenizer.train;
+        `pieces` is "words", the one vocabulary this class builds, so that a caller may name it as for the other)."""
         _check_linearization(linearization)
+        if pieces not in cls.piece_models:
+            raise ValueError(f"pieces {pieces!r}: {cls.__name__} builds a vocabulary of {', '.join(cls.piece_models)}; "
+                             "SyntacticTokenizer trains pieces")
         options = _normalization_options(normalize_options)
         if not isinstance(min_count, int) or min_count < 1:
             raise ValueError(f"min_count {min_count!r}: expected a positive integer")

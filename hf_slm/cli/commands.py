@@ -153,6 +153,7 @@ def command_train(args):
         normalize_options=_tree_options(args), segment_length=args.segment_length,
         memory_length=args.memory_length, memory_update=args.memory, pieces=args.pieces,
         mixed_precision=args.mixed_precision, gradient_accumulation_steps=args.gradient_accumulation_steps,
+        pack_to=args.pack_to,
     )
     if args.segment_length is None and (args.memory_length is not None or args.memory is not None):
         raise ValueError("--memory-length and --memory describe segment recurrence; give --segment-length too")
@@ -737,10 +738,13 @@ def build_parser():
     train.add_argument("--tokenizer", help="a saved tokenizer directory (default: train one on --train; with a "
                        "prepared --train, the tokenizer saved in it)")
     train.add_argument("--vocab-size", type=positive_int,
-                       help="word pieces of a newly trained tokenizer (default: the preset's)")
-    train.add_argument("--pieces", choices=["sentencepiece", "byte_bpe"],
-                       help="the piece model of a newly trained tokenizer: SentencePiece's unigram model (default) or "
-                            "a GPT-2-style byte-level BPE (paper 003's models read GPT-2's vocabulary)")
+                       help="word pieces of a newly trained tokenizer (default: the preset's); with a preset whose "
+                            "vocabulary is words, it trains SentencePiece pieces instead")
+    train.add_argument("--pieces", choices=["sentencepiece", "byte_bpe", "words"],
+                       help="the vocabulary of a newly trained tokenizer: SentencePiece's unigram model, a GPT-2-style "
+                            "byte-level BPE (paper 003's models read GPT-2's vocabulary), or words, those seen once "
+                            "replaced by Berkeley unknown-word classes (paper 000's PTB set-up; its size is the data's). "
+                            "Default: the preset's (words for paper 000's PTB presets), else SentencePiece")
     train.add_argument("--max-steps", type=positive_int)
     train.add_argument("--batch-size", type=positive_int, help="sequences per batch (default: the preset's)")
     train.add_argument("--learning-rate", type=positive_float, help="peak learning rate")
@@ -772,6 +776,11 @@ def build_parser():
                        help="with --segment-length: the memory update, 'structure' (keep what the grammar's stack may "
                             "still attend; the default of grammars with a stack) or 'shift' (Transformer-XL's; the "
                             "others' default)")
+    train.add_argument("--pack-to", type=non_negative_int, metavar="N",
+                       help="pack whole sentences, in order, into training sequences of at most N positions, cut only "
+                            "between sentences (paper 003, Appendix A); each sentence is read exactly as alone (its "
+                            "own mask block and positions from 0). Default: the preset's (paper 003's presets: their "
+                            "cutoff length); 0 trains one sentence per sequence")
     _add_family_train_options(train)
     _add_tree_options(train)
     add_training_precision_options(train)

@@ -11,6 +11,7 @@ import torch
 
 from ..families import grammar_class
 from ..modeling.modeling_slm import coordinate_count
+from .packing import pack_structure, packed_action_values, sentence_bounds
 
 
 class SyntacticDataCollator:
@@ -63,21 +64,32 @@ class SyntacticDataCollator:
         host_counts: add num_coordinate_values and the grammar's host inputs, the sizes that the model would
             otherwise read back from the device (a sync per training step off the CPU). False leaves them out, for a
             model whose code predates them (a checkpoint's hub code saved before they existed rejects unknown inputs).
+        packed: each feature is a packed row of whole sentences (hf_slm/data/packing.py: `packed_dataset`), each
+            beginning with the start action: every sentence is read as it is alone (its own block of the mask,
+            coordinates and position_indices from 0, its pointers shifted to where it starts in the row, no label for
+            a sentence's `<s>`), and the batch adds
+            position_indices [B, T'] long, each position's index in its own sentence (-1 on padding): the absolute
+                             position ids (a model reads the slot in the row without it).
+            Not with a document-level grammar (whose trees attend each other).
         grammar_options: further options of the grammar (a dependency grammar's `variant`).
     """
 
     def __init__(self, grammar, layout, max_length=None, pad_to_multiple_of=None, validate=True, document_level=False,
-                 host_counts=True, **grammar_options):
+                 host_counts=True, packed=False, **grammar_options):
         if isinstance(grammar, str):
             rules = grammar_class(grammar)
             if isinstance(layout, dict):
                 layout = rules.layout_class(**layout)
             grammar = rules(layout, document_level=document_level, **grammar_options)
+        if packed and grammar.document_level:
+            raise ValueError(f"packed rows hold sentences that never attend each other; the {grammar.name} grammar reads "
+                             "documents (document_level), whose trees do: pack sentence-level data only")
         self.grammar = grammar
         self.max_length = max_length
         self.pad_to_multiple_of = pad_to_multiple_of
         self.validate = validate
         self.host_counts = host_counts
+        self.packed = packed
 
     @classmethod
     def from_tokenizer(cls, tokenizer, grammar=None, **kwargs):
@@ -105,23 +117,39 @@ class SyntacticDataCollator:
         # Explicit R only where the model cannot derive it from coordinates and kinds (DTG-eager, -swift, the
         # reference variant): it is the largest array of the batch.
         explicit = grammar.needs_explicit_relative_positions
+        rows = None
+        if self.packed:  # the grammar reads each sentence alone; pack_structure lays them out in their rows
+            rows, sequences, given_labels, action_inputs = self._sentences(sequences, given_labels, action_inputs)
         batch = grammar.batch(
             sequences,
             validate=self.validate,
-            pad_to_multiple_of=self.pad_to_multiple_of,
+            pad_to_multiple_of=None if self.packed else self.pad_to_multiple_of,
             max_length=self.max_length,
             with_relative_positions=explicit,
             **{grammar.action_inputs[name]: values for name, values in action_inputs.items()},
         )
+        if self.packed:
+            batch = pack_structure(grammar, batch, rows, self.pad_to_multiple_of)
+            counts = [len(s) for s in sequences]
+            action_inputs = {name: packed_action_values(values, rows, counts, grammar.input_references.get(name) == "actions")
+                             for name, values in action_inputs.items()}
+            if given_labels is not None:
+                given_labels = packed_action_values(given_labels, rows, counts, shift=False)
+            sequences = packed_action_values(sequences, rows, counts, shift=False)
         lengths = batch["action_lengths"]
         width = int(lengths.max())
         real = np.arange(width)[None, :] < lengths[:, None]
         input_ids = np.full((len(sequences), width), pad, dtype=np.int64)
         input_ids[real] = np.concatenate(sequences)
+        if given_labels is not None and not isinstance(given_labels, np.ndarray):  # packed: one array per row
+            given_labels = _padded_rows(given_labels, width, -100)
+        labels = np.where(real, input_ids if given_labels is None else given_labels, -100)
+        if self.packed:  # a sentence's `<s>` is not predicted from the sentence before it
+            labels[input_ids == grammar.start_action_id] = -100
         collated = {
             "input_ids": torch.from_numpy(input_ids),
             "attention_mask": torch.from_numpy(real.astype(np.int64)),
-            "labels": torch.from_numpy(np.where(real, input_ids if given_labels is None else given_labels, -100)),
+            "labels": torch.from_numpy(labels),
             "expansion_index": torch.from_numpy(batch["expansion_index"]),
             "position_mask": torch.from_numpy(batch["attention_mask"]),
             "position_coordinates": torch.from_numpy(batch["position_coordinates"]),
@@ -136,12 +164,38 @@ class SyntacticDataCollator:
             padded = np.full((len(sequences), width), -1, dtype=np.int64)
             padded[real] = np.concatenate(values)
             collated[name] = torch.from_numpy(padded)
+        if self.packed:
+            collated["position_indices"] = torch.from_numpy(batch["position_indices"])
         for name in grammar.family_inputs:
             collated[name] = torch.from_numpy(batch[name])
         if self.host_counts:
             for name, value in grammar.host_inputs(batch).items():
                 collated[name] = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
         return collated
+
+    def _sentences(self, sequences, given_labels, action_inputs):
+        """(rows: [[sentence indices], ...], the sentences' ids, labels (None, or one array per sentence) and action
+        inputs) of packed rows, split where each sentence begins with the start action."""
+        rows, sentences, labels, inputs = [], [], [], {name: [] for name in action_inputs}
+        for row, ids in enumerate(sequences):
+            rows.append([])
+            for start, stop in sentence_bounds(ids, self.grammar.start_action_id, f"packed feature {row}"):
+                rows[-1].append(len(sentences))
+                sentences.append(ids[start:stop])
+                if given_labels is not None:
+                    labels.append(given_labels[row, start:stop])
+                for name, values in action_inputs.items():
+                    # a sentence's pointers count from its own `<s>`, as the tokenizer wrote them
+                    inputs[name].append(values[row][start:stop])
+        return rows, sentences, (labels if given_labels is not None else None), inputs
+
+
+def _padded_rows(rows, width, fill):
+    """[B, width] of one 1-D array per row, right-padded with `fill`."""
+    padded = np.full((len(rows), width), fill, dtype=np.int64)
+    for index, row in enumerate(rows):
+        padded[index, : len(row)] = row
+    return padded
 
 
 def _given_per_action(features, sequences, name, grammar_name):

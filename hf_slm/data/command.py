@@ -17,6 +17,9 @@ loaders they are files, relative to --path when --path is a folder, e.g. `--spli
 `--grammar` names a grammar whose family prepares its own data (hf_slm/data/prepare.py, "Family preparations";
 the dependency grammars' conllu data: each tree as the grammar's transition sequence, with a tokenizer trained on
 the train split unless `--tokenizer` names one); those preparations add their own options.
+`hf-slm data fetch NAME` downloads a public dataset (UD English EWT, SyntaxGym, BLiMP, GUM) from its official
+source into a cache, checked against pinned SHA-256 checksums, and prints the folder to read (hf_slm/data/fetch.py).
+
 This module (and hf_slm.data) imports the data machinery only when the command runs, to keep `hf-slm` quick to start.
 """
 
@@ -113,8 +116,39 @@ def command_data_prepare(args):
     prepare_dataset(args.loader, path, args.tokenizer, args.output, num_proc=args.num_proc,
                     document_level=args.document_level, overwrite=args.overwrite, grammar=args.grammar,
                     summarization=summarization, parser=args.parser, parser_beam_options=parser_beam_options,
-                    **options)
+                    silver_trees=args.silver_trees, **options)
     return 0
+
+
+def command_data_fetch(args):
+    from .fetch import available_sources, describe_sources, fetch_dataset
+
+    if args.list:
+        print("\n".join(describe_sources()))
+        return 0
+    if not args.names:
+        raise ValueError(f"name a dataset to fetch ({', '.join(available_sources())}) or give --list")
+    for name in args.names:
+        # Only the folder goes to stdout (progress is on stderr), so that `$(hf-slm data fetch NAME)` is the path.
+        print(fetch_dataset(name, cache_dir=args.cache_dir, progress=not args.quiet))
+    return 0
+
+
+def add_fetch_command(actions):
+    fetch = actions.add_parser(
+        "fetch", help="download a public dataset (ud-english-ewt, syntaxgym, blimp, gum-const) into a cache",
+        description="Download a dataset from its official source, pinned to a fixed commit, into "
+        "$HF_SLM_DATA_CACHE/NAME (default ~/.cache/hf-slm/data/NAME), check every file's SHA-256 checksum, and "
+        "print the folder to pass to a command (SyntaxGym's suites, BLiMP's data, the CoNLL-U files). A file "
+        "already in the cache with the right checksum is not downloaded again. $HF_SLM_DATA_MIRROR=URL "
+        "downloads URL/NAME/PATH instead (a mirror), checked the same way.",
+    )
+    fetch.add_argument("names", nargs="*", metavar="NAME", help="the datasets (hf-slm data fetch --list)")
+    fetch.add_argument("--list", action="store_true", help="say what each dataset is, its license and size")
+    fetch.add_argument("--cache-dir", metavar="DIR",
+                       help="the cache folder (default: $HF_SLM_DATA_CACHE or ~/.cache/hf-slm/data)")
+    fetch.add_argument("--quiet", action="store_true", help="no progress bar")
+    fetch.set_defaults(function=command_data_fetch)
 
 
 def _preparation_hooks():
@@ -129,9 +163,11 @@ def _preparation_options():
 
 
 def add_data_command(commands):
-    """Add `data prepare` to the `hf-slm` subcommands (an argparse subparsers object)."""
-    data = commands.add_parser("data", help="prepare datasets (PTB, BLLIP, XSum, CoNLL-U) for training")
+    """Add `data fetch` and `data prepare` to the `hf-slm` subcommands (an argparse subparsers object)."""
+    data = commands.add_parser("data", help="prepare datasets (PTB, BLLIP, XSum, CoNLL-U) for training; fetch public "
+                               "ones (UD English EWT, SyntaxGym, BLiMP, GUM)")
     actions = data.add_subparsers(dest="data_command", required=True)
+    add_fetch_command(actions)
     prepare = actions.add_parser(
         "prepare", help="load, tokenize and save a dataset that `hf-slm train --train DIR` reads",
         description="Load a dataset with one of hf_slm.data's loaders, tokenize it with a saved hf_slm tokenizer "
@@ -185,6 +221,11 @@ def add_data_command(commands):
     prepare.add_argument("--parser", metavar="MODEL",
                          help="--summarization: the checkpoint whose silver trees the texts get (cached in "
                               "OUTPUT/silver/, so an interrupted prepare resumes); not needed for a words-only tokenizer")
+    prepare.add_argument("--silver-trees", metavar="FILE",
+                         help="--summarization: instead of --parser, your own parses (e.g. paper 003's CRF parser's): "
+                              "one bracketed tree per line, each sentence of the documents and summaries taking the "
+                              "tree whose words are its words (PTB-style, as hf_slm/data/sentence_splitting.py splits "
+                              "them); a sentence without one is an error naming it")
     prepare.add_argument("--prompt", help="--summarization: the prompt tree (default '(NP Summary :)')")
     prepare.add_argument("--max-document-words", type=positive_int, help="--summarization: default 600")
     prepare.add_argument("--max-summary-words", type=positive_int,

@@ -277,7 +277,8 @@ def _taken(hook, given):
 
 
 def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document_level=False, overwrite=False,
-                    log=print, grammar=None, summarization=None, parser=None, parser_beam_options=None, **options):
+                    log=print, grammar=None, summarization=None, parser=None, parser_beam_options=None, silver_trees=None,
+                    **options):
     """Load `path` with `loader`, tokenize it and save it to `output` (see the module docstring).
 
     Args:
@@ -299,6 +300,8 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
             (hf_slm/summarization/preparation.py): `summarization` True or a dict of SummarizationFormat fields (prompt,
             max_document_words, max_summary_words, truncate_summaries, labels); `parser` the checkpoint folder of
             the silver trees, searched with `parser_beam_options` (BeamSearchOptions fields).
+        silver_trees: instead of `parser`, a file of the user's own trees, one per sentence, matched to the sentences by
+            their words (hf_slm/summarization/given_trees.py).
         options: the loader's options (splits, boundaries, split_file, cache_dir, tree normalization,
             non_projective) and a family preparation's.
     Returns the saved DatasetDict.
@@ -321,9 +324,10 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
     summarizer = None
     if summarization:  # checked (the parser loaded and matched to the tokenizer) before the data is read
         summarizer = resolve(SUMMARIZATION_PREPARATION).create(loader, tokenizer, summarization, parser,
-                                                               parser_beam_options)
-    elif parser is not None:
-        raise ValueError("a parser model applies to summarization data (--summarization)")
+                                                               parser_beam_options, silver_trees=silver_trees)
+    elif parser is not None or silver_trees is not None:
+        raise ValueError(f"{'a parser model' if parser is not None else 'silver trees'} apply to summarization data "
+                         "(--summarization)")
     with output_lock(output, log=log):
         # The tree loaders read large files with num_proc processes too; the prepared data does not depend on it.
         reading = {"num_proc": num_proc} if num_proc and "num_proc" in loader_options(loader) else {}

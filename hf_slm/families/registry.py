@@ -160,6 +160,22 @@ class Family:
         """The tokenizer class a new model of the family is trained with."""
         return self.tokenizer_classes[-1]
 
+    def tokenizer_class_for(self, pieces=None):
+        """The tokenizer class a new model of the family is trained with when its vocabulary is `pieces` (one of a
+        tokenizer class's `piece_models`: "sentencepiece", "byte_bpe", "words"); None: the default tokenizer's."""
+        if pieces is None:
+            return self.default_tokenizer
+        for tokenizer_class in reversed(self.tokenizer_classes):  # the default first
+            if pieces in tokenizer_class.piece_models:
+                return tokenizer_class
+        raise ValueError(f"--pieces {pieces}: the {self.name} family's tokenizers build {', '.join(self.piece_models)}; "
+                         "expected one of them")
+
+    @property
+    def piece_models(self):
+        """The vocabularies the family's tokenizer classes build (their `piece_models`)."""
+        return tuple(name for tokenizer_class in self.tokenizer_classes for name in tokenizer_class.piece_models)
+
     @property
     def display_name(self):
         """The family's name in words: its variants' names ("TG", "DTG / DTG-eager / DTG-swift", ...)."""

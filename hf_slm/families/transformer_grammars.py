@@ -19,7 +19,9 @@ TRANSFORMER_GRAMMAR = register_family(Family(
     model_class=f"{_MODELS}:TransformerGrammarModel",
     causal_lm_class=f"{_MODELS}:TransformerGrammarForCausalLM",
     tokenizer_classes=_TOKENIZERS,
-    variants=(Variant("tg", "Transformer Grammar (TG)", "transformer-grammar", "tg.md"),),
+    variants=(Variant("tg", "Transformer Grammar (TG)", "transformer-grammar", "tg.md"),
+              # Table 2's TG (TXL mem. & rel. pos.): TG's attention, Transformer-XL's relative positions and memory
+              Variant("tg_txl_positions", "TG (TXL mem. & rel. pos.)", "transformer-grammar", "tg_txl_positions.md")),
     grammar_classes="hf_slm.modeling.transformer_grammars:TRANSFORMER_GRAMMAR_GRAMMARS",
     presets=f"{_CONFIGS}:TRANSFORMER_GRAMMAR_PRESETS",
     paper_table=_PAPER_TABLE,

@@ -10,7 +10,8 @@ layout, saving and journaling each split, resuming, prepare.json) is prepare.py'
   action is trained; by default the document and the prompt) beside the loader's columns, with
   `summary_start` and whether the document or the summary was truncated.
 - The silver trees come from `parser` (a checkpoint folder), checked to give trees the tokenizer encodes before
-  the data is loaded. They are cached in `<output>/silver/` (hf_slm/summarization/silver.py), sentence by sentence as
+  the data is loaded, or from `silver_trees`, a file of the user's own parses, one bracketed tree per sentence,
+  matched to the sentences by their words (hf_slm/summarization/given_trees.py; `--silver-trees FILE`). They are cached in `<output>/silver/` (hf_slm/summarization/silver.py), sentence by sentence as
   they are found: a prepare interrupted while parsing resumes where it stopped, with the splits saved before the
   interruption loaded as they are. A words-only tokenizer (TXL (terminals)) needs no parser.
 - prepare.json records the format (prompt, limits, labels), the parser and the counts of truncated documents,
@@ -35,12 +36,14 @@ class SummarizationPreparation:
     beam_options: dict = field(default_factory=dict)
     parser_pair: tuple | None = None  # (model, tokenizer), loaded by `check`
     counts: dict = field(default_factory=dict)
+    silver_trees: str | None = None  # a file of the user's own trees instead of a parser
+    given_trees: object = None  # its GivenTrees (hf_slm/summarization/given_trees.py), loaded by `create`
 
     @classmethod
-    def create(cls, loader, tokenizer, summarization, parser, beam_options):
+    def create(cls, loader, tokenizer, summarization, parser, beam_options, silver_trees=None):
         """The preparation of `summarization` (True, a dict of SummarizationFormat fields, or a format), checked
-        against the loader, the tokenizer and the parser before any data is read."""
-        from .summaries import SummarizationFormat, check_parser, document_grammar, prompt_ids
+        against the loader, the tokenizer and the parser (or the file of silver trees) before any data is read."""
+        from .summaries import SummarizationFormat, check_given_trees, check_parser, document_grammar, prompt_ids
 
         if loader != SUMMARIZATION_LOADER:
             raise ValueError(f"summarization applies to the {SUMMARIZATION_LOADER} loader, not to {loader!r}")
@@ -57,9 +60,19 @@ class SummarizationPreparation:
         preparation = cls(summary_format, str(parser) if parser is not None else None, dict(beam_options or {}))
         if grammar.words_only:
             return preparation  # words only: no trees, no parser (one given is not used)
+        if parser is not None and silver_trees is not None:
+            raise ValueError("--parser and --silver-trees both give the silver trees; give one of them")
+        if silver_trees is not None:
+            from .given_trees import GivenTrees
+
+            preparation.silver_trees, preparation.given_trees = str(silver_trees), GivenTrees(silver_trees)
+            if beam_options:
+                raise ValueError("the parser's beam options apply to --parser; trees from --silver-trees are not searched")
+            check_given_trees(preparation.given_trees, tokenizer)
+            return preparation
         if parser is None:
             raise ValueError(f"the tokenizer encodes trees ({tokenizer.linearization}): give a parser model (--parser) "
-                             "whose silver trees the documents and summaries get")
+                             "whose silver trees the documents and summaries get, or a file of them (--silver-trees)")
         from ..checkpoints.loading import load_checkpoint
 
         preparation.parser_pair = load_checkpoint(parser)
@@ -70,8 +83,11 @@ class SummarizationPreparation:
         """What the saved splits depend on besides the data and the tokenizer."""
         from ..runs.journal import model_fingerprint
 
-        return {"format": self.summary_format.to_dict(), "beam": self.beam_options,
-                "parser": model_fingerprint(self.parser_pair[0]) if self.parser_pair is not None else None}
+        entry = {"format": self.summary_format.to_dict(), "beam": self.beam_options,
+                 "parser": model_fingerprint(self.parser_pair[0]) if self.parser_pair is not None else None}
+        if self.given_trees is not None:  # (absent otherwise: the journals of earlier prepares stay valid)
+            entry["silver_trees"] = self.given_trees.fingerprint
+        return entry
 
     def encode_split(self, split, data, tokenizer, output, log):
         """The split's rows as summarization sequences: a Dataset of the loader's columns, input_ids, labels,
@@ -83,7 +99,7 @@ class SummarizationPreparation:
         rows = list(data)
         examples, counts = summarization_examples(rows, tokenizer, self.parser_pair, self.summary_format,
                                                   cache_dir=Path(output) / SILVER_FOLDER, progress=True,
-                                                  **self.beam_options)
+                                                  given_trees=self.given_trees, **self.beam_options)
         for name, count in counts.items():
             self.counts[name] = self.counts.get(name, 0) + count
         log(f"split {split!r}: {len(examples)} sequences; {counts['documents_truncated']} documents cut to "
@@ -98,5 +114,6 @@ class SummarizationPreparation:
 
     def record(self):
         return {**self.summary_format.to_dict(), "parser": self.parser, "parser_beam_options": self.beam_options,
+                **({"silver_trees": self.silver_trees} if self.silver_trees is not None else {}),
                 "counts (splits tokenized by this run)": self.counts,
                 "sequence": "document trees, prompt, summary trees (hf_slm/summarization/summaries.py)"}

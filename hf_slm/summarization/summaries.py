@@ -29,7 +29,8 @@ in the document and their corresponding silver parse trees". Here one example is
   models fine-tuned "following Hu et al. (2024)"; it mentions no loss masking, which reads as plain language-
   model fine-tuning of the whole concatenation ("all") -- the default here is the usual summary-only loss,
   and `labels="all"` reproduces that reading.
-- **Trees**: silver trees of a parser model (hf_slm/summarization/silver.py); its trees must be of the kind the target
+- **Trees**: silver trees of a parser model (hf_slm/summarization/silver.py), or of a file of the user's own parses
+  (hf_slm/summarization/given_trees.py: one tree per sentence, matched by words); they must be of the kind the target
   tokenizer encodes (the `kind` of their tree formats: constituency or dependency), which `check_parser` checks
   before anything is parsed. A sentence the parser leaves out (too long for it) is left out of the document (counted);
   one of the summary is an error naming the document. A model whose grammar reads words only (TXL
@@ -316,6 +317,15 @@ def check_parser(parser_model, parser_tokenizer, tokenizer, parser_name="the par
                          "target's family or kind")
 
 
+def check_given_trees(given_trees, tokenizer):
+    """Raise ValueError when the trees of a file (a GivenTrees) are not of the kind `tokenizer` encodes."""
+    wanted = format_of_tokenizer(tokenizer)
+    if wanted.kind != given_trees.kind:
+        raise ValueError(f"silver trees {str(given_trees.path)!r} hold {given_trees.kind} trees (bracketed), but the "
+                         f"target tokenizer ({tokenizer.linearization}) encodes {wanted.kind} trees; expected trees of "
+                         "its kind")
+
+
 def _words_only(tokenizer):
     return document_grammar(tokenizer).words_only
 
@@ -335,14 +345,15 @@ def text_to_keep(text, max_words):
 
 
 def document_trees(rows, tokenizer, parser=None, cache_dir=None, progress=False, batch_size=8, max_document_words=None,
-                   on_error="raise", **beam_options):
+                   on_error="raise", given_trees=None, **beam_options):
     """Per row {"id", "document", "summary"} (XSum's columns; "summary" optional), the sentences a sequence is
     made of: {"id", "document": [trees or word lists], "summary": [...] or None, "left_out": sentences of the
     document the parser left out, "cut_before_parsing": whether max_document_words left sentences unparsed}.
 
     parser: (model, tokenizer) giving silver trees (hf_slm/summarization/silver.py, cached in `cache_dir`, under
     SUMMARY_CONSTRAINTS unless beam_options say otherwise); not used, and not needed, for a words-only
-    `tokenizer`. An empty document, or one whose every sentence the parser leaves out, is a ValueError naming it;
+    `tokenizer`. given_trees: instead of a parser, the user's own trees (a GivenTrees, hf_slm/summarization/
+    given_trees.py: a file of one tree per sentence, matched by words; a sentence without one is a ValueError). An empty document, or one whose every sentence the parser leaves out, is a ValueError naming it;
     with on_error="skip" its entry is {"id", "error"} instead, and the others are read as usual.
     max_document_words: parse only the sentences that truncation to this many words can keep (`text_to_keep`;
     a document of 2,000 words would otherwise be parsed whole for its first 600). The one difference it makes:
@@ -368,11 +379,16 @@ def document_trees(rows, tokenizer, parser=None, cache_dir=None, progress=False,
                 {"id": row["id"], "document": [words for words, _ in document_sentences(row["document"])],
                  "summary": ([words for words, _ in document_sentences(row["summary"])] if row.get("summary") is not None
                              else None), "left_out": 0} for row in rows]
-    if parser is None:
+    if parser is not None and given_trees is not None:
+        raise ValueError("silver trees come from a parser model or from a file of trees, not both; give one")
+    if parser is None and given_trees is None:
         raise ValueError("a syntactic model reads documents with their trees: give a parser model (--parser) whose "
-                         "silver trees the documents get")
-    parser_model, parser_tokenizer = parser
-    check_parser(parser_model, parser_tokenizer, tokenizer)
+                         "silver trees the documents get, or a file of them (--silver-trees)")
+    if given_trees is not None:
+        check_given_trees(given_trees, tokenizer)
+    else:
+        parser_model, parser_tokenizer = parser
+        check_parser(parser_model, parser_tokenizer, tokenizer)
     texts = {}
     for row in rows:
         if row["id"] in failed:
@@ -384,8 +400,11 @@ def document_trees(rows, tokenizer, parser=None, cache_dir=None, progress=False,
     if texts:  # on_error="skip" may have left none
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=SentencesLeftOut)  # counted per document below
-            parsed = silver_trees(parser_model, parser_tokenizer, texts, cache_dir=cache_dir, progress=progress,
-                                  batch_size=batch_size, **{**SUMMARY_CONSTRAINTS, **beam_options})
+            if given_trees is not None:
+                parsed = given_trees.silver_trees(texts)
+            else:
+                parsed = silver_trees(parser_model, parser_tokenizer, texts, cache_dir=cache_dir, progress=progress,
+                                      batch_size=batch_size, **{**SUMMARY_CONSTRAINTS, **beam_options})
         by_id = {entry["id"]: entry for entry in parsed}
         for entry in parsed.left_out:
             reasons.setdefault(entry["document"], entry["error"])
@@ -413,7 +432,7 @@ def document_trees(rows, tokenizer, parser=None, cache_dir=None, progress=False,
 
 
 def summarization_examples(rows, tokenizer, parser=None, summary_format=None, cache_dir=None, progress=False,
-                           **beam_options):
+                           given_trees=None, **beam_options):
     """(examples, counts): one `summarization_sequence` per XSum row, with its "id", and how many documents were
     truncated, summaries truncated and sentences left out by the parser."""
     summary_format = (summary_format or SummarizationFormat()).check().for_tokenizer(tokenizer)
@@ -421,7 +440,8 @@ def summarization_examples(rows, tokenizer, parser=None, summary_format=None, ca
     prompt_ids(tokenizer, summary_format.prompt, grammar)  # before any parsing
     examples, counts = [], {"documents_truncated": 0, "summaries_truncated": 0, "sentences_left_out": 0}
     for entry in document_trees(rows, tokenizer, parser, cache_dir=cache_dir, progress=progress,
-                                max_document_words=summary_format.max_document_words, **beam_options):
+                                max_document_words=summary_format.max_document_words, given_trees=given_trees,
+                                **beam_options):
         if entry["summary"] is None:
             raise ValueError(f"document {entry['id']} has no summary; expected XSum rows with 'summary'")
         example = summarization_sequence(tokenizer, entry["document"], entry["summary"], entry["id"], summary_format,

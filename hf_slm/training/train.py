@@ -40,6 +40,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from ..option_types import or_default
 from ..checkpoints.checks import check_tokenizer_matches, linearization_of
+from ..data.packing import packed_dataset
 from ..data.prepare import (
     PREPARE_RECORD,
     TOKENIZER_FOLDER,
@@ -242,15 +243,13 @@ def _eval_split(dataset):
     return None
 
 
-def ids_dataset(data, tokenizer, grammar, max_length, source):
-    """A Dataset of prepared ids (input_ids, and labels when the data has them), after checking every expanded
-    length.
-
-    The lengths are computed in numpy over the Arrow column (no Python list per id), so that a BLLIP-size
-    split is checked in seconds. A sequence longer than `max_length` is an error naming it.
-    """
-    doubled = doubled_id_ranges(grammar, tokenizer.action_layout)
-    start = 0
+def expanded_lengths(data, doubled):
+    """[N] int64, the positions each example of a Dataset's input_ids column expands to: its actions, plus one for each
+    action in the `doubled` id ranges (Family.doubled_id_ranges: the closing actions a grammar duplicates). Computed in
+    numpy over the Arrow column (no Python list per id), so that a BLLIP-size split takes seconds."""
+    if getattr(data, "_indices", None) is not None:  # a selection: its own rows, in its order
+        data = data.flatten_indices()
+    parts = []
     for chunk in data.data.column("input_ids").chunks:
         lengths = np.diff(chunk.offsets.to_numpy())
         expanded = lengths.astype(np.int64)
@@ -262,19 +261,30 @@ def ids_dataset(data, tokenizer, grammar, max_length, source):
             totals = np.concatenate([[0], np.cumsum(closing)])
             ends = np.cumsum(lengths)
             expanded = expanded + totals[ends] - totals[ends - lengths]
-        too_long = np.flatnonzero(expanded > max_length)
-        if too_long.size:
-            index = start + int(too_long[0])
-            row = data[index]
-            where = f" ({row['file']}, tree {row['index']})" if "file" in row and "index" in row else ""
-            where = f" (document {row['document_id']!r})" if "document_id" in row else where
-            where = f" (document {row['id']!r})" if "id" in row and "file" not in row else where  # XSum's ids
-            raise ValueError(
-                f"{source}: example {index}{where} expands to {int(expanded[too_long[0]])} positions under the "
-                f"{grammar} grammar, more than the model's max_sequence_length {max_length}; raise it or remove "
-                "the example"
-            )
-        start += len(chunk)
+        parts.append(expanded)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def ids_dataset(data, tokenizer, grammar, max_length, source):
+    """A Dataset of prepared ids (input_ids, and labels when the data has them), after checking every expanded
+    length.
+
+    The lengths are computed in numpy (expanded_lengths), so that a BLLIP-size split is checked in seconds. A sequence
+    longer than `max_length` is an error naming it.
+    """
+    expanded = expanded_lengths(data, doubled_id_ranges(grammar, tokenizer.action_layout))
+    too_long = np.flatnonzero(expanded > max_length)
+    if too_long.size:
+        index = int(too_long[0])
+        row = data[index]
+        where = f" ({row['file']}, tree {row['index']})" if "file" in row and "index" in row else ""
+        where = f" (document {row['document_id']!r})" if "document_id" in row else where
+        where = f" (document {row['id']!r})" if "id" in row and "file" not in row else where  # XSum's ids
+        raise ValueError(
+            f"{source}: example {index}{where} expands to {int(expanded[index])} positions under the "
+            f"{grammar} grammar, more than the model's max_sequence_length {max_length}; raise it or remove "
+            "the example"
+        )
     # Per-action labels (summarization: only the summary is trained) travel with the ids to the collator.
     # Nb-Up trees (paper 003) carry each `)`'s start beside the ids.
     return data.select_columns(["input_ids"] + [name for name in ("labels", "constituent_starts")
@@ -394,13 +404,19 @@ class TrainingSetup:
     segment_length: int | None = None
     memory_length: int | None = None
     memory_update: str | None = None
-    pieces: str | None = None  # a new tokenizer's piece model: "sentencepiece" (None: the default) or "byte_bpe"
+    # A new tokenizer's vocabulary: "sentencepiece", "byte_bpe" or "words" (a word vocabulary with unknown-word classes,
+    # paper 000's PTB set-up). None: the preset's (its training "pieces"; paper 000's PTB presets name "words"), unless
+    # vocab_size asks for a number of pieces; else SentencePiece.
+    pieces: str | None = None
     # Low precision (issue 18): "bf16" or "fp16" runs the forward under torch.autocast (TrainingArguments' bf16 /
     # fp16; the weights and the optimizer stay float32); None trains in float32.
     mixed_precision: str | None = None
     # Batches whose gradients one optimizer step sums (TrainingArguments' gradient_accumulation_steps): the step
     # reads batch_size x processes x this many sequences.
     gradient_accumulation_steps: int = 1
+    # Pack whole sentences into training sequences of at most this many positions (paper 003, Appendix A;
+    # hf_slm/data/packing.py): None, the preset's (paper 003's: its cutoff length); 0, one sentence per sequence.
+    pack_to: int | None = None
 
 
 # Files that make a folder hold a trained model (with config.json).
@@ -502,6 +518,7 @@ def train_grammar_model(setup, log):
     if setup.pieces is not None and (setup.resume or setup.tokenizer or prepared is not None):
         raise ValueError(f"--pieces {setup.pieces}: it chooses the piece model of a tokenizer trained here, and this run "
                          "uses a given one (--tokenizer, --resume or the prepared dataset's); leave --pieces out")
+    new_vocabulary(setup, preset)  # --pieces words with --vocab-size: refused before any work
     trees = format_of_grammar(grammar)
     if prepared is None and not trees.from_tree_files:
         raise ValueError(
@@ -537,19 +554,27 @@ def train_grammar_model(setup, log):
         else:
             # The grammar's family gives the tokenizer class and the grammar its linearization.
             family = family_for_grammar(grammar)
-            tokenizer_class = family.default_tokenizer
-            # the preset's only when not given (a preset may have none: the user's is then required)
-            vocab_size = setup.vocab_size if setup.vocab_size is not None else preset["model"]["vocab_size"]
-            log(f"training a {setup.pieces or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, {vocab_size} pieces requested) on "
-                f"{len(train_trees)} trees")
+            piece_model = new_vocabulary(setup, preset)
+            if setup.pieces is None and piece_model not in family.piece_models:
+                piece_model = None  # `--set grammar=...` of another family: the preset's vocabulary is not its own
+            tokenizer_class = family.tokenizer_class_for(piece_model)
+            size = {}
+            if piece_model == "words":  # the data sets its size: the words seen twice, the others' classes
+                log(f"training a word vocabulary ({tokenizer_class.__name__}: words seen twice or more, the others as "
+                    f"unknown-word classes) on {len(train_trees)} trees")
+            else:
+                # the preset's only when not given (a preset may have none: the user's is then required)
+                size["vocab_size"] = setup.vocab_size if setup.vocab_size is not None else preset["model"]["vocab_size"]
+                log(f"training a {piece_model or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, "
+                    f"{size['vocab_size']} pieces requested) on {len(train_trees)} trees")
             # The trees are already normalized; the options are stored so that tree strings encoded later get
             # the same normalization. A tokenizer of unlabeled trees has no labels to learn.
             labels = {} if family.unlabelled_trees else dict(extra_nonterminals={
                 node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
                 for node in tree.subtrees()})
-            pieces = {} if setup.pieces is None else {"pieces": setup.pieces}
+            pieces = {} if piece_model is None else {"pieces": piece_model}
             tokenizer = trained_once(lambda: tokenizer_class.train(
-                train_trees, vocab_size=vocab_size, linearization=linearization_of(grammar), **labels,
+                train_trees, **size, linearization=linearization_of(grammar), **labels,
                 **pieces, **setup.normalize_options), output)
     overrides = dict(setup.model_overrides)
     if prepared is not None and inputs.document_level:
@@ -572,6 +597,7 @@ def train_grammar_model(setup, log):
     overrides["vocabulary_fingerprint"] = tokenizer.vocabulary_fingerprint
     config = preset_config(setup.preset, **overrides)
     check_tokenizer_matches(config, tokenizer)
+    pack_to = setup.pack_to = packing_length(setup, preset["training"], config)
     torch.manual_seed(setup.seed)
     model = causal_lm_for_config(config)
     log(f"model: {_model_description(setup, preset, grammar)}, {sum(p.numel() for p in model.parameters()):,} parameters")
@@ -589,15 +615,52 @@ def train_grammar_model(setup, log):
         eval_dataset = None
     if eval_trees:
         eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, max_length, "evaluation trees")
+    if pack_to:
+        sentences = len(train_dataset)
+        lengths = expanded_lengths(train_dataset, doubled_id_ranges(grammar, tokenizer.action_layout))
+        train_dataset = packed_dataset(train_dataset, lengths, pack_to, "training data")
+        log(f"packing: {sentences:,} training sentences into {len(train_dataset):,} sequences of at most {pack_to} "
+            "positions, each sentence read as alone (--pack-to 0: one sentence per sequence)")
     if setup.segment_length is not None and eval_dataset is not None:
         log("segment recurrence: no evaluation during training (the evaluation data is not used here); measure it "
             "afterwards with `hf-slm eval ppl`")
         eval_dataset = None
-    trainer = run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule)
+    trainer = run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule, packed=bool(pack_to))
     if is_main_process():
         write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
                               prepared=inputs.description() if prepared is not None else None)
     return trainer, tokenizer
+
+
+def packing_length(setup, training, config):
+    """The positions a packed training sequence holds (hf_slm/data/packing.py), or None: --pack-to, else the preset's
+    `pack_to` (0 or absent: no packing). Packing reads sentences alone: documents, segment recurrence and unrestricted
+    heads (whose causal mask spans a row) are refused with it."""
+    pack_to = setup.pack_to if setup.pack_to is not None else training.get("pack_to")
+    if not pack_to:
+        return None
+    given = f"--pack-to {pack_to}" if setup.pack_to is not None else f"preset {setup.preset!r}'s packing ({pack_to})"
+    if config.document_level:
+        raise ValueError(f"{given}: packing puts sentences side by side, each read alone, and this data holds documents "
+                         "(document_level); pass --pack-to 0")
+    if setup.segment_length:
+        raise ValueError(f"{given}: segment recurrence reads long sequences through a memory, packing puts short ones "
+                         "side by side; choose one (--pack-to 0 or --segment-length 0)")
+    if config.num_unrestricted_heads or config.num_unrestricted_layers:
+        raise ValueError(f"{given}: unrestricted heads attend causally across the whole row, from one sentence into the "
+                         "next; pass --pack-to 0")
+    return int(pack_to)
+
+
+def new_vocabulary(setup, preset):
+    """The vocabulary a tokenizer trained by this run builds (TrainingSetup.pieces): the command's --pieces, else the
+    preset's training "pieces" unless --vocab-size asks for a number of pieces, else None (SentencePiece)."""
+    if setup.pieces == "words" and setup.vocab_size is not None:
+        raise ValueError(f"--vocab-size {setup.vocab_size}: a word vocabulary (--pieces words) has the size of the data "
+                         "(the words seen twice or more, the others as unknown-word classes); leave one of them out")
+    if setup.pieces is not None or setup.vocab_size is not None:
+        return setup.pieces
+    return preset["training"].get("pieces")
 
 
 def apply_document_settings(setup, training, schedule, log):
@@ -641,13 +704,14 @@ def trained_once(train_tokenizer, output):
     return tokenizer
 
 
-def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule):
+def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule, packed=False):
     """The training loop shared by `hf-slm train` and `hf-slm finetune` (hf_slm/summarization/finetuning.py): our
-    collator (per-action labels pass through it), Adam with the warm-up/cosine schedule, transformers.Trainer resuming
-    from the last checkpoint when setup.resume; the final model and tokenizer saved to setup.output (safetensors
-    and JSON only). Returns the Trainer."""
+    collator (per-action labels pass through it; with `packed`, the training examples are rows of packed sentences:
+    hf_slm/data/packing.py), Adam with the warm-up/cosine schedule, transformers.Trainer resuming from the last
+    checkpoint when setup.resume; the final model and tokenizer saved to setup.output (safetensors and JSON only).
+    Returns the Trainer."""
     # The family's collator of the model's own grammar, which the tokenizer's ids were checked to match.
-    collator = family_for_config(model.config).collator(model, tokenizer)
+    collator = family_for_config(model.config).collator(model, tokenizer, **({"packed": True} if packed else {}))
     optimizer, scheduler = schedule_optimizer(model, schedule)
     args = training_arguments(setup, schedule, eval_dataset is not None, max_grad_norm=3.0)
     segments = getattr(setup, "segment_length", None) is not None  # hf-slm train's option (not fine-tuning's)
@@ -918,6 +982,7 @@ def write_training_record(output, setup, grammar, schedule, trainer, train_examp
         "seed": setup.seed,
         "mixed_precision": getattr(setup, "mixed_precision", None),
         "gradient_accumulation_steps": getattr(setup, "gradient_accumulation_steps", 1),
+        "pack_to": getattr(setup, "pack_to", None),  # positions of a packed training sequence (hf_slm/data/packing.py)
         "segments": ({"segment_length": setup.segment_length, "memory_length": setup.memory_length,
                       "memory_update": setup.memory_update} if getattr(setup, "segment_length", None) else None),
         "final_train_loss": train_losses[-1] if train_losses else None,

@@ -261,7 +261,7 @@ def _check_given_tokenizer(tokenizer, where):
 
 def som_tokenizer(setup, sentences, output, log):
     """The tokenizer of a new run: the given one, or one trained on the training sentences (module docstring)."""
-    pieces = setup.pieces is not None or setup.vocab_size is not None
+    pieces = setup.pieces not in (None, "words") or setup.vocab_size is not None  # "words": the default
     min_count = getattr(setup, "min_count", None)
     if setup.tokenizer:
         if pieces or min_count is not None:
@@ -297,6 +297,9 @@ def _refuse_options(setup):
             or getattr(setup, "memory_update", None) is not None:
         raise ValueError("--segment-length, --memory-length and --memory are Transformer-XL segment recurrence; a "
                          "Syntactic Ordered Memory model is recurrent already and reads sentences whole: leave them out")
+    if getattr(setup, "pack_to", None):
+        raise ValueError("--pack-to packs sentences side by side for a Transformer's attention; a Syntactic Ordered "
+                         "Memory model reads each sentence recurrently: leave it out")
     if getattr(setup, "label_files", None):
         raise ValueError("label files add nonterminals to a syntactic tokenizer; SOM's tokenizer has words only")
     gold_tree = getattr(setup, "gold_tree", "dependency")
