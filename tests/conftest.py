@@ -111,6 +111,13 @@ def write_conllu_treebank(directory, treebank=DEPENDENCY_TREEBANK):
     return directory
 
 
+def pytest_collection_modifyitems(items):
+    """Modules marked slow first, each module's tests together and in their order: under `--dist loadfile` a
+    worker takes one module at a time in this order, and a long module taken last would keep one worker busy
+    alone at the end of the run."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort keeps the rest in order
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """torch on one thread while a module runs: models 16 wide gain nothing from intra-op threads, and on a busy

@@ -2,8 +2,13 @@
 
 tests/test_hub_code_names_no_family.py scans every other hub module (modeling/, tokenization/);
 tests/test_layers_name_no_family.py scans every other module of hf_slm, which may reach a family's code only
-through its record, so it may import none of these modules.
+through its record, so it may import none of these modules. Both find a family's name with `family_mentions`.
 """
+
+import ast
+import re
+
+from hf_slm.families import registered_families
 
 # Each family's own hub files, by folder (paper 000: TG and TXL; paper 002: DTG and TXL (trans); paper 003: the
 # compositional SLMs; SOM).
@@ -48,3 +53,66 @@ def family_hub_modules():
 def family_modules():
     """The module names of every family's own files, hub and hf_slm's."""
     return family_hub_modules() | FAMILY_PACKAGE_MODULES
+
+
+def _class_names(family):
+    """The names of the classes a record names."""
+    references = [family.reference(name) for name in ("config_class", "model_class", "causal_lm_class")]
+    references += list(family.reference("tokenizer_classes"))
+    return {reference.rpartition(":")[2] if isinstance(reference, str) else reference.__name__
+            for reference in references}
+
+
+def family_words():
+    """Every name of a family or of one of its variants, and the classes of one paper's families (a class the
+    families of several papers share, such as the base tokenizer, is generic)."""
+    families = registered_families()
+    words = set()
+    for family in families:
+        words |= {family.name, family.model_type}
+        words |= {variant.name for variant in family.variants}
+        words |= {variant.display_name for variant in family.variants}
+    papers = {}
+    for family in families:
+        for name in _class_names(family):
+            papers.setdefault(name, set()).add(family.paper)
+    classes = {name for name, named_by in papers.items() if len(named_by) == 1}
+    return words, classes
+
+
+def _docstrings(tree):
+    """The docstring nodes of a module, its classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def family_mentions(source, words, classes, imports=True):
+    """(line, what) of each place the code names a family: a word in a string (not a docstring), a class name
+    used, or (with `imports`) a family module imported."""
+    tree = ast.parse(source)
+    docstrings = _docstrings(tree)
+    patterns = {word: re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])") for word in words}
+    family_own = family_modules()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            found += [(node.lineno, f"string names {word!r}") for word, pattern in patterns.items()
+                      if pattern.search(node.value)]
+        elif isinstance(node, ast.Name) and node.id in classes:
+            found.append((node.lineno, f"uses the class {node.id}"))
+        elif isinstance(node, ast.Attribute) and node.attr in classes:
+            found.append((node.lineno, f"uses the class {node.attr}"))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [alias.name for alias in node.names]
+            modules += [alias.name for alias in node.names] if isinstance(node, ast.ImportFrom) else []
+            for module in modules:
+                if imports and family_own & set(module.split(".")):
+                    found.append((node.lineno, f"imports {module}"))
+                if module in classes:
+                    found.append((node.lineno, f"imports the class {module}"))
+    return found

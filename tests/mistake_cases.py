@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 @dataclass
 class CliCase:
-    """`hf-slm *argv` in a fresh interpreter, in a folder of its own.
+    """`hf-slm *argv` in a folder of its own, with the exit status, stdout and stderr a fresh interpreter gives
+    (run in the test's own: tests/helpers/cli.py).
 
     argv: the arguments; `{model}` is a tiny trained checkpoint (read-only: copy it under `{tmp}` to change
         it), `{tmp}` the case's own empty folder, `{shared}` ../shared/data (the case is skipped when absent).

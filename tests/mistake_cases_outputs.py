@@ -18,7 +18,8 @@ from pathlib import Path
 import hf_slm
 
 from mistake_cases import CliCase
-from test_beam_search import TREES
+from helpers.cli import run_cli_in_process
+from helpers.ptb_trees import TREES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GUM_TRAIN = Path(hf_slm.__file__).parent / "sample_data" / "gum" / "train.txt"
@@ -29,10 +30,8 @@ SENTENCES = "the blue bird sings .\nI like it .\na dog barks at the moon\nthe do
 
 
 def _hf_slm(tmp, *argv):
-    """Run `hf-slm *argv` in a fresh interpreter, as the case itself runs; it must succeed."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HOME=str(tmp / ".hf"), HF_HUB_OFFLINE="1")
-    result = subprocess.run([sys.executable, "-m", "hf_slm.cli", *map(str, argv)], capture_output=True, text=True,
-                            env=env, cwd=tmp, timeout=600)
+    """Run `hf-slm *argv` as the case itself runs (helpers/cli.py); it must succeed."""
+    result = run_cli_in_process(*argv, cwd=tmp)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -156,7 +155,7 @@ TRAIN_CASES = [
     CliCase("train into a folder another run is writing is refused", TRAIN,
             r"out' is being written by another run \(lock file .*out/\.hf-slm\.lock, pid \d+",
             prepare=lambda tmp, model: (_write(tmp, "train.txt", "\n".join(TREES) + "\n"),
-                                        _lock(tmp / "out", os.getpid()))),
+                                        _lock(tmp / "out", os.getppid()))),
 ]
 
 
@@ -266,7 +265,7 @@ EVAL_CASES = [
                                         _write(tmp / "results", "ppl-data.json", '{"evaluation": "ppl"}'))),
     CliCase("eval into a results folder another run is writing is refused", PPL,
             r"results' is being written by another run \(lock file .*results/\.hf-slm\.lock, pid \d+: hf-slm eval ppl",
-            prepare=lambda tmp, model: (_write(tmp, "data.txt", SENTENCES), _lock(tmp / "results", os.getpid())),
+            prepare=lambda tmp, model: (_write(tmp, "data.txt", SENTENCES), _lock(tmp / "results", os.getppid())),
             check=_nothing_written),
     CliCase("eval takes over the lock of a run that is gone", PPL, r"taking over the stale lock .*\.hf-slm\.lock",
             exit_code=0, prepare=lambda tmp, model: (_write(tmp, "data.txt", SENTENCES),

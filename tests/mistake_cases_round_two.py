@@ -112,7 +112,7 @@ def _conllu_with(character):
 
 def _summarization_model(tmp, model):
     """A document-level tiny model to summarize with (the model itself parses the documents)."""
-    from test_beam_search import TREES
+    from helpers.ptb_trees import TREES
 
     save_tiny_checkpoint(tmp / "doc-model", TREES, document_level=True)
     (tmp / "short.txt").write_text("The bird sings .\n")

@@ -14,62 +14,14 @@ import torch
 import hf_slm
 from hf_slm import BeamSearchOptions, WordSynchronousBeamSearch
 from hf_slm.families.action_vocab import ActionVocabulary
-from hf_slm.families import config_for_grammar
 from hf_slm.families import get_grammar
 from hf_slm.modeling.grammars import ActionKind
-from hf_slm.families import causal_lm_for_config
 from hf_slm.search.scoring import action_log_probs, joint_log_probs
 
 from conftest import ISOLATION_PREAMBLE, save_tiny_checkpoint
-
-# Words "a" and "c" are one piece each; "b" is two pieces, b1 b2.
-VOCAB = ActionVocabulary(["a", "b1", "b2", "c"], ["S", "NP"])
-SENTENCE = [[VOCAB.ids["a"]], [VOCAB.ids["b1"], VOCAB.ids["b2"]], [VOCAB.ids["c"]]]
-
-
-def tiny_model(grammar, seed=0, vocab=VOCAB, **overrides):
-    config = config_for_grammar(
-        vocab_size=len(vocab.tokens), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=32, grammar=grammar, **vocab.layout.to_dict(),
-        # every word of an ActionVocabulary is one id (after the specials, before the nonterminals)
-        word_start_ranges=[[vocab.layout.unk_token_id + 1, vocab.layout.open_nt_start]], **overrides,
-    )
-    torch.manual_seed(seed)
-    return causal_lm_for_config(config).eval()
-
-
-def all_trees(grammar, words, max_nonterminals):
-    """Every complete action sequence over `words` with at most `max_nonterminals` opening NTs, the root
-    closing last and no action between the pieces of a word: the space the exhaustive beam explores."""
-    found = []
-
-    def extend(ids, state, word, piece):
-        if state.finished:
-            if word == len(words):
-                found.append(ids)
-            return
-        kinds = grammar.allowed_next_kinds(state)
-        if piece == 0:
-            if ActionKind.OPEN_NT in kinds and state.num_open_total < max_nonterminals and word < len(words):
-                for label in range(VOCAB.layout.open_nt_start, VOCAB.layout.open_nt_stop):
-                    child = state.clone()
-                    grammar.step(child, label)
-                    extend(ids + [label], child, word, 0)
-            if ActionKind.CLOSE_NT in kinds and (len(state.open_ids) > 1 or word == len(words)):
-                closing = VOCAB.layout.closing_id_for(state.open_ids[-1])
-                child = state.clone()
-                grammar.step(child, closing)
-                extend(ids + [closing], child, word, 0)
-        if ActionKind.TERMINAL in kinds and word < len(words):
-            child = state.clone()
-            grammar.step(child, words[word][piece])
-            last = piece == len(words[word]) - 1
-            extend(ids + [words[word][piece]], child, word + 1 if last else word, 0 if last else piece + 1)
-
-    start = grammar.start()
-    grammar.step(start, VOCAB.layout.bos_token_id)
-    extend([VOCAB.layout.bos_token_id], start, 0, 0)
-    return found
+from helpers.cli import run_cli_in_process
+from helpers.beam_search_models import SENTENCE, VOCAB, all_trees, tiny_model
+from helpers.ptb_trees import TREES
 
 
 @pytest.mark.parametrize("grammar_name", ["tg", "choe_charniak"])
@@ -234,12 +186,6 @@ def test_bad_options_and_inputs():
 
 # ---- through a tokenizer, the CLI, and a checkpoint loaded without hf_slm ---------------------------
 
-TREES = [
-    "(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",
-    "(ROOT (S (NP (DT a) (NN dog)) (VP (VBZ barks) (PP (IN at) (NP (DT the) (NN moon))))))",
-    "(ROOT (S (NP (PRP I)) (VP (VBP like) (NP (PRP it))) (. .)))",
-]
-
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
@@ -261,31 +207,28 @@ def test_score_api_in_bits_and_unknown_words(checkpoint):
     assert hf_slm.parse_tree(result[0]["tree"]).leaves() == ["the", "Ωbird"]  # the user's word, not its <unk> pieces
 
 
-def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "hf_slm.cli", *args], capture_output=True, text=True, env=env)
-
-
-def test_cli_parse_score_generate(checkpoint, tmp_path):
+def test_cli_parse_score_generate(checkpoint):
     directory, _, _ = checkpoint
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"))
-    parsed = run_cli("parse", "--model", str(directory), "--beam-size", "20", "--word-beam-size", "5", "the bird sings .", env=env)
+    parsed = run_cli_in_process("parse", "--model", directory, "--beam-size", "20", "--word-beam-size", "5",
+                                "the bird sings .")
     assert parsed.returncode == 0, parsed.stderr
     assert hf_slm.parse_tree(parsed.stdout.strip()).leaves() == ["the", "bird", "sings", "."]
-    scored = run_cli("score", "--model", str(directory), "--bits", "I like it", "the dog barks", env=env)
+    scored = run_cli_in_process("score", "--model", str(directory), "--bits", "I like it", "the dog barks")
     assert scored.returncode == 0, scored.stderr
     lines = [json.loads(line) for line in scored.stdout.splitlines()]
     assert [line["words"] for line in lines] == [["I", "like", "it"], ["the", "dog", "barks"]]
     assert all(len(line["surprisals"]) == len(line["words"]) and line["log_prob"] < 0 for line in lines)
-    generated = run_cli("generate", "--model", str(directory), "--prompt", "the", "--num-beams", "2", "--num-trees", "2",
-                        "--max-new-words", "3", env=env)
+    generated = run_cli_in_process("generate", "--model", directory, "--prompt", "the", "--num-beams", "2",
+                                   "--num-trees", "2", "--max-new-words", "3")
     assert generated.returncode == 0, generated.stderr
     trees = generated.stdout.splitlines()
     assert len(trees) == 2 and all(hf_slm.parse_tree(t).leaves()[0] == "the" for t in trees)
-    sampled = run_cli("generate", "--model", str(directory), "--top-k", "2", "--seed", "0", "--max-new-words", "4", env=env)
+    sampled = run_cli_in_process("generate", "--model", directory, "--top-k", "2", "--seed", "0",
+                                 "--max-new-words", "4")
     assert sampled.returncode == 0 and hf_slm.parse_tree(sampled.stdout.strip()).leaves()
-    empty = run_cli("parse", "--model", str(directory), "", env=env)  # left out, named; exit 1
+    empty = run_cli_in_process("parse", "--model", str(directory), "")  # left out, named; exit 1
     assert empty.returncode == 1 and empty.stdout == "\n" and "sentence 1 is empty" in empty.stderr
-    stopped = run_cli("parse", "--model", str(directory), "--stop-on-error", "", env=env)
+    stopped = run_cli_in_process("parse", "--model", str(directory), "--stop-on-error", "")
     assert stopped.returncode == 2 and "sentence 1 is empty" in stopped.stderr
 
 

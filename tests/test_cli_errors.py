@@ -15,7 +15,11 @@ from conftest import save_tiny_checkpoint
 
 from hf_slm.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, run_command, user_error_message
 from hf_slm.data.text_files import read_text
-from test_beam_search import TREES
+from helpers.cli import run_cli_in_process
+from helpers.processes import read_stderr_until
+from helpers.ptb_trees import TREES
+
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
 
 
 def _raise(error):
@@ -93,11 +97,12 @@ def _hf_slm(*arguments, **environment):
                           timeout=300)
 
 
-def test_debug_flag_shows_the_traceback(tmp_path):
+def test_debug_flag_shows_the_traceback(tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_SLM_DEBUG", raising=False)
     arguments = ["parse", "--model", str(tmp_path / "missing"), "the bird"]
-    quiet = _hf_slm(*arguments)
+    quiet = run_cli_in_process(*arguments)
     assert quiet.returncode == 2 and "Traceback" not in quiet.stderr
-    shown = _hf_slm("--debug", *arguments)
+    shown = run_cli_in_process("--debug", *arguments)
     assert shown.returncode == 1
     assert "Traceback (most recent call last)" in shown.stderr
     assert f"ValueError: model folder {tmp_path / 'missing'} does not exist" in shown.stderr
@@ -123,9 +128,7 @@ def test_ctrl_c_on_a_running_evaluation_is_one_line_and_exit_130(checkpoint, tmp
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # Wait until the evaluation runs (its progress bar counts sentences), then press Ctrl-C.
-    seen, deadline = b"", time.monotonic() + 300
-    while b"sentence/s" not in seen and process.poll() is None and time.monotonic() < deadline:
-        seen += os.read(process.stderr.fileno(), 4096)
+    seen = read_stderr_until(process, lambda seen: b"sentence/s" in seen, timeout=300)
     assert process.poll() is None, seen.decode(errors="replace")
     process.send_signal(signal.SIGINT)
     try:
@@ -151,9 +154,7 @@ def test_ctrl_c_that_python_drops_once_still_stops_the_command(monkeypatch, caps
         except KeyboardInterrupt:
             pass  # what happens to an interrupt that arrives inside a __del__
         went_on.append(True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            time.sleep(0.01)
+        time.sleep(30)  # the timer's second Ctrl-C ends this sleep (a signal handler's exception interrupts it)
         return 0
 
     assert run_command(command, SimpleNamespace(debug=False), "eval ppl") == EXIT_INTERRUPTED

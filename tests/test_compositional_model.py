@@ -10,7 +10,7 @@ from nltk import Tree
 
 import hf_slm
 from hf_slm.data.collator import SyntacticDataCollator
-from hf_slm.families import config_for_grammar, grammar_class, preset_config, presets
+from hf_slm.families import config_for_grammar, preset_config, presets
 from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS, CompositionalSLMConfig
 from hf_slm.modeling.compositional_grammars import COMPOSITIONAL_GRAMMAR_NAMES
 from hf_slm.families import get_grammar
@@ -20,29 +20,10 @@ from hf_slm.modeling.search_constraints import SearchConstraints
 from hf_slm.tokenization.tokenization_compositional import CompositionalTokenizer
 from hf_slm.tokenization.linearizers import bottom_up_actions, bottom_up_pointers
 from hf_slm.tokenization.trees import left_binarize, left_binarize_shape, parse_tree, remove_unary_chains
+from helpers.compositional_models import LABELED, linearization_of, tiny
 
-LABELED = ["(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",
-           "(ROOT (S (NP (DT a) (NN dog)) (VP (VBZ barks) (PP (IN at) (NP (DT the) (NN moon))))))",
-           "(ROOT (S (VP (VB Write) (NP (DT an) (NN essay)) (ADVP (RB quickly)))))"]
 MODELS = COMPOSITIONAL_MODEL_VARIANTS + ("gpt2-token", "gpt2-tree")
 SENTENCE = ["the", "dog", "sings"]
-# A composer small enough for tests (the presets' is 256-d, 4 layers).
-TINY_COMPOSER = dict(composer_hidden_size=8, composer_num_layers=2, composer_num_heads=2, composer_intermediate_size=16)
-
-
-def linearization_of(grammar):
-    return grammar_class(grammar).linearization
-
-
-def tiny(grammar, vocab_size=40, sentencepiece_options=None, **fields):
-    tokenizer = CompositionalTokenizer.train(LABELED, vocab_size=vocab_size, linearization=linearization_of(grammar),
-                                             sentencepiece_options=sentencepiece_options)
-    if "-ex-" in grammar:
-        fields = dict(TINY_COMPOSER, **fields)
-    config = config_for_grammar(grammar, vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
-                                num_attention_heads=2, intermediate_size=32, **tokenizer.action_layout, **fields)
-    torch.manual_seed(0)
-    return causal_lm_for_config(config).eval(), tokenizer
 
 
 def unlabeled_trees(tokenizer):

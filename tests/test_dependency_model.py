@@ -12,19 +12,7 @@ from hf_slm.modeling.backbone import PositionStructure
 from hf_slm.families import config_for_grammar
 from hf_slm.modeling.grammars import PositionKind
 from hf_slm.families import causal_lm_for_config
-from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
-
-TREES = ["There/2 is/0 a/4 difference/2", "The/2 cat/3 sleeps/0 ./3", "a/0 b/1 c/1", "Dogs/2 bark/0 loudly/2"]
-# TXL (trans) reads DTG's arc-standard sequences: every test of the contract and the search covers it too.
-SYSTEMS = {"dtg": "arc_standard", "dtg_eager": "arc_eager", "dtg_swift": "arc_swift", "txl_trans": "arc_standard"}
-
-
-def tiny(grammar, layers=2, **fields):
-    tokenizer = DependencyTokenizer.train(TREES, vocab_size=30, transition_system=SYSTEMS[grammar])
-    config = config_for_grammar(grammar, vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=layers,
-                                num_attention_heads=2, intermediate_size=32, **tokenizer.action_layout, **fields)
-    torch.manual_seed(0)
-    return causal_lm_for_config(config).eval(), tokenizer
+from helpers.dependency_models import SYSTEMS, TREES, every_projective_tree, joint_log_prob, tiny
 
 
 @pytest.mark.parametrize("grammar", sorted(SYSTEMS))
@@ -185,30 +173,6 @@ def test_trainer_trains_on_the_collators_batches(tmp_path, grammar):
 # ---- word-synchronous beam search ----------------------------------------------------------------------
 
 
-def _projective_trees(words):
-    """Every projective dependency tree over `words` (by brute force over all head assignments)."""
-    from itertools import product
-
-    from hf_slm.tokenization.dependency_trees import DependencyTree
-
-    found = []
-    for heads in product(range(len(words) + 1), repeat=len(words)):
-        try:
-            tree = DependencyTree(words, heads)
-        except ValueError:
-            continue
-        if tree.is_projective():
-            found.append(tree)
-    return found
-
-
-def _joint_log_prob(model, tokenizer, tree):
-    ids = torch.tensor([tokenizer(tree)["input_ids"]])
-    with torch.no_grad():
-        log_probs = model(input_ids=ids).logits[0, :-1].log_softmax(-1)
-    return float(log_probs.gather(1, ids[0, 1:, None]).sum())
-
-
 @pytest.mark.parametrize("grammar", sorted(SYSTEMS))
 def test_an_exhaustive_beam_sums_every_projective_tree(grammar):
     """log p(x) from the beam equals the sum of p(x, y) over all projective trees y, each scored by a plain
@@ -217,9 +181,9 @@ def test_an_exhaustive_beam_sums_every_projective_tree(grammar):
 
     model, tokenizer = tiny(grammar)
     words = ["a", "b", "c"]
-    trees = _projective_trees(words)
+    trees = every_projective_tree(words)
     assert len(trees) == 7  # single-rooted projective trees over n words: 1, 2, 7, 30, ... (OEIS A006013)
-    joint = torch.tensor([_joint_log_prob(model, tokenizer, tree) for tree in trees], dtype=torch.float64)
+    joint = torch.tensor([joint_log_prob(model, tokenizer, tree) for tree in trees], dtype=torch.float64)
     options = dict(beam_size=2000, word_beam_size=2000, fast_track=0, max_consecutive_open=None, progress=False)
     cached = hf_slm.score(model, tokenizer, [words], num_trees=3, **options)[0]
     assert cached["log_prob"] == pytest.approx(float(torch.logsumexp(joint, 0)), abs=1e-4)

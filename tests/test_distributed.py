@@ -7,51 +7,22 @@ torch.distributed or its gloo backend is missing.
 """
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.distributed import TIMEOUT_SECONDS, free_port, logged_losses, one_thread_environment, run_cli, train_args
+
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
 
 SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
-TIMEOUT_SECONDS = 120
 
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
     pytest.skip("torch.distributed with the gloo backend is not available in this torch build",
                 allow_module_level=True)
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _environment():
-    # One thread per process: the 2 processes share the machine's cores, and the 1-process run must compute
-    # with the same kernels (thread counts can change the order of float sums).
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def run_cli(args, processes=1):
-    """`hf-slm ARGS` on `processes` processes (torchrun for more than one); the CompletedProcess, checked."""
-    if processes == 1:
-        command = [sys.executable, "-m", "hf_slm.cli", *args]
-    else:
-        command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
-                   "--master-addr=127.0.0.1", f"--master-port={_free_port()}", "-m", "hf_slm.cli", *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=_environment())
-    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
-    return result
-
-
-def logged_losses(run_dir, step):
-    state = json.loads((Path(run_dir) / f"checkpoint-{step}" / "trainer_state.json").read_text())
-    return {entry["step"]: entry["loss"] for entry in state["log_history"] if "loss" in entry}
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +33,6 @@ def training_trees(tmp_path_factory):
     # so the two runs read the same batches only if the grouping is that of the global batch.
     path.write_text("\n".join((SAMPLE / "train.txt").read_text().splitlines()[:48]) + "\n")
     return path
-
-
-def train_args(trees, output, batch_size, max_steps=4, save_steps=4):
-    # Dropout off: the processes draw other random masks than the single process would.
-    model = ["hidden_size=32", "intermediate_size=64", "num_hidden_layers=1", "num_attention_heads=2",
-             "max_sequence_length=512", "embedding_dropout=0", "core_dropout=0", "final_dropout=0"]
-    return ["train", "--preset", "tg-ptb", "--train", str(trees), "--output", str(output), "--vocab-size", "200",
-            *[part for setting in model for part in ("--set", setting)], "--max-steps", str(max_steps),
-            "--batch-size", str(batch_size), "--logging-steps", "1", "--save-steps", str(save_steps),
-            "--learning-rate", "1e-3", "--warmup-steps", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -216,8 +177,8 @@ def test_two_processes_evaluate_like_one(evaluated_model, evaluation, tmp_path):
 
 
 def test_two_processes_give_the_uas_of_one(tmp_path):
-    from test_dependency_model import tiny
-    from test_uas import GOLD, conllu
+    from helpers.dependency_models import tiny
+    from helpers.conllu_samples import GOLD, conllu
 
     model, tokenizer = tiny("dtg")
     model.save_pretrained(tmp_path / "model")
@@ -299,8 +260,8 @@ def run_script(tmp_path, *args):
     script = tmp_path / "share.py"
     script.write_text(SHARING_SCRIPT)
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-addr=127.0.0.1",
-               f"--master-port={_free_port()}", str(script), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=_environment())
+               f"--master-port={free_port()}", str(script), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=one_thread_environment())
 
 
 def test_chunks_are_dealt_out_to_the_processes_in_rounds(tmp_path):
@@ -342,12 +303,12 @@ def test_two_processes_resume_an_interrupted_evaluation_from_its_journal(evaluat
 def summarization_data(tmp_path_factory):
     """Two XSum documents prepared as summarization sequences for a tiny random TG (test_summarization's setup):
     (base model folder, XSum data folder, prepared folder)."""
-    from test_summarization import PARSER_ARGS, _memorization_setup
+    from helpers.summarization import PARSER_ARGS, memorization_setup
 
     from hf_slm.cli import main
 
     directory = tmp_path_factory.mktemp("distributed_summarization")
-    _, data, parser = _memorization_setup(directory, "tg")
+    _, data, parser = memorization_setup(directory, "tg")
     # Dropout off: the processes would draw other random masks than the single process.
     config = json.loads((directory / "base" / "config.json").read_text())
     config.update(embedding_dropout=0.0, core_dropout=0.0, final_dropout=0.0)
@@ -419,10 +380,10 @@ def test_the_silver_cache_is_refused_under_two_processes(finetuned_runs, summari
     (_, _), (model, _) = finetuned_runs
     _, data, _ = summarization_data
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-addr=127.0.0.1",
-               f"--master-port={_free_port()}", "-m", "hf_slm.cli", "eval", "rouge", "--model", str(model),
+               f"--master-port={free_port()}", "-m", "hf_slm.cli", "eval", "rouge", "--model", str(model),
                "--data", str(data), "--split", "train", "--cache", str(tmp_path / "cache"), "--output",
                str(tmp_path / "results")]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=_environment())
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=one_thread_environment())
     assert result.returncode != 0
     assert f"--cache {tmp_path / 'cache'}: the silver-tree cache is written by one process" in result.stderr
     assert not (tmp_path / "results").exists()

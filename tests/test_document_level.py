@@ -379,12 +379,12 @@ def test_documents_of_other_families_chain_their_best_trees(grammar):
     them, as TG's: sentence 2's numbers are those of a search after sentence 1's best tree, and differ from
     the sentence scored alone."""
     if grammar == "dtg":
-        from test_dependency_model import tiny as tiny_dependency
+        from helpers.dependency_models import tiny as tiny_dependency
 
         model, tokenizer = tiny_dependency("dtg", document_level=True)
         sentences = [["There", "is", "a", "difference"], ["a", "difference", "is", "there"]]
     else:
-        from test_compositional_model import tiny as tiny_compositional
+        from helpers.compositional_models import tiny as tiny_compositional
 
         model, tokenizer = tiny_compositional(grammar, document_level=True)
         sentences = [["the", "bird", "sings"], ["a", "dog", "barks", "."]]

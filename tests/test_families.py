@@ -35,6 +35,8 @@ from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, save_tiny_checkpoi
 from family_cases import CASES, FIXTURES, TOY, toy_registered, variant_family  # noqa: F401 (a fixture)
 from hub_server import LocalHub
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 GUM = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum" / "train.txt"
 TOKEN = "hf_local_test_token"
 BEAM = ["--beam-size", "4", "--word-beam-size", "2"]

@@ -12,6 +12,8 @@ from hf_slm.families import get_grammar
 from hf_slm.modeling.grammars import ActionKind, PositionKind
 from hf_slm.tokenization.linearizers import top_down_actions
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 NONE = -100
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from family_files import FAMILY_HUB_FILES, family_hub_modules
-from test_layers_name_no_family import family_mentions, family_words
+from family_files import family_mentions, family_words
 
 from hf_slm.families import registered_families
 

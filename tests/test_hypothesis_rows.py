@@ -15,6 +15,8 @@ from hf_slm.modeling.grammars import NEED_KINDS, UNREACHABLE, ActionKind
 from hf_slm.families import grammar_class, grammar_names
 from hf_slm.modeling.hypothesis_rows import HypothesisRows, StateListRows, hypothesis_rows
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 LABELED = ActionVocabulary(["a", "b", "c"], ["S", "NP", "VP"])
 
 
@@ -82,7 +84,7 @@ def test_a_grammar_without_a_fast_path_uses_its_states():
 
 
 def _dependency_grammar():
-    from test_dependency_grammars import grammar
+    from helpers.dependency_toy_layout import grammar
 
     return grammar("arc_standard")
 

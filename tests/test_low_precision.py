@@ -37,10 +37,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.one_thread
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
     """{family: (model, tokenizer, trees)}: tiny random models with a few of their own trees."""
-    from test_compositional_model import LABELED
-    from test_compositional_model import tiny as tiny_compositional
-    from test_dependency_model import TREES as DEPENDENCY_TREES
-    from test_dependency_model import tiny as tiny_dependency
+    from helpers.compositional_models import LABELED
+    from helpers.compositional_models import tiny as tiny_compositional
+    from helpers.dependency_models import TREES as DEPENDENCY_TREES
+    from helpers.dependency_models import tiny as tiny_dependency
 
     lines = SAMPLE.read_text().splitlines()[:20]
     # 4 heads of 8 dimensions: the TG attention takes the factorized path (extra blocks) on the CPU.

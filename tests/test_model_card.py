@@ -24,6 +24,8 @@ from hf_slm.evaluation.syntaxgym import run_syntaxgym
 from hf_slm.publishing.model_card import build_model_card, count_parameters, write_model_card
 from hf_slm.training.train import TrainingSetup, write_training_record
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 FIXTURES = Path(__file__).parent / "fixtures"
 TREES = [
     "(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",
@@ -492,7 +494,7 @@ def test_bad_results_and_records_are_clear_errors(bare, evaluated, tmp_path):
 @pytest.mark.parametrize("grammar, system", [("dtg", "arc-standard"), ("dtg_swift", "arc-swift"),
                                              ("txl_trans", "arc-standard")])
 def test_dependency_card_says_what_the_model_is_and_its_examples_run(grammar, system, tmp_path, monkeypatch):
-    from test_dependency_model import tiny
+    from helpers.dependency_models import tiny
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     model, tokenizer = tiny(grammar)

@@ -9,7 +9,7 @@ import torch
 import hf_slm
 from hf_slm.tokenization.trees import parse_tree
 
-from test_compositional_model import tiny
+from helpers.compositional_models import tiny
 
 
 @pytest.mark.parametrize("grammar", ["nb-up-in-m", "nb-up-ex-nm"])

@@ -64,7 +64,7 @@ def _save_checkpoint(variant, directory):
     """A tiny random model of `variant` and its tokenizer, saved in `directory` (no training)."""
     fields = _set_fields(CASES[variant][1])
     if variant == REFUSED:
-        from test_som_evaluation import model_for
+        from helpers.som_models import model_for
 
         tokenizer = SyntacticWordTokenizer.train(TRAINING_TREES, linearization="terminals", min_count=1)
         model = model_for(tokenizer)

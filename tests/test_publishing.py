@@ -356,7 +356,7 @@ def _family_checkpoint(grammar, directory):
         _, model, tokenizer = save_tiny_checkpoint(directory, TREES, grammar=grammar)
         return model, tokenizer, [tokenizer.unlabel(tree) for tree in TREES]
     if grammar == "syntactic_ordered_memory":  # paper 001: no grammar; a word vocabulary, sentences of words
-        from test_som_model import SENTENCES, tiny_model
+        from helpers.som_models import SENTENCES, tiny_model
 
         from hf_slm.families.ordered_memory.data import gold_tree
         from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
@@ -367,8 +367,8 @@ def _family_checkpoint(grammar, directory):
         model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
         return model, tokenizer, [" ".join(words) for words, _ in SENTENCES]
-    from test_dependency_model import TREES as DEPENDENCY_TREES
-    from test_dependency_model import tiny
+    from helpers.dependency_models import TREES as DEPENDENCY_TREES
+    from helpers.dependency_models import tiny
 
     model, tokenizer = tiny(grammar)
     model.save_pretrained(directory)

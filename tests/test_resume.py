@@ -6,15 +6,18 @@ import json
 import os
 import random
 import signal
+import re
 import subprocess
 import sys
-import time
 
 import pytest
 
 from conftest import save_tiny_checkpoint
 from hf_slm.runs.journal import LOCK_NAME, RunJournal, map_in_chunks, output_lock
-from test_beam_search import TREES
+from helpers.processes import read_stderr_until
+from helpers.ptb_trees import TREES
+
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
 
 
 def test_journal_resumes_drops_a_cut_line_and_names_a_difference(tmp_path):
@@ -90,12 +93,14 @@ def test_an_evaluation_stopped_with_ctrl_c_resumes_with_the_same_numbers(tmp_pat
 
     run = _hf_slm_process(tmp_path, *command, "--output", tmp_path / "results")
     journal = tmp_path / "results" / "ppl-data.journal.jsonl"
-    deadline = time.monotonic() + 300
-    while not (journal.exists() and len(journal.read_text().splitlines()) >= 4):  # the header and 3 sentences
-        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
-        time.sleep(0.02)
+    # The progress bar counts a sentence once the journal holds it: wait until it shows 3 of the 24.
+    seen = read_stderr_until(run, lambda seen: max(map(int, re.findall(rb"(\d+)/24 \[", seen)), default=0) >= 3,
+                             timeout=300)
+    assert run.poll() is None, seen.decode(errors="replace")
+    assert len(journal.read_text().splitlines()) >= 4, seen.decode(errors="replace")  # the header and 3 sentences
     run.send_signal(signal.SIGINT)
-    _, stderr = run.communicate(timeout=120)
+    _, rest = run.communicate(timeout=120)
+    stderr = seen.decode(errors="replace") + rest
     assert run.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
     finished = len(journal.read_text().splitlines()) - 1

@@ -21,7 +21,7 @@ from hf_slm.modeling.hypothesis_rows import StateListRows
 from hf_slm.modeling.search_constraints import DecodingStatus, SearchConstraints, SentenceWords
 from hf_slm.modeling.search_decoders import SearchDecoder
 
-from test_beam_search import SENTENCE, VOCAB, all_trees, tiny_model
+from helpers.beam_search_models import SENTENCE, VOCAB, all_trees, tiny_model
 
 
 class ToyRecurrentDecoder(SearchDecoder):

@@ -5,7 +5,7 @@ streams in one batch do not mix; a small memory changes what is attended."""
 import numpy as np
 import pytest
 import torch
-from test_segments import VOCAB, WORDS, random_case
+from helpers.random_documents import VOCAB, WORDS, random_case
 
 from hf_slm.families import config_for_grammar
 from hf_slm.families import get_grammar
@@ -130,7 +130,7 @@ def test_a_search_after_a_long_prefix_reads_it_through_the_memory():
     """A segment model continues a document prefix from the memory the prefix leaves (search_decoders): with a
     memory that holds everything still attendable, the search's trees and scores equal those of the same weights
     reading the prefix whole; with a small memory they differ (the holes are masked, nothing fails)."""
-    from test_segments import random_document
+    from helpers.random_documents import random_document
 
     from hf_slm.modeling.generation_slm import BeamSearchOptions, WordSynchronousBeamSearch
 

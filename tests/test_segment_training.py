@@ -133,7 +133,7 @@ def test_streams_are_contiguous_and_every_segment_is_read_once():
 
 
 def test_document_streams_carry_each_row_through_its_documents():
-    from test_segments import VOCAB, random_document
+    from helpers.random_documents import VOCAB, random_document
 
     from hf_slm.families import get_grammar
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import save_tiny_checkpoint
-from test_dependency_model import tiny
+from helpers.dependency_models import tiny
 
 from hf_slm.summarization import silver
 from hf_slm.search.beam import SentencesLeftOut

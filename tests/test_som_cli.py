@@ -19,8 +19,7 @@ from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 from hf_slm.tokenization.trees import parse_tree
 
 from conftest import DEPENDENCY_TREEBANK, write_conllu_treebank
-from test_som_evaluation import model_for, som_perplexity
-from test_som_model import manual_greedy
+from helpers.som_models import manual_greedy, model_for, som_perplexity
 
 SENTENCES = DEPENDENCY_TREEBANK["train"]
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -7,34 +7,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
-from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
 from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, gold_tree, som_example
 from hf_slm.evaluation.blimp import run_blimp
-from hf_slm.evaluation.perplexity import word_perplexity
 from hf_slm.evaluation.syntaxgym import run_syntaxgym
 from hf_slm.families.ordered_memory.evaluation import som_parse_eval, som_sentence_scores, som_surprisals, word_spans
 from hf_slm.tokenization.tokenization_slm import SyntacticTokenizer, SyntacticWordTokenizer
 
 from conftest import DEPENDENCY_TREEBANK
+from helpers.som_models import model_for, som_perplexity
 
 SENTENCES = DEPENDENCY_TREEBANK["train"]
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def model_for(tokenizer, num_slots=8, seed=0):
-    torch.manual_seed(seed)
-    config = SyntacticOrderedMemoryConfig(vocab_size=len(tokenizer), hidden_size=8, num_slots=num_slots,
-                                          intermediate_size=12, parser_size=6, dropout=0.0, embedding_dropout=0.0,
-                                          output_dropout=0.0)
-    return SyntacticOrderedMemoryForCausalLM(config).eval()
-
-
-def som_perplexity(model, tokenizer, sentences, directory):
-    """`word_perplexity` (the shared driver, SOM's exact scorer) of `sentences` written one per line."""
-    data = directory / "sentences.txt"
-    data.write_text("\n".join(" ".join(words) for words in sentences) + "\n")
-    return word_perplexity(model, tokenizer, data, progress=False)
 
 
 @pytest.fixture(scope="module")

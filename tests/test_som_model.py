@@ -14,9 +14,8 @@ from hf_slm.modeling.som_structure import adaptive_grid_labels
 from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, gold_tree, som_example
 from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
 
-from conftest import DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, run_without_hf_slm
-
-SENTENCES = DEPENDENCY_TREEBANK["train"]
+from conftest import ISOLATION_PREAMBLE, run_without_hf_slm
+from helpers.som_models import SENTENCES, manual_greedy, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +28,6 @@ def tokenizer():
 def batch(tokenizer):
     collator = SyntacticOrderedMemoryCollator(tokenizer)
     return collator([{"words": words, "heads": heads} for words, heads in SENTENCES])
-
-
-def tiny_model(tokenizer, seed=0, **options):
-    fields = dict(vocab_size=len(tokenizer), hidden_size=8, num_slots=6, intermediate_size=12, parser_size=6,
-                  dropout=0.0, embedding_dropout=0.0, output_dropout=0.0)
-    fields.update(options)
-    torch.manual_seed(seed)
-    return SyntacticOrderedMemoryForCausalLM(SyntacticOrderedMemoryConfig(**fields))
 
 
 @pytest.mark.parametrize("disentangle", [False, True])
@@ -227,15 +218,6 @@ def test_bad_inputs_are_named(tokenizer, batch):
         SyntacticOrderedMemoryConfig(hidden_size=8, disentangle=True)
     with pytest.raises(ValueError, match="structure_loss"):
         SyntacticOrderedMemoryConfig(structure_loss="gold")
-
-
-def manual_greedy(model, prompt, steps):
-    ids = prompt.clone()
-    with torch.no_grad():
-        for _ in range(steps):
-            next_id = model(input_ids=ids).logits[:, -1].argmax(-1, keepdim=True)
-            ids = torch.cat([ids, next_id], 1)
-    return ids
 
 
 def test_generate_greedy_sampling_and_beam(tokenizer):

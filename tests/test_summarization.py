@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import save_tiny_checkpoint
-from test_dependency_model import tiny
+from helpers.dependency_models import tiny
 
 import hf_slm
 from hf_slm.cli import main
@@ -34,18 +34,12 @@ from hf_slm.summarization.summaries import (
     truncate_sentences,
 )
 from hf_slm.tokenization.trees import parse_tree
+from helpers.summarization import PARSER_ARGS, TREES, fixture_rows, memorization_setup
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "data" / "xsum" / "jsonl" / "train.jsonl"
 XSUM_SAMPLE = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "xsum_sample"
                / "xsum_humaneval_50.derived.jsonl")
-TREES = ["(S (NP The bird) (VP sings (PP in (NP the tree))) .)", "(S (NP A dog) (VP barks) .)",
-         "(NP Summary :)"]
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.one_thread
-
-
-def fixture_rows(count=2):
-    return [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()][:count]
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -198,34 +192,8 @@ def test_the_xsum_sample_becomes_sequences():
 # ---- memorization: prepare, fine-tune, summarize, ROUGE -------------------------------------------------
 
 
-def _memorization_setup(tmp_path, grammar):
-    """Two fixture documents as XSum data, a tokenizer that spells their words, a tiny random base model of
-    `grammar` and a tiny TG parser (the base model itself for TG)."""
-    rows = fixture_rows(2)
-    data = tmp_path / "xsum"
-    data.mkdir()
-    (data / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    texts = [s for row in rows for s in split_sentences(row["document"]) + split_sentences(row["summary"])]
-    trees = [f"(S (NP {' '.join(treebank_words(text))}))" for text in texts] + ["(S (VP (PP x)))", TREES[2]]
-    linearization = "terminals" if grammar == "terminals" else "top_down"
-    tokenizer = hf_slm.SyntacticTokenizer.train(trees, vocab_size=120, linearization=linearization)
-    config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, hidden_size=64, num_hidden_layers=2,
-                                num_attention_heads=4, intermediate_size=128, max_sequence_length=1024,
-                                **tokenizer.action_layout)
-    torch.manual_seed(0)
-    causal_lm_for_config(config).save_pretrained(tmp_path / "base")
-    tokenizer.save_pretrained(tmp_path / "base")
-    parser = tmp_path / "base"
-    if grammar == "terminals":  # given, and not needed: a words-only model reads words
-        parser, _, _ = save_tiny_checkpoint(tmp_path / "parser", trees, vocab_size=120)
-    return rows, data, parser
-
-
-PARSER_ARGS = ["--beam-size", "10", "--word-beam-size", "2"]
-
-
 def test_a_tiny_tg_memorizes_two_documents_through_the_commands(tmp_path, capsys):
-    rows, data, parser = _memorization_setup(tmp_path, "tg")
+    rows, data, parser = memorization_setup(tmp_path, "tg")
     prepared, model = tmp_path / "prepared", tmp_path / "tg-xsum"
     assert main(["data", "prepare", "--loader", "xsum", "--summarization", "--parser", str(parser), "--path", str(data),
                  "--tokenizer", str(tmp_path / "base"), "--output", str(prepared), "--max-document-words", "20",
@@ -269,7 +237,7 @@ def test_a_tiny_txl_terminals_memorizes_two_documents(tmp_path):
     from hf_slm.summarization.finetuning import FinetuneSetup, finetune
     from hf_slm.checkpoints.loading import load_checkpoint
 
-    rows, data, parser = _memorization_setup(tmp_path, "terminals")
+    rows, data, parser = memorization_setup(tmp_path, "terminals")
     prepare_dataset("xsum", data, tmp_path / "base", tmp_path / "prepared", summarization={"max_document_words": 20},
                     parser=parser, log=lambda text: None)
     finetune(FinetuneSetup(model=str(tmp_path / "base"), train=str(tmp_path / "prepared"), output=str(tmp_path / "ft"),
@@ -286,7 +254,7 @@ def test_a_tiny_txl_terminals_memorizes_two_documents(tmp_path):
 def test_finetune_errors(tmp_path):
     from hf_slm.summarization.finetuning import FinetuneSetup, finetune
 
-    rows, data, parser = _memorization_setup(tmp_path, "terminals")
+    rows, data, parser = memorization_setup(tmp_path, "terminals")
     with pytest.raises(ValueError, match="is not a folder; expected one made by `hf-slm data prepare"):
         finetune(FinetuneSetup(model=str(tmp_path / "base"), train=str(tmp_path / "none"), output=str(tmp_path / "o")))
     from hf_slm.data.prepare import prepare_dataset

@@ -23,6 +23,8 @@ from conftest import save_tiny_checkpoint
 from hf_slm.data.collator import SyntacticDataCollator
 from hf_slm.modeling import backbone
 
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 SAMPLE = REPOSITORY / "hf_slm" / "sample_data" / "gum" / "train.txt"
 FAMILIES = ["tg", "tg-hybrid", "choe_charniak", "terminals", "dtg", "dtg_eager", "nb-dn-ex-m", "nb-up-in-m"]
@@ -106,10 +108,10 @@ def host_reads(monkeypatch):
 
 def _tiny(family, tmp_path):
     """(model, tokenizer, trees) of a family's default config, small."""
-    from test_compositional_model import LABELED
-    from test_compositional_model import tiny as tiny_compositional
-    from test_dependency_model import TREES
-    from test_dependency_model import tiny as tiny_dependency
+    from helpers.compositional_models import LABELED
+    from helpers.compositional_models import tiny as tiny_compositional
+    from helpers.dependency_models import TREES
+    from helpers.dependency_models import tiny as tiny_dependency
 
     if family in ("dtg", "dtg_eager"):
         model, tokenizer = tiny_dependency(family)
@@ -315,7 +317,7 @@ def test_two_processes_accumulating_two_batches_take_the_steps_of_one_process_wi
     """The one mechanism under both: 2 processes x 2 accumulated batches of 2 trees take the steps (losses and
     weights) of 1 process reading batches of 8 (hf-slm train under torchrun, gloo, as tests/test_distributed.py)."""
     from safetensors.torch import load_file
-    from test_distributed import logged_losses, run_cli, train_args
+    from helpers.distributed import logged_losses, run_cli, train_args
 
     trees = tmp_path / "train.txt"
     trees.write_text("\n".join(SAMPLE.read_text().splitlines()[:48]) + "\n")

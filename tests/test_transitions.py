@@ -13,6 +13,9 @@ from hf_slm.tokenization.dependency_trees import (
 from hf_slm.tokenization.transitions import (
     TRANSITION_SYSTEMS, gen, left_arc, pop, right_arc, transition_system,
 )
+from tree_strategies import projective_trees
+
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
 
 EWT = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
 FIGURE_1 = DependencyTree.from_inline("There/2 is/0 a/4 difference/2")
@@ -78,33 +81,6 @@ def test_a_word_spelled_like_a_transition_stays_a_word():
 
 
 # ---- random projective trees ------------------------------------------------------------------------------
-
-
-@st.composite
-def projective_trees(draw, max_words=30):
-    """A random projective tree: a head for the span, its dependents' spans to its left and right, recursively
-    (every tree made this way is projective, and every projective tree can be made)."""
-    count = draw(st.integers(1, max_words))
-    shape = draw(st.binary(min_size=2 * count, max_size=2 * count))
-    heads = [0] * (count + 1)
-    position = 0
-
-    def byte():
-        nonlocal position
-        position += 1
-        return shape[(position - 1) % len(shape)]
-
-    def build(left, right, parent):  # words left..right (inclusive) under `parent`
-        head = left + byte() % (right - left + 1)
-        heads[head] = parent
-        for start, stop in ((left, head - 1), (head + 1, right)):
-            while start <= stop:  # consecutive spans, each one dependent's subtree
-                end = start + byte() % (stop - start + 1)
-                build(start, end, head)
-                start = end + 1
-
-    build(1, count, 0)
-    return DependencyTree([f"w{i}" for i in range(1, count + 1)], heads[1:])
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import save_tiny_checkpoint
-from test_dependency_model import SYSTEMS, _joint_log_prob, _projective_trees, tiny
+from helpers.dependency_models import SYSTEMS, joint_log_prob, every_projective_tree, tiny
 
 from hf_slm.cli import main
 from hf_slm.evaluation import attachment
@@ -17,30 +17,12 @@ from hf_slm.evaluation.attachment import (
     sentence_attachment,
 )
 from hf_slm.tokenization.dependency_trees import DependencyTree
+from helpers.conllu_samples import GOLD, conllu
 
 EWT_DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-dev.conllu"
 
-# (sent_id, words, heads, UPOS): the words of test_dependency_model's tiny tokenizer, so nothing goes to <unk>.
-GOLD = [
-    ("s1", ["There", "is", "a", "difference"], [2, 0, 4, 2], ["PRON", "VERB", "DET", "NOUN"]),
-    ("s2", ["The", "cat", "sleeps", "."], [2, 3, 0, 3], ["DET", "NOUN", "VERB", "PUNCT"]),
-    ("s3", ["Dogs", "bark", "loudly"], [2, 0, 2], ["NOUN", "VERB", "ADV"]),
-    ("s4", ["a", "b", "c"], [0, 1, 1], ["X", "X", "X"]),
-]
 BEAM = dict(beam_size=10, word_beam_size=5)
 BEAM_ARGS = ["--beam-size", "10", "--word-beam-size", "5"]
-
-
-def conllu(sentences, with_upos=True):
-    """CoNLL-U text of (sent_id, words, heads, upos) sentences (sent_id None: no comment)."""
-    blocks = []
-    for sent_id, words, heads, upos in sentences:
-        lines = [f"# sent_id = {sent_id}"] if sent_id else []
-        for position, (word, head, tag) in enumerate(zip(words, heads, upos), start=1):
-            fields = [str(position), word, "_", tag if with_upos else "_", "_", "_", str(head), "dep", "_", "_"]
-            lines.append("\t".join(fields))
-        blocks.append("\n".join(lines) + "\n")
-    return "\n".join(blocks) + "\n"
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.one_thread
@@ -183,7 +165,7 @@ def test_beam_uas_of_the_api_and_the_cli_agree(dtg, tmp_path, capsys):
 def test_reranking_picks_the_proposal_the_model_scores_highest(dtg, tmp_path, capsys):
     directory, model, tokenizer, gold = dtg
     # Every projective tree of each sentence, and for the first a non-projective one the model cannot build.
-    blocks = [[t.to_inline() for t in _projective_trees(words)] for _, words, _, _ in GOLD]
+    blocks = [[t.to_inline() for t in every_projective_tree(words)] for _, words, _, _ in GOLD]
     blocks[0].append("There/3 is/4 a/0 difference/3")
     analyses = [(sent_id, list(DependencyTree.from_inline(tree).words), list(DependencyTree.from_inline(tree).heads),
                  upos) for (sent_id, _, _, upos), block in zip(GOLD, blocks) for tree in block]
@@ -196,7 +178,7 @@ def test_reranking_picks_the_proposal_the_model_scores_highest(dtg, tmp_path, ca
     lines = [json.loads(line) for line in (results / "uas-rerank-gold_sentences.jsonl").read_text().splitlines()]
     for line, block in zip(lines, blocks):
         # The model's own scores through another path: a plain forward pass over each tokenized tree.
-        forward = [_joint_log_prob(model, tokenizer, tree) if DependencyTree.from_inline(tree).is_projective()
+        forward = [joint_log_prob(model, tokenizer, tree) if DependencyTree.from_inline(tree).is_projective()
                    else float("-inf") for tree in block]
         best = max(range(len(block)), key=lambda j: forward[j])
         assert line["chosen"] == best
@@ -210,22 +192,22 @@ def test_reranking_picks_the_proposal_the_model_scores_highest(dtg, tmp_path, ca
     assert saved["uas"] == attachment_score(attachment.gold_sentences(gold), chosen)["uas"]
     # dependency_log_probs is the one scoring path; it agrees with the forward pass.
     assert dependency_log_probs(model, tokenizer, blocks[2]) == pytest.approx(
-        [_joint_log_prob(model, tokenizer, tree) for tree in blocks[2]], abs=1e-4)
+        [joint_log_prob(model, tokenizer, tree) for tree in blocks[2]], abs=1e-4)
 
 
 @pytest.mark.parametrize("grammar", sorted(SYSTEMS))
 def test_every_dependency_grammar_scores_given_trees_as_its_forward_pass(grammar):
     model, tokenizer = tiny(grammar)
-    trees = [t.to_inline() for t in _projective_trees(["a", "b", "c"])]
+    trees = [t.to_inline() for t in every_projective_tree(["a", "b", "c"])]
     assert dependency_log_probs(model, tokenizer, trees, batch_size=3) == pytest.approx(
-        [_joint_log_prob(model, tokenizer, tree) for tree in trees], abs=1e-4)
+        [joint_log_prob(model, tokenizer, tree) for tree in trees], abs=1e-4)
 
 
 def test_trees_the_model_cannot_build_get_a_reason_not_a_number():
     model, tokenizer = tiny("dtg_swift")  # max_k 2: RA[4] cannot be spelled
     found = dependency_log_probs(model, tokenizer, ["a/0 b/1 c/2 d/3 e/1", "a/0 b/3 c/1 d/2", "a/0 b/1 c/1"])
     assert "needs k <= 2" in found[0] and "not projective" in found[1]
-    assert found[2] == pytest.approx(_joint_log_prob(model, tokenizer, "a/0 b/1 c/1"), abs=1e-4)
+    assert found[2] == pytest.approx(joint_log_prob(model, tokenizer, "a/0 b/1 c/1"), abs=1e-4)
 
 
 def test_the_model_card_reports_uas(dtg, tmp_path, capsys):

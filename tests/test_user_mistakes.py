@@ -1,23 +1,23 @@
-"""Issue 12's table: a user's mistakes and edge inputs, through the CLI (each in a fresh interpreter) and the
-Python API. Every error is one line naming the input, with no traceback; every silent case now gives the
-corrected result. The cases live in `mistake_cases_<area>.py`; this file only runs them.
+"""Issue 12's table: a user's mistakes and edge inputs, through the CLI and the Python API. Every error is one
+line naming the input, with no traceback; every silent case now gives the corrected result. The cases live in
+`mistake_cases_<area>.py`; this file only runs them.
 
-CLI cases run in parallel subprocesses (one thread each), since each pays the interpreter's import time.
+CLI cases run `hf-slm` in this interpreter (helpers/cli.py: exit status, stdout and stderr as a fresh one gives
+them), each in a folder of its own: a fresh interpreter per case paid torch's imports 100 times.
 """
 
 import importlib
-import os
 import re
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from conftest import save_tiny_checkpoint
 from mistake_cases import ApiCase, CliCase
-from test_beam_search import TREES
+from helpers.cli import run_cli_in_process
+from helpers.ptb_trees import TREES
+
+pytestmark = pytest.mark.slow  # conftest.py: scheduled first
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CASE_MODULES = sorted(path.stem for path in Path(__file__).parent.glob("mistake_cases_*.py"))
@@ -48,30 +48,15 @@ def _run(case, model, tmp):
         case.prepare(tmp, model)
     values = {"model": str(model), "tmp": str(tmp), "shared": str(SHARED_DATA)}
     argv = [argument.format(**values) for argument in case.argv]
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HOME=str(tmp / ".hf"), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    return subprocess.run([sys.executable, "-m", "hf_slm.cli", *argv], capture_output=True, text=True, env=env,
-                          input=case.stdin, cwd=tmp, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def cli_results(request, model_dir, tmp_path_factory):
-    """Starts every selected CLI case at once (a few at a time); each test waits for its own."""
-    selected = [item.callspec.params["case"] for item in request.session.items
-                if getattr(item, "callspec", None) and isinstance(item.callspec.params.get("case"), CliCase)]
-    runnable = [case for case in selected if not (case.needs_shared_data and not SHARED_DATA.is_dir())]
-    root = tmp_path_factory.mktemp("mistakes")
-    pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
-    futures = {case.name: pool.submit(_run, case, model_dir, root / re.sub(r"\W", "_", case.name)) for case in runnable}
-    yield {name: (future, root / re.sub(r"\W", "_", name)) for name, future in futures.items()}
-    pool.shutdown(cancel_futures=True)
+    return run_cli_in_process(*argv, cwd=tmp, stdin=case.stdin)
 
 
 @pytest.mark.parametrize("case", CLI_CASES, ids=[case.name for case in CLI_CASES])
-def test_cli(case, cli_results):
+def test_cli(case, model_dir, tmp_path):
     if case.needs_shared_data and not SHARED_DATA.is_dir():
         pytest.skip("needs ../shared/data")
-    future, tmp = cli_results[case.name]
-    result = future.result()
+    tmp = tmp_path / "case"
+    result = _run(case, model_dir, tmp)
     shown = f"exit {result.returncode}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
     assert result.returncode == case.exit_code, shown
     assert "Traceback" not in result.stderr, shown

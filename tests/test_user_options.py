@@ -8,7 +8,7 @@ from hf_slm.modeling import generation_slm
 from hf_slm.families import config_for_grammar
 
 from conftest import save_tiny_checkpoint
-from test_beam_search import TREES
+from helpers.ptb_trees import TREES
 
 
 @pytest.fixture(scope="module")

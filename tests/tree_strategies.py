@@ -8,7 +8,10 @@ fixed cost per draw, and drawing node by node made the property tests ~10x slowe
 
 import numpy as np
 from hypothesis import strategies as st
+
 from nltk import Tree
+
+from hf_slm.tokenization.dependency_trees import DependencyTree
 
 # Labels of every spelling the readers must keep verbatim.
 ODD_LABELS = [
@@ -83,3 +86,30 @@ def assert_positions_equal_sequence(positions, seq, ignore_index=-100):
     assert [p.kind for p in positions] == seq.position_kinds.tolist()
     predicts = np.array([p.predicts for p in positions])
     assert ((seq.labels != ignore_index) == np.append(predicts[:-1], False)).all()
+
+
+@st.composite
+def projective_trees(draw, max_words=30):
+    """A random projective tree: a head for the span, its dependents' spans to its left and right, recursively
+    (every tree made this way is projective, and every projective tree can be made)."""
+    count = draw(st.integers(1, max_words))
+    shape = draw(st.binary(min_size=2 * count, max_size=2 * count))
+    heads = [0] * (count + 1)
+    position = 0
+
+    def byte():
+        nonlocal position
+        position += 1
+        return shape[(position - 1) % len(shape)]
+
+    def build(left, right, parent):  # words left..right (inclusive) under `parent`
+        head = left + byte() % (right - left + 1)
+        heads[head] = parent
+        for start, stop in ((left, head - 1), (head + 1, right)):
+            while start <= stop:  # consecutive spans, each one dependent's subtree
+                end = start + byte() % (stop - start + 1)
+                build(start, end, head)
+                start = end + 1
+
+    build(1, count, 0)
+    return DependencyTree([f"w{i}" for i in range(1, count + 1)], heads[1:])
