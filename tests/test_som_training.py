@@ -5,7 +5,6 @@ and test_families), resumed after an interruption with the losses of an uninterr
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from safetensors.torch import load_file
 from hf_slm.cli import main
 
 from conftest import write_conllu_treebank
+from helpers.distributed import one_thread_environment
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY = ["--set", "hidden_size=16", "--set", "num_slots=6", "--set", "intermediate_size=24", "--set", "parser_size=8"]
@@ -187,8 +187,7 @@ def test_two_processes_train_som_and_the_main_one_writes(treebank, tmp_path):
     output = tmp_path / "two"
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-addr=127.0.0.1",
                f"--master-port={port}", "-m", "hf_slm.cli", *train_command(treebank, output, *DSOM, preset="dsom-tiny")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=one_thread_environment())
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.count("saved the model and tokenizer") == 1
     record = json.loads((output / "training_setup.json").read_text())

@@ -19,8 +19,11 @@ def free_port():
 
 def one_thread_environment():
     # One thread per process: the 2 processes share the machine's cores, and the 1-process run must compute
-    # with the same kernels (thread counts can change the order of float sums).
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # with the same kernels (thread counts can change the order of float sums). On the CPU, with gloo, on every
+    # machine: where one GPU is present, torchrun's second process would ask for a second device (seen on an H200,
+    # where the 1-versus-2-process comparison failed), and the 1-process run would compute on another device.
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+            "CUDA_VISIBLE_DEVICES": ""}
 
 
 def run_cli(args, processes=1):
