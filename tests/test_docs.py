@@ -179,3 +179,18 @@ def test_code_fences_are_closed(page):
     # Markdown renders an unclosed fence as code to the end of the page, and mkdocs does not warn about it.
     fences = [line for line in (ROOT / page).read_text(encoding="utf-8").splitlines() if line.startswith("```")]
     assert len(fences) % 2 == 0, f"{page}: an unclosed ``` block"
+
+
+def test_benchmark_figures_are_the_scripts_own_pages():
+    """The benchmarks page holds no table of its own: every table is a page a benchmark wrote (`--markdown`), headed
+    by what was measured where, when and by which command, and every such page is shown."""
+    page = (DOCS / "benchmarks.md").read_text()
+    assert not [line for line in page.splitlines() if line.lstrip().startswith("|")], "a table typed into the page"
+    included = set(re.findall(r'^--8<-- "(benchmarks/results/[^"]+)"$', page, flags=re.MULTILINE))
+    written = {str(path.relative_to(ROOT)) for path in (ROOT / "benchmarks" / "results").glob("*.md")}
+    assert included == written, (included, written)
+    for name in written:
+        lines = (ROOT / name).read_text().splitlines()
+        assert lines[0].startswith("### "), name
+        assert re.match(r"Measured \d{4}-\d\d-\d\d \d\d:\d\d UTC on .+, hf-slm \S+, by `python benchmarks/\w+\.py", lines[2]), \
+            (name, lines[2])
