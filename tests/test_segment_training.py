@@ -14,11 +14,11 @@ from transformers import AutoModelForCausalLM
 
 from hf_slm import SyntacticTokenizer, register_auto_classes
 from hf_slm.cli import main
-from hf_slm.data.prepare import prepare_dataset
 from hf_slm.modeling.segment_recurrence import segment_log_probs
 from hf_slm.modeling.segments import segment_sequence, structure_memory_needed
 from hf_slm.training.segment_training import DocumentStreams, split_into_streams
 from hf_slm.training.train import TrainingSetup, train
+from helpers.gum_documents import prepare_gum_documents
 
 SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
 MAX_LENGTH = 64
@@ -34,15 +34,7 @@ def _quiet(*_):
 def documents(tmp_path_factory):
     """GUM documents of 14 trees, BLLIP-style (a blank line between documents), prepared document-level."""
     directory = tmp_path_factory.mktemp("documents")
-    trees = [line for line in (SAMPLE / "train.txt").read_text().splitlines() if line.strip()]
-    chunks = [trees[i : i + 14] for i in range(0, 14 * 4, 14)]
-    raw = directory / "raw"
-    raw.mkdir()
-    for split, chosen in (("train", chunks[:3]), ("dev", chunks[3:]), ("test", chunks[3:])):
-        (raw / f"{split}.txt").write_text("\n\n".join("\n".join(chunk) for chunk in chosen) + "\n")
-    tokenizer = SyntacticTokenizer.train(trees[:200], vocab_size=300)
-    tokenizer.save_pretrained(directory / "tokenizer")
-    prepare_dataset("bllip", raw, directory / "tokenizer", directory / "prepared", document_level=True, log=_quiet)
+    prepare_gum_documents(directory, 14)
     return directory
 
 

@@ -13,6 +13,7 @@ from hf_slm.modeling.segments import segment_sequence
 
 from hf_slm.families import causal_lm_for_config, config_for_grammar, get_grammar
 from hf_slm.families.action_vocab import ActionVocabulary
+from helpers.gum_documents import prepare_gum_documents
 
 SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
 
@@ -149,21 +150,10 @@ def test_the_key_value_cache_decoder_equals_the_whole_document():
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory):
     """GUM trees as documents of 6 trees (a blank line between documents), prepared document-level."""
-    from hf_slm.tokenization.tokenization_slm import SyntacticTokenizer
-
     from hf_slm import parse_tree
-    from hf_slm.data.prepare import prepare_dataset
 
     directory = tmp_path_factory.mktemp("documents")
-    trees = [line for line in (SAMPLE / "train.txt").read_text().splitlines() if line.strip()]
-    chunks = [trees[i : i + 6] for i in range(0, 6 * 4, 6)]
-    raw = directory / "raw"
-    raw.mkdir()
-    for split, chosen in (("train", chunks[:3]), ("dev", chunks[3:]), ("test", chunks[3:])):
-        (raw / f"{split}.txt").write_text("\n\n".join("\n".join(chunk) for chunk in chosen) + "\n")
-    SyntacticTokenizer.train(trees[:200], vocab_size=300).save_pretrained(directory / "tokenizer")
-    prepare_dataset("bllip", raw, directory / "tokenizer", directory / "prepared", document_level=True,
-                    log=lambda *_: None)
+    trees = prepare_gum_documents(directory, 6)
     # one document of two short sentences: the beam search of an untrained model is quick on them
     short = [tree for tree in trees if len(parse_tree(tree).leaves()) <= 3][:2]
     (directory / "eval.txt").write_text("\n".join(short) + "\n")
