@@ -2,8 +2,11 @@
 process (issue 18): training and fine-tuning take the same steps, evaluation (ppl, parse, sg, blimp, uas, rerank,
 rouge) gives the same results.
 
-Each test launches real processes (python -m torch.distributed.run) with a timeout; they are skipped only where
-torch.distributed or its gloo backend is missing.
+The processes are real (python -m torch.distributed.run, gloo, CPU), with a timeout; the tests are skipped only
+where torch.distributed or its gloo backend is missing. The commands compared run in two sessions, one process and
+two (helpers/cli_session.py), each started once for the module: a launch per command spent most of the module's
+time importing torch and transformers. The main training comparison launches `python -m torch.distributed.run
+... -m hf_slm.cli train` itself, the command line a user types.
 """
 
 import json
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.cli_session import CliSession
 from helpers.distributed import TIMEOUT_SECONDS, free_port, logged_losses, one_thread_environment, run_cli, train_args
 
 pytestmark = pytest.mark.slow  # conftest.py: scheduled first
@@ -23,6 +27,18 @@ SAMPLE = Path(__file__).resolve().parents[1] / "hf_slm" / "sample_data" / "gum"
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
     pytest.skip("torch.distributed with the gloo backend is not available in this torch build",
                 allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def one_process():
+    with CliSession(1) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def two_processes():
+    with CliSession(2) as session:
+        yield session
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +52,11 @@ def training_trees(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def training_runs(training_trees, tmp_path_factory):
+def training_runs(training_trees, one_process, tmp_path_factory):
     """The same 4 steps trained by one process with batches of 8 and by two with batches of 4 (checkpoints at
-    steps 2 and 4): (folder, completed process) of each."""
+    steps 2 and 4): (folder, completed process) of each. The two processes are launched as a user launches them."""
     directory = tmp_path_factory.mktemp("distributed_training")
-    one = run_cli(train_args(training_trees, directory / "one", batch_size=8))
+    one = one_process.run(train_args(training_trees, directory / "one", batch_size=8))
     two = run_cli(train_args(training_trees, directory / "two", batch_size=4, save_steps=2), processes=2)
     return (directory / "one", one), (directory / "two", two)
 
@@ -72,26 +88,28 @@ def test_two_processes_with_half_batches_take_the_steps_of_one_process(training_
     assert not (two_dir / ".hf-slm.lock").exists()
 
 
-def test_resuming_under_two_processes_takes_the_same_next_steps(training_runs, training_trees, tmp_path):
+def test_resuming_under_two_processes_takes_the_same_next_steps(training_runs, training_trees, two_processes,
+                                                                tmp_path):
     (one_dir, _), (two_dir, _) = training_runs
     shutil.copytree(two_dir / "checkpoint-2", tmp_path / "resumed" / "checkpoint-2")
-    resumed = run_cli([*train_args(training_trees, tmp_path / "resumed", batch_size=4, save_steps=2), "--resume"],
-                      processes=2)
+    resumed = two_processes.run([*train_args(training_trees, tmp_path / "resumed", batch_size=4, save_steps=2),
+                                 "--resume"])
     assert "resuming with the tokenizer saved in" in resumed.stdout and "training a" not in resumed.stdout
     single, again = logged_losses(one_dir, 4), logged_losses(tmp_path / "resumed", 4)
     for step in (3, 4):
         assert again[step] == pytest.approx(single[step], rel=1e-5, abs=1e-6), (step, single, again)
 
 
-def test_two_processes_train_segments_like_one_and_resume_with_their_memories(training_trees, tmp_path):
+def test_two_processes_train_segments_like_one_and_resume_with_their_memories(training_trees, one_process,
+                                                                             two_processes, tmp_path):
     """Segment recurrence (segment_training.py) under two processes of 2 streams each takes the steps of one process
     of 4 streams (the same streams, each process weighted by its share of the actions, gradients averaged by
     SegmentTrainer); each process saves its own memory, and a resumed run reads it back."""
     segments = ["--segment-length", "32", "--memory-length", "16"]
     one = tmp_path / "one"
-    run_cli([*train_args(training_trees, one, batch_size=4), *segments])
+    one_process.run([*train_args(training_trees, one, batch_size=4), *segments])
     two = tmp_path / "two"
-    run_cli([*train_args(training_trees, two, batch_size=2, save_steps=2), *segments], processes=2)
+    two_processes.run([*train_args(training_trees, two, batch_size=2, save_steps=2), *segments])
     single, double = logged_losses(one, 4), logged_losses(two, 4)
     assert sorted(single) == sorted(double) == [1, 2, 3, 4]
     for step in single:
@@ -100,7 +118,7 @@ def test_two_processes_train_segments_like_one_and_resume_with_their_memories(tr
         "segment_memory.safetensors", "segment_memory.process1.safetensors"}
     resumed = tmp_path / "resumed"
     shutil.copytree(two / "checkpoint-2", resumed / "checkpoint-2")
-    run_cli([*train_args(training_trees, resumed, batch_size=2, save_steps=2), *segments, "--resume"], processes=2)
+    two_processes.run([*train_args(training_trees, resumed, batch_size=2, save_steps=2), *segments, "--resume"])
     again = logged_losses(resumed, 4)
     for step in (3, 4):
         assert again[step] == pytest.approx(double[step], rel=1e-6, abs=1e-7), (step, double, again)
@@ -170,13 +188,14 @@ def _result_files(directory):
 
 
 @pytest.mark.parametrize("evaluation", sorted(EVALUATIONS))
-def test_two_processes_evaluate_like_one(evaluated_model, evaluation, tmp_path):
+def test_two_processes_evaluate_like_one(evaluated_model, evaluation, one_process, two_processes, tmp_path):
     checkpoint, gold = evaluated_model
     evaluate_with_one_and_two_processes(
-        evaluation, ["eval", evaluation, "--model", str(checkpoint), *EVALUATIONS[evaluation](gold), *BEAM], tmp_path)
+        (one_process, two_processes), evaluation,
+        ["eval", evaluation, "--model", str(checkpoint), *EVALUATIONS[evaluation](gold), *BEAM], tmp_path)
 
 
-def test_two_processes_give_the_uas_of_one(tmp_path):
+def test_two_processes_give_the_uas_of_one(one_process, two_processes, tmp_path):
     from helpers.dependency_models import tiny
     from helpers.conllu_samples import GOLD, conllu
 
@@ -185,7 +204,7 @@ def test_two_processes_give_the_uas_of_one(tmp_path):
     tokenizer.save_pretrained(tmp_path / "model")
     (tmp_path / "gold.conllu").write_text(conllu(GOLD))  # 4 sentences: 2 chunks, one to each process
     evaluate_with_one_and_two_processes(
-        "uas", ["eval", "uas", "--model", str(tmp_path / "model"), "--data", str(tmp_path / "gold.conllu"), *BEAM],
+        (one_process, two_processes), "uas", ["eval", "uas", "--model", str(tmp_path / "model"), "--data", str(tmp_path / "gold.conllu"), *BEAM],
         tmp_path)
 
 
@@ -204,19 +223,20 @@ def proposal_blocks(gold_lines):
     return "\n\n".join(blocks) + "\n"
 
 
-def test_two_processes_rerank_like_one(evaluated_model, tmp_path):
+def test_two_processes_rerank_like_one(evaluated_model, one_process, two_processes, tmp_path):
     checkpoint, gold = evaluated_model
     proposals = tmp_path / "proposals.txt"
     proposals.write_text(proposal_blocks(gold.read_text().splitlines()))
     # 7 sentences of 3 proposals in chunks of 6 proposals: 4 chunks, dealt out in 2 rounds of 2 processes
     evaluate_with_one_and_two_processes(
-        "rerank", ["eval", "rerank", "--model", str(checkpoint), "--gold", str(gold), "--proposals", str(proposals),
+        (one_process, two_processes), "rerank", ["eval", "rerank", "--model", str(checkpoint), "--gold", str(gold), "--proposals", str(proposals),
                    "--chunk-size", "6", "--batch-size", "4"], tmp_path)
 
 
-def evaluate_with_one_and_two_processes(evaluation, args, tmp_path):
-    one = run_cli([*args, "--output", str(tmp_path / "one")])
-    two = run_cli([*args, "--output", str(tmp_path / "two")], processes=2)
+def evaluate_with_one_and_two_processes(sessions, evaluation, args, tmp_path):
+    one_process, two_processes = sessions
+    one = one_process.run([*args, "--output", str(tmp_path / "one")])
+    two = two_processes.run([*args, "--output", str(tmp_path / "two")])
 
     # The main process merged the shares into the results of one process, item by item (the journal included),
     # and printed them once.
@@ -279,10 +299,10 @@ def test_a_process_that_fails_stops_all_of_them_with_its_error(tmp_path):
     assert "process 1 failed computing items: ValueError: sentence 5 cannot be scored" in result.stderr
 
 
-def test_two_processes_resume_an_interrupted_evaluation_from_its_journal(evaluated_model, tmp_path):
+def test_two_processes_resume_an_interrupted_evaluation_from_its_journal(evaluated_model, two_processes, tmp_path):
     checkpoint, gold = evaluated_model
     args = ["eval", "ppl", "--model", str(checkpoint), *EVALUATIONS["ppl"](gold), *BEAM, "--output", str(tmp_path)]
-    run_cli(args, processes=2)
+    two_processes.run(args)
     complete = _result_files(tmp_path)
     # An interruption after the first 3 sentences: the journal keeps them, the results are not written yet.
     journal = tmp_path / "ppl-gold.journal.jsonl"
@@ -290,7 +310,7 @@ def test_two_processes_resume_an_interrupted_evaluation_from_its_journal(evaluat
     for name in complete:
         if not name.endswith(".journal.jsonl"):
             (tmp_path / name).unlink()
-    resumed = run_cli(args, processes=2)
+    resumed = two_processes.run(args)
     assert resumed.stderr.count("resuming ppl-gold.journal.jsonl: 3 of 7 sentences already finished") == 1
     # The same results; the journal differs only in holding again the sentences of the chunk cut short.
     without_journal = {name: text for name, text in complete.items() if not name.endswith(".journal.jsonl")}
@@ -321,7 +341,7 @@ def summarization_data(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def finetuned_runs(summarization_data, tmp_path_factory):
+def finetuned_runs(summarization_data, one_process, two_processes, tmp_path_factory):
     """3 fine-tuning steps over the 2 prepared documents: one process with batches of 2, two with batches of 1."""
     base, _, prepared = summarization_data
     directory = tmp_path_factory.mktemp("distributed_finetuning")
@@ -331,8 +351,8 @@ def finetuned_runs(summarization_data, tmp_path_factory):
                 str(output), "--max-steps", "3", "--batch-size", str(batch_size), "--learning-rate", "3e-3",
                 "--warmup-steps", "1", "--save-steps", "3"]
 
-    one = run_cli(args(directory / "one", 2))
-    two = run_cli(args(directory / "two", 1), processes=2)
+    one = one_process.run(args(directory / "one", 2))
+    two = two_processes.run(args(directory / "two", 1))
     return (directory / "one", one), (directory / "two", two)
 
 
@@ -361,14 +381,15 @@ def test_two_processes_fine_tune_like_one(finetuned_runs, summarization_data):
     assert not (two_dir / ".hf-slm.lock").exists()
 
 
-def test_two_processes_give_the_rouge_of_one(finetuned_runs, summarization_data, tmp_path):
+def test_two_processes_give_the_rouge_of_one(finetuned_runs, summarization_data, one_process, two_processes,
+                                            tmp_path):
     (_, _), (model, _) = finetuned_runs
     _, data, _ = summarization_data
     # --batch-size 1: the 2 documents are 2 chunks, one generated by each process.
     args = ["eval", "rouge", "--model", str(model), "--data", str(data), "--split", "train", "--batch-size", "1",
             "--max-new-words", "4"]
-    one = run_cli([*args, "--output", str(tmp_path / "one")])
-    two = run_cli([*args, "--output", str(tmp_path / "two")], processes=2)
+    one = one_process.run([*args, "--output", str(tmp_path / "one")])
+    two = two_processes.run([*args, "--output", str(tmp_path / "two")])
     files = _result_files(tmp_path / "one")
     assert "rouge-xsum-train.generated.journal.jsonl" in files and "rouge-xsum-train_documents.jsonl" in files
     assert _result_files(tmp_path / "two") == files
@@ -376,14 +397,11 @@ def test_two_processes_give_the_rouge_of_one(finetuned_runs, summarization_data,
     assert two.stderr.count("wrote ") == 1, two.stderr
 
 
-def test_the_silver_cache_is_refused_under_two_processes(finetuned_runs, summarization_data, tmp_path):
+def test_the_silver_cache_is_refused_under_two_processes(finetuned_runs, summarization_data, two_processes, tmp_path):
     (_, _), (model, _) = finetuned_runs
     _, data, _ = summarization_data
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-addr=127.0.0.1",
-               f"--master-port={free_port()}", "-m", "hf_slm.cli", "eval", "rouge", "--model", str(model),
-               "--data", str(data), "--split", "train", "--cache", str(tmp_path / "cache"), "--output",
-               str(tmp_path / "results")]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=one_thread_environment())
+    result = two_processes.run(["eval", "rouge", "--model", str(model), "--data", str(data), "--split", "train",
+                                "--cache", str(tmp_path / "cache"), "--output", str(tmp_path / "results")], check=False)
     assert result.returncode != 0
     assert f"--cache {tmp_path / 'cache'}: the silver-tree cache is written by one process" in result.stderr
     assert not (tmp_path / "results").exists()
