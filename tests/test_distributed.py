@@ -124,6 +124,44 @@ def test_two_processes_train_segments_like_one_and_resume_with_their_memories(tr
         assert again[step] == pytest.approx(double[step], rel=1e-6, abs=1e-7), (step, double, again)
 
 
+def test_two_processes_accumulating_two_batches_take_the_steps_of_one_process_with_the_whole_batch(
+        training_trees, one_process, two_processes, tmp_path):
+    """The one mechanism under both (tests/test_training_step.py): 2 processes x 2 accumulated batches of 2 trees
+    take the steps (losses and weights) of 1 process reading batches of 8."""
+    from safetensors.torch import load_file
+
+    one_process.run(train_args(training_trees, tmp_path / "one", batch_size=8, max_steps=2, save_steps=2))
+    two_processes.run([*train_args(training_trees, tmp_path / "two", batch_size=2, max_steps=2, save_steps=2),
+                       "--gradient-accumulation-steps", "2"])
+    single, double = logged_losses(tmp_path / "one", 2), logged_losses(tmp_path / "two", 2)
+    assert sorted(single) == sorted(double) == [1, 2]
+    for step in single:
+        assert double[step] == pytest.approx(single[step], rel=1e-5, abs=1e-6), (step, single, double)
+    first, second = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    for name in first:
+        torch.testing.assert_close(second[name], first[name], rtol=1e-4, atol=1e-4, msg=name)
+
+
+def test_two_processes_train_som_and_the_main_one_writes(two_processes, tmp_path):
+    """SOM (tests/test_som_training.py): the main process locks and checks --output, trains the word vocabulary (the
+    other loads it) and writes the folder; both take the same steps."""
+    from conftest import write_conllu_treebank
+
+    treebank = write_conllu_treebank(tmp_path / "conllu")
+    output = tmp_path / "two"
+    result = two_processes.run([
+        "train", "--preset", "dsom-tiny", "--train", str(treebank / "en_mini-ud-train.conllu"), "--eval",
+        str(treebank / "en_mini-ud-dev.conllu"), "--output", str(output), "--max-steps", "4", "--batch-size", "2",
+        "--min-count", "1", "--logging-steps", "1", "--save-steps", "2", "--eval-steps", "2", "--warmup-steps", "1",
+        *[part for setting in ("hidden_size=16", "num_slots=6", "intermediate_size=24", "parser_size=8",
+                               "semantic_size=12", "syntactic_size=4") for part in ("--set", setting)]])
+    assert result.stdout.count("saved the model and tokenizer") == 1
+    record = json.loads((output / "training_setup.json").read_text())
+    assert record["steps_done"] == 4 and record["som"]["model"] == "dSOM"
+    assert not (output / ".tokenizer-for-processes").exists() and not (output / ".hf-slm.lock").exists()
+    assert (output / "model.safetensors").is_file() and (output / "vocab.json").is_file()
+
+
 def test_the_parameters_a_configuration_leaves_unused_are_found(tmp_path):
     from conftest import save_tiny_checkpoint
     from hf_slm.data.collator import SyntacticDataCollator

@@ -5,8 +5,6 @@ and test_families), resumed after an interruption with the losses of an uninterr
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,6 @@ from safetensors.torch import load_file
 from hf_slm.cli import main
 
 from conftest import write_conllu_treebank
-from helpers.distributed import one_thread_environment
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY = ["--set", "hidden_size=16", "--set", "num_slots=6", "--set", "intermediate_size=24", "--set", "parser_size=8"]
@@ -172,28 +169,6 @@ def test_presets_cover_table_6_and_tiny_ones(capsys):
     assert main(["presets"]) == 0  # `hf-slm presets` lists them beside the Transformer presets
     listed = {line.split()[0]: line.split()[1:4] for line in capsys.readouterr().out.splitlines() if line.strip()}
     assert listed["dsom-ptb"] == ["dsom", "400", "15"] and listed["esom-tiny"] == ["esom", "64", "10"]
-
-
-@pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
-                    reason="torch.distributed with the gloo backend is not available")
-def test_two_processes_train_som_and_the_main_one_writes(treebank, tmp_path):
-    """torchrun: the main process locks and checks --output, trains the word vocabulary (the other loads it) and
-    writes the folder; both take the same steps."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    output = tmp_path / "two"
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-addr=127.0.0.1",
-               f"--master-port={port}", "-m", "hf_slm.cli", *train_command(treebank, output, *DSOM, preset="dsom-tiny")]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=one_thread_environment())
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert result.stdout.count("saved the model and tokenizer") == 1
-    record = json.loads((output / "training_setup.json").read_text())
-    assert record["steps_done"] == 4 and record["som"]["model"] == "dSOM"
-    assert not (output / ".tokenizer-for-processes").exists() and not (output / ".hf-slm.lock").exists()
-    assert (output / "model.safetensors").is_file() and (output / "vocab.json").is_file()
 
 
 # ---- Table 2's ablations from the command line: section 3.2's sampled slot, the oracle trees ---------------------

@@ -313,26 +313,6 @@ def test_accumulated_batches_take_the_step_of_one_batch_holding_them_all(family,
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
 
 
-def test_two_processes_accumulating_two_batches_take_the_steps_of_one_process_with_the_whole_batch(tmp_path):
-    """The one mechanism under both: 2 processes x 2 accumulated batches of 2 trees take the steps (losses and
-    weights) of 1 process reading batches of 8 (hf-slm train under torchrun, gloo, as tests/test_distributed.py)."""
-    from safetensors.torch import load_file
-    from helpers.distributed import logged_losses, run_cli, train_args
-
-    trees = tmp_path / "train.txt"
-    trees.write_text("\n".join(SAMPLE.read_text().splitlines()[:48]) + "\n")
-    run_cli(train_args(trees, tmp_path / "one", batch_size=8, max_steps=2, save_steps=2))
-    run_cli([*train_args(trees, tmp_path / "two", batch_size=2, max_steps=2, save_steps=2),
-             "--gradient-accumulation-steps", "2"], processes=2)
-    single, double = logged_losses(tmp_path / "one", 2), logged_losses(tmp_path / "two", 2)
-    assert sorted(single) == sorted(double) == [1, 2]
-    for step in single:
-        assert double[step] == pytest.approx(single[step], rel=1e-5, abs=1e-6), (step, single, double)
-    first, second = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
-    for name in first:
-        torch.testing.assert_close(second[name], first[name], rtol=1e-4, atol=1e-4, msg=name)
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", ["nb-up-ex-m", "dtg"])
 def test_a_packed_training_step_reads_nothing_back_from_the_device(family, device, host_reads, monkeypatch, tmp_path,
