@@ -367,10 +367,8 @@ def summarization_data(tmp_path_factory):
 
     directory = tmp_path_factory.mktemp("distributed_summarization")
     _, data, parser = memorization_setup(directory, "tg")
-    # Dropout off: the processes would draw other random masks than the single process.
-    config = json.loads((directory / "base" / "config.json").read_text())
-    config.update(embedding_dropout=0.0, core_dropout=0.0, final_dropout=0.0)
-    (directory / "base" / "config.json").write_text(json.dumps(config))
+    # Its dropout is off (MEMORIZATION_MODEL): the processes would draw other random masks than the single process.
+    assert json.loads((directory / "base" / "config.json").read_text())["core_dropout"] == 0
     prepared = directory / "prepared"
     assert main(["data", "prepare", "--loader", "xsum", "--summarization", "--parser", str(parser), "--path",
                  str(data), "--tokenizer", str(directory / "base"), "--output", str(prepared),

@@ -34,7 +34,7 @@ from hf_slm.summarization.summaries import (
     truncate_sentences,
 )
 from hf_slm.tokenization.trees import parse_tree
-from helpers.summarization import PARSER_ARGS, TREES, fixture_rows, memorization_setup
+from helpers.summarization import MEMORIZATION_MODEL, PARSER_ARGS, TREES, fixture_rows, memorization_setup
 
 XSUM_SAMPLE = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "xsum_sample"
                / "xsum_humaneval_50.derived.jsonl")
@@ -351,8 +351,7 @@ def test_a_tiny_compositional_model_memorizes_two_documents(tmp_path, grammar):
     trees = [f"(S (NP {' '.join(treebank_words(text))}))" for text in texts] + ["(S (VP (PP x)))", TREES[2], PROMPT]
     parser, _, _ = save_tiny_checkpoint(tmp_path / "parser", trees, vocab_size=120)
     tokenizer = CompositionalTokenizer.train(trees, vocab_size=120, linearization=grammar[:5])
-    config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, hidden_size=64, num_hidden_layers=2,
-                                num_attention_heads=4, intermediate_size=128, max_sequence_length=1024,
+    config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, **MEMORIZATION_MODEL,
                                 **tokenizer.action_layout)
     torch.manual_seed(0)
     causal_lm_for_config(config).save_pretrained(tmp_path / "base")
@@ -391,9 +390,7 @@ def test_a_tiny_dtg_memorizes_two_documents(tmp_path):
     # every word depends on the first (a flat tree): the tokenizer needs only the words
     trees = [" ".join(f"{word}/{0 if i == 0 else 1}" for i, word in enumerate(treebank_words(text))) for text in texts]
     tokenizer = DependencyTokenizer.train(trees + [DEPENDENCY_PROMPT], vocab_size=120)
-    config = config_for_grammar("dtg", vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
-                                num_attention_heads=4, intermediate_size=128, max_sequence_length=1024,
-                                **tokenizer.action_layout)
+    config = config_for_grammar("dtg", vocab_size=len(tokenizer), **MEMORIZATION_MODEL, **tokenizer.action_layout)
     torch.manual_seed(0)
     causal_lm_for_config(config).save_pretrained(tmp_path / "base")
     tokenizer.save_pretrained(tmp_path / "base")
