@@ -380,6 +380,18 @@ class DependencyGrammar(GrammarProtocol):
         state.finished = True  # </s>
         return [self._stack_position(state, action_id, PositionKind.EOS, on_stack=False, predicts=False)]
 
+    # False while _step_for_need steps: the positions are counted, their attention rows not built (None)
+    _rows_wanted = True
+
+    def _step_for_need(self, state, action):
+        """The state after `action` and a list as long as the positions it adds: all that the search's completion
+        needs read. Building the attention rows was most of the time a DTG beam search spent on them."""
+        self._rows_wanted = False
+        try:
+            return self.step(state, action, check=False)
+        finally:
+            del self._rows_wanted  # the class's True again
+
     def _coordinate(self, height):
         return self.coordinate_sign * height
 
@@ -389,6 +401,8 @@ class DependencyGrammar(GrammarProtocol):
         (an empty stack: one below the root's)."""
         position = state.length
         state.length += 1
+        if not self._rows_wanted:
+            return None
         attended, heights = [], []
         for height, item in enumerate(state.items):
             attended += item.positions
@@ -434,11 +448,16 @@ class DependencyGrammar(GrammarProtocol):
         def attended_of(item):
             return item.positions if every_piece else item.positions[-1:]
 
-        cells = [(p, 0) for p in attended_of(head)] + [(p, -1) for other in [dependent] + between
-                                                       for p in attended_of(other)]
-        if self.arcs_attend_themselves:
-            cells.append((compose_position, 0))
-        cells.sort()
+        compose = None
+        if self._rows_wanted:
+            cells = [(p, 0) for p in attended_of(head)] + [(p, -1) for other in [dependent] + between
+                                                           for p in attended_of(other)]
+            if self.arcs_attend_themselves:
+                cells.append((compose_position, 0))
+            cells.sort()
+            compose = NewPosition(action_id, compose_kind, np.array([p for p, _ in cells], dtype=np.int64),
+                                  np.array([r for _, r in cells], dtype=np.int64), False,
+                                  self._coordinate(slot), (head.head_token,))
         composed = _Item([compose_position], head.head_token, head.has_head, head.is_root,
                          head.has_right_dependent or not left)
         if head.is_root and not left:
@@ -447,9 +466,6 @@ class DependencyGrammar(GrammarProtocol):
         self._place_composed(items, slot, composed, left)
         state.buffered = self.buffers_words and left
         state.length += 1
-        compose = NewPosition(action_id, compose_kind, np.array([p for p, _ in cells], dtype=np.int64),
-                              np.array([r for _, r in cells], dtype=np.int64), False,
-                              self._coordinate(slot), (head.head_token,))
         self._after_arc(state, head)
         stack = self._stack_position(state, action_id, stack_kind, on_stack=False, extra=(head.head_token,),
                                      itself=self.arcs_attend_themselves)
@@ -1201,9 +1217,11 @@ class ReferenceVariant:
         root, item = state.items
         position = state.length
         state.length += 1
-        cells = sorted([(p, 0) for p in root.positions] + [(p, -1) for p in item.positions] + [(position, 0)])
         state.items = [root]
         state.root_taken = state.closed = True
+        if not self._rows_wanted:
+            return None
+        cells = sorted([(p, 0) for p in root.positions] + [(p, -1) for p in item.positions] + [(position, 0)])
         return NewPosition(action_id, PositionKind.POP_ROOT, np.array([p for p, _ in cells], dtype=np.int64),
                            np.array([r for _, r in cells], dtype=np.int64), True, self._coordinate(0),
                            (root.head_token,))
@@ -1238,6 +1256,8 @@ class TransitionTXLGrammar(ArcStandardGrammar):
         # DTG's step keeps the stack that legality reads; of its positions only the last one's kind (an arc's
         # STACK copy) and whether it predicts carry over to the single causal position.
         last = super().step(state, action_id, check)[-1]
+        if not self._rows_wanted:
+            return [None]
         attended = np.arange(position + 1, dtype=np.int64)
         return [NewPosition(last.input_id, last.kind, attended, position - attended, last.predicts, position)]
 

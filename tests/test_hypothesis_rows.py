@@ -191,3 +191,34 @@ def test_completion_needs_equal_a_brute_force_search_on_random_prefixes(grammar_
             assert best == (needs[row, 0], needs[row, 1]), (grammar_name, kind.name)
         checked += 1
     assert checked >= 15, checked  # enough prefixes were short enough to enumerate
+
+
+@pytest.mark.parametrize("name, system, variant", [("dtg", "arc_standard", "paper"), ("dtg", "arc_eager", "paper"),
+                                                   ("dtg", "arc_swift", "paper"), ("dtg", "arc_standard", "reference"),
+                                                   ("txl_trans", "arc_standard", None)])
+def test_dependency_needs_step_without_rows_to_the_same_states(name, system, variant):
+    """A dependency grammar's completion needs step without building attention rows (_step_for_need): on random
+    prefixes of every transition system and variant, and TXL (trans), the needs equal those of full steps, action
+    kind by kind."""
+    from helpers.dependency_toy_layout import grammar as dependency_grammar
+    from helpers.dependency_toy_layout import layout
+
+    def build():
+        return get_grammar(name, layout(system)) if variant is None else dependency_grammar(system, variant)
+
+    grammar, full = build(), build()
+    full._step_for_need = lambda state, action: full.step(state, action, check=False)  # the protocol's own
+    random = np.random.default_rng(1)
+    compared = 0
+    for _ in range(40):
+        state = grammar.start()
+        grammar.step(state, grammar.start_action_id)
+        for _ in range(random.integers(0, 14)):
+            legal = np.flatnonzero(grammar.legal_actions(state))
+            if not len(legal) or grammar.is_complete(state):
+                break
+            grammar.step(state, int(random.choice(legal)), check=False)
+        if not grammar.is_complete(state):
+            assert np.array_equal(grammar.completion_needs_after(state), full.completion_needs_after(state))
+            compared += 1
+    assert compared >= 20
