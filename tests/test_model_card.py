@@ -17,6 +17,8 @@ from conftest import save_tiny_checkpoint
 from huggingface_hub import ModelCard
 
 from hf_slm.cli import main
+from hf_slm.search.beam import SentenceResults
+from hf_slm.search.scorers import scorer_for
 from hf_slm.evaluation.blimp import run_blimp
 from hf_slm.evaluation.parsing import parse_eval, rerank
 from hf_slm.evaluation.perplexity import word_perplexity
@@ -65,13 +67,13 @@ def _write_training_record(directory, grammar, train_file):
     return write_training_record(directory, setup, grammar, schedule, trainer, train_examples=3, eval_examples=3)
 
 
-def _fake_surprisals(model, tokenizer, sentences, **options):
-    """Stands in for hf_slm.score in SyntaxGym: deterministic per-word surprisals, no beam search (fast)."""
+def _fake_surprisals(sentences, **options):
+    """Stands in for the Scorer's `score` in SyntaxGym: deterministic per-word surprisals, no beam search (fast)."""
     results = []
     for sentence in sentences:
         words = sentence.split() if isinstance(sentence, str) else list(sentence)
         results.append({"surprisals": [float(sum(map(ord, word)) % 7) for word in words]})
-    return results
+    return SentenceResults(results)
 
 
 def _fake_log_probs(sentences):
@@ -97,13 +99,16 @@ def evaluated(tmp_path_factory):
     checkpoints = {}
     with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
         warnings.simplefilter("ignore")  # the tiny tokenizer spells unseen characters as <unk>
-        patch.setattr("hf_slm.score", _fake_surprisals)
         for grammar in GRAMMARS:
             directory, model, tokenizer = _tiny(root / grammar, grammar)
             results = directory / "eval_results"
             _write_training_record(directory, grammar, train_file)
             word_perplexity(model, tokenizer, sentences, beam_options=BEAM, output_dir=results, progress=False)
-            run_syntaxgym(model, tokenizer, FIXTURES / "syntaxgym", output_dir=results, limit=3, progress=False, **BEAM)
+            # the model's own Scorer (it records the beam options the card shows), its beam search stood in for
+            scorer = scorer_for(model, tokenizer, **BEAM)
+            scorer.score = _fake_surprisals
+            run_syntaxgym(model, tokenizer, FIXTURES / "syntaxgym", output_dir=results, limit=3, progress=False,
+                          scorer=scorer)
             run_blimp(model, tokenizer, FIXTURES / "blimp", limit=3, output_dir=results, scorer=_fake_log_probs)
             if grammar in LABELED:
                 parse_eval(model, tokenizer, gold, output_dir=results, progress=False, **BEAM)
