@@ -403,13 +403,11 @@ def test_masks_report_of_an_inline_tree_is_figure_2():
 
 def test_masks_cli_for_dependency_grammars(tmp_path):
     import json
-    import subprocess
-    import sys
+
+    from helpers.cli import run_cli_in_process
 
     def masks(*argv):
-        result = subprocess.run([sys.executable, "-m", "hf_slm.cli", "masks", *argv], capture_output=True, text=True,
-                                cwd=tmp_path, timeout=300)
-        return result
+        return run_cli_in_process("masks", *argv, cwd=tmp_path)
 
     swift = masks("a/0 b/1 c/1", "--grammar", "dtg_swift", "--json")
     assert swift.returncode == 0, swift.stderr
