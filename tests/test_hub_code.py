@@ -20,29 +20,33 @@ TREES = [
 ]
 
 # Runs in a fresh interpreter without hf_slm and nltk (see conftest.ISOLATION_PREAMBLE): the README's
-# canonical snippet, model(**tokenizer(trees, return_tensors="pt", padding=True), labels=input_ids).
+# canonical snippet, model(**tokenizer(trees, return_tensors="pt", padding=True), labels=input_ids), on each
+# checkpoint given (one interpreter for all: its imports are most of its time).
 CHILD = ISOLATION_PREAMBLE + r'''
 import json, sys, torch
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-checkpoint, inputs_path, output_path = sys.argv[1:4]
-model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True).eval()
-base = AutoModel.from_pretrained(checkpoint, trust_remote_code=True).eval()
-tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)
+inputs_path, output_path, checkpoints = sys.argv[1], sys.argv[-1], sys.argv[2:-1]
 trees = torch.load(inputs_path)["trees"]
-inputs = tokenizer(trees, return_tensors="pt", padding=True)
-with torch.no_grad():
-    output = model(**inputs, labels=inputs["input_ids"])
-    hidden = base(**inputs).last_hidden_state
-    # log p(x, y) of each tree: the sum of the shifted log-probs of its actions
-    log_probs = torch.log_softmax(output.logits[:, :-1], -1).gather(-1, inputs["input_ids"][:, 1:, None])[..., 0]
-    joint = (log_probs * inputs["attention_mask"][:, 1:]).sum(-1)
-torch.save({
-    "loss": output.loss, "logits": output.logits, "hidden": hidden, "joint": joint,
-    "input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"],
-    "decoded": [tokenizer.decode(ids, skip_special_tokens=False) for ids in tokenizer(trees)["input_ids"]],
-    "classes": [type(model).__name__, type(model).__module__, type(base).__module__, type(tokenizer).__module__],
-}, output_path)
+found = {}
+for checkpoint in checkpoints:
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, trust_remote_code=True).eval()
+    base = AutoModel.from_pretrained(checkpoint, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)
+    inputs = tokenizer(trees, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        output = model(**inputs, labels=inputs["input_ids"])
+        hidden = base(**inputs).last_hidden_state
+        # log p(x, y) of each tree: the sum of the shifted log-probs of its actions
+        log_probs = torch.log_softmax(output.logits[:, :-1], -1).gather(-1, inputs["input_ids"][:, 1:, None])[..., 0]
+        joint = (log_probs * inputs["attention_mask"][:, 1:]).sum(-1)
+    found[checkpoint] = {
+        "loss": output.loss, "logits": output.logits, "hidden": hidden, "joint": joint,
+        "input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"],
+        "decoded": [tokenizer.decode(ids, skip_special_tokens=False) for ids in tokenizer(trees)["input_ids"]],
+        "classes": [type(model).__name__, type(model).__module__, type(base).__module__, type(tokenizer).__module__],
+    }
+torch.save(found, output_path)
 '''
 
 GRAMMARS = {  # grammar -> (linearization, family class name)
@@ -52,14 +56,37 @@ GRAMMARS = {  # grammar -> (linearization, family class name)
 }
 
 
-@pytest.fixture(scope="module", params=sorted(GRAMMARS))
-def checkpoint(request, tmp_path_factory):
-    grammar = request.param
-    directory = tmp_path_factory.mktemp(f"checkpoint-{grammar}")
-    _, model, tokenizer = save_tiny_checkpoint(directory, TREES, vocab_size=40, grammar=grammar,
-                                               linearization=GRAMMARS[grammar][0], hidden_size=32,
-                                               num_attention_heads=4, intermediate_size=64)
-    return directory, model, tokenizer
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """{grammar: (folder, model, tokenizer)}, one small random checkpoint per grammar of GRAMMARS."""
+    made = {}
+    for grammar in sorted(GRAMMARS):
+        directory = tmp_path_factory.mktemp(f"checkpoint-{grammar}")
+        made[grammar] = save_tiny_checkpoint(directory, TREES, vocab_size=40, grammar=grammar,
+                                             linearization=GRAMMARS[grammar][0], hidden_size=32,
+                                             num_attention_heads=4, intermediate_size=64)
+    return made
+
+
+@pytest.fixture(params=sorted(GRAMMARS))
+def checkpoint(request, checkpoints):
+    return checkpoints[request.param]
+
+
+@pytest.fixture(scope="module")
+def without_hf_slm(checkpoints, tmp_path_factory):
+    """{folder: what CHILD found} for every checkpoint, from one interpreter without hf_slm."""
+    directory = tmp_path_factory.mktemp("without_hf_slm")
+    torch.save({"trees": TREES}, directory / "inputs.pt")
+    script = directory / "child.py"
+    script.write_text(textwrap.dedent(CHILD))
+    env = dict(os.environ, HF_HOME=str(directory / "hf_home"), PYTHONPATH="", PYTHONNOUSERSITE="1")
+    folders = [str(folder) for folder, _, _ in checkpoints.values()]
+    result = subprocess.run([sys.executable, str(script), str(directory / "inputs.pt"), *folders,
+                             str(directory / "out.pt")], cwd=directory, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return torch.load(directory / "out.pt")
 
 
 def test_checkpoint_files_and_auto_map(checkpoint):
@@ -97,20 +124,11 @@ def test_auto_classes_with_hf_slm_installed(checkpoint):
         assert torch.equal(loaded(**batch).logits, model(**batch).logits)
 
 
-def test_hf_contract_in_an_interpreter_without_hf_slm(checkpoint, tmp_path):
+def test_hf_contract_in_an_interpreter_without_hf_slm(checkpoint, without_hf_slm):
     """model(**tokenizer(trees, padding=True), labels=input_ids) through trust_remote_code equals hf-slm's
     collator path (the loss) and joint_log_probs (log p(x, y) per tree)."""
     directory, model, tokenizer = checkpoint
-    torch.save({"trees": TREES}, tmp_path / "inputs.pt")
-    script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(CHILD))
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), PYTHONPATH="", PYTHONNOUSERSITE="1")
-    result = subprocess.run(
-        [sys.executable, str(script), str(directory), str(tmp_path / "inputs.pt"), str(tmp_path / "out.pt")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = torch.load(tmp_path / "out.pt")
+    out = without_hf_slm[str(directory)]
     assert out["classes"][0] == f"{GRAMMARS[model.config.grammar][1]}ForCausalLM"
     assert all(module.startswith("transformers_modules") for module in out["classes"][1:]), out["classes"]
     ids = tokenizer(TREES)["input_ids"]
