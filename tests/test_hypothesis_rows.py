@@ -134,6 +134,26 @@ def _completions(grammar, state, horizon):
     return best
 
 
+def _random_prefix(grammar, random, most):
+    """The state after `<s>` and up to `most - 1` random legal actions (fewer where the sequence completes),
+    structure that reduces favoured so that prefixes stay completable within a small horizon."""
+    kinds = grammar.action_kinds
+    state = grammar.start()
+    grammar.step(state, grammar.start_action_id)
+    for _ in range(random.integers(0, most)):
+        legal = np.flatnonzero(grammar.legal_actions(state))
+        if not len(legal) or grammar.is_complete(state):
+            break
+        weights = np.where(np.isin(kinds[legal], [ActionKind.CLOSE_NT, ActionKind.RIGHT_ARC, ActionKind.LEFT_ARC]),
+                           3.0, 1.0)
+        action = int(random.choice(legal, p=weights / weights.sum()))
+        start = None
+        if grammar.takes_start and kinds[action] == ActionKind.CLOSE_NT:
+            start = int(random.choice(grammar.legal_starts(state)))
+        grammar.step(state, action, check=False) if start is None else grammar.step(state, action, False, start)
+    return state
+
+
 @pytest.mark.parametrize("grammar_name", ["tg", "dtg", "bi-dn-in-m", "nb-up-in-m"])
 def test_completion_needs_equal_a_brute_force_search_on_random_prefixes(grammar_name):
     """grammar.completion_need (and completion_needs_after, per action kind) is the fewest positions and pieces
@@ -148,20 +168,7 @@ def test_completion_needs_equal_a_brute_force_search_on_random_prefixes(grammar_
     kinds = grammar.action_kinds
     checked = 0
     for _ in range(60):
-        state = grammar.start()
-        grammar.step(state, grammar.start_action_id)
-        for _ in range(random.integers(0, 12)):
-            legal = np.flatnonzero(grammar.legal_actions(state))
-            if not len(legal) or grammar.is_complete(state):
-                break
-            # favour structure that reduces, so that prefixes stay completable within a small horizon
-            weights = np.where(np.isin(kinds[legal], [ActionKind.CLOSE_NT, ActionKind.RIGHT_ARC, ActionKind.LEFT_ARC]),
-                               3.0, 1.0)
-            action = int(random.choice(legal, p=weights / weights.sum()))
-            start = None
-            if grammar.takes_start and kinds[action] == ActionKind.CLOSE_NT:
-                start = int(random.choice(grammar.legal_starts(state)))
-            grammar.step(state, action, check=False) if start is None else grammar.step(state, action, False, start)
+        state = _random_prefix(grammar, random, 12)
         if grammar.is_complete(state):
             continue
         positions, pieces = grammar.completion_need(state)
@@ -211,13 +218,7 @@ def test_dependency_needs_step_without_rows_to_the_same_states(name, system, var
     random = np.random.default_rng(1)
     compared = 0
     for _ in range(40):
-        state = grammar.start()
-        grammar.step(state, grammar.start_action_id)
-        for _ in range(random.integers(0, 14)):
-            legal = np.flatnonzero(grammar.legal_actions(state))
-            if not len(legal) or grammar.is_complete(state):
-                break
-            grammar.step(state, int(random.choice(legal)), check=False)
+        state = _random_prefix(grammar, random, 14)
         if not grammar.is_complete(state):
             assert np.array_equal(grammar.completion_needs_after(state), full.completion_needs_after(state))
             compared += 1

@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -26,7 +27,7 @@ class CliSession:
     def __init__(self, processes):
         from helpers.distributed import TIMEOUT_SECONDS, free_port, one_thread_environment
 
-        self.processes, self._timeout = processes, TIMEOUT_SECONDS
+        self._timeout = TIMEOUT_SECONDS
         self._server = socket.create_server(("127.0.0.1", 0))
         self._server.settimeout(self._timeout)
         port = str(self._server.getsockname()[1])
@@ -36,7 +37,10 @@ class CliSession:
         else:
             command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
                        "--master-addr=127.0.0.1", f"--master-port={free_port()}", script, port]
-        self._launch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # What the processes write outside a command (the launcher's lines, loggers bound to the real streams) goes
+        # to a file: a pipe nobody reads until the end would fill and stop them mid-session.
+        self._output = tempfile.TemporaryFile("w+", encoding="utf-8")
+        self._launch = subprocess.Popen(command, stdout=self._output, stderr=subprocess.STDOUT, text=True,
                                         env=one_thread_environment())
         self._connections = {}
         try:
@@ -46,8 +50,9 @@ class CliSession:
                 reader = connection.makefile("r", encoding="utf-8")
                 self._connections[int(reader.readline())] = (connection, reader)
         except OSError:
+            output = self._launch_output()
             self.close()
-            raise AssertionError(f"the session's processes did not start:\n{self._launch_output()}") from None
+            raise AssertionError(f"the session's processes did not start:\n{output}") from None
 
     def run(self, args, check=True):
         request = json.dumps([str(argument) for argument in args]) + "\n"
@@ -72,12 +77,11 @@ class CliSession:
         return result
 
     def _launch_output(self):
-        try:
-            self._launch.kill()
-            stdout, stderr = self._launch.communicate(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return "(the launch's output could not be read)"
-        return f"{stdout[-3000:]}\n{stderr[-6000:]}"
+        """What the processes wrote outside the commands (the end of it), once they are stopped."""
+        self._launch.kill()
+        self._launch.wait()
+        self._output.seek(0)
+        return self._output.read()[-6000:]
 
     def close(self):
         for connection, reader in self._connections.values():
@@ -85,10 +89,11 @@ class CliSession:
             connection.close()
         self._server.close()
         try:
-            self._launch.communicate(timeout=self._timeout)  # the processes end when their connection closes
+            self._launch.wait(timeout=self._timeout)  # the processes end when their connection closes
         except subprocess.TimeoutExpired:
             self._launch.kill()
-            self._launch.communicate()
+            self._launch.wait()
+        self._output.close()
 
     def __enter__(self):
         return self
