@@ -2,11 +2,11 @@
 
 The layers, lowest first (LAYERS):
 1. the hub code: modeling/ and tokenization/ (installed as hf_slm.modeling, hf_slm.tokenization);
-2. the foundations: the package itself and its Auto registration, the option types (option_types.py), the family registry and records (families/),
+2. the foundations: the package itself and its Auto registration, the option types (option_types.py), the family registry and records (families/), the proposal parsers' registry (parsers/kinds.py),
    the datasets and file readers (data/), long runs (runs/), checkpoint loading and checks (checkpoints/), the
    model card templates (model_cards/ at the top of the repository, installed as hf_slm.model_cards);
 3. the work done with a model: search/ (scoring, parsing, generating), training/, evaluation/, publishing/,
-   summarization/ - modules of one layer may import each other (without a circle);
+   summarization/, the proposal parsers' training, proposals and evaluation (parsers/) - modules of one layer may import each other (without a circle);
 4. a family's own code, which builds on those and which its record names: families/ordered_memory/'s modules and
    the families' card modules (families/*_card.py);
 5. the command line: cli/.
@@ -29,8 +29,8 @@ OUTSIDE_FOLDERS = HUB_FOLDERS + ("model_cards",)
 LAYERS = (
     ("hub code", ("modeling", "tokenization")),
     ("foundations", ("", "auto_registration", "auto", "option_types", "families", "data", "runs", "checkpoints",
-                     "model_cards")),
-    ("work with a model", ("search", "training", "evaluation", "publishing", "summarization")),
+                     "model_cards", "parsers.kinds")),
+    ("work with a model", ("search", "training", "evaluation", "publishing", "summarization", "parsers")),
     ("families' own code", ("families.ordered_memory.*", "families.*_card")),
     ("command line", ("cli",)),
 )

@@ -43,10 +43,10 @@ def _missing_config_hint(folder):
     return ""
 
 
-def check_checkpoint_folder(path):
+def check_checkpoint_folder(path, model_types=None, what="an hf-slm model"):
     """Raise ValueError naming `path` and what was expected, unless it looks like a loadable hf-slm checkpoint:
-    a folder with valid JSON files, an hf-slm model_type in config.json, readable safetensors weights and a
-    tokenizer."""
+    a folder with valid JSON files, a model_type in config.json among `model_types` (default: the registered
+    families'; `what` says what they are), readable safetensors weights and a tokenizer."""
     from safetensors import SafetensorError, safe_open
 
     from ..families import registered_families
@@ -61,11 +61,12 @@ def check_checkpoint_folder(path):
         raise ValueError(f"model folder {path} has no config.json; expected a checkpoint saved with save_pretrained"
                          f"{_missing_config_hint(folder)}")
     contents = {name: _read_json_object(folder / name) for name in CHECKPOINT_JSON_FILES if (folder / name).is_file()}
-    model_types = sorted(family.model_type for family in registered_families())
+    if model_types is None:
+        model_types = sorted(family.model_type for family in registered_families())
     model_type = contents["config.json"].get("model_type")
     if model_type not in model_types:
-        raise ValueError(f"{folder / 'config.json'} describes a model of type {model_type!r}; expected an hf-slm "
-                         f"model ({' or '.join(model_types)})")
+        raise ValueError(f"{folder / 'config.json'} describes a model of type {model_type!r}; expected {what} "
+                         f"({' or '.join(model_types)})")
     for weights in sorted(folder.glob("*.safetensors")):
         try:
             with safe_open(str(weights), framework="pt"):
@@ -118,16 +119,23 @@ def load_checkpoint(name):
     from .checks import check_tokenizer_matches
 
     name = str(name)
-    local = Path(name).exists() or not HUB_ID.match(name)
-    if local:
+    if Path(name).exists() or not HUB_ID.match(name):
         check_checkpoint_folder(name)
+    model, tokenizer = load_hub_checkpoint(name, AutoModelForCausalLM, AutoTokenizer)
+    check_tokenizer_matches(model.config, tokenizer)
+    return model, tokenizer
+
+
+def load_hub_checkpoint(name, model_class, tokenizer_class):
+    """(model, tokenizer) of a checked folder or a hub id, loaded with the Auto classes given and
+    trust_remote_code; a hub id that cannot be fetched is a ValueError saying why."""
+    local = Path(name).exists() or not HUB_ID.match(name)
     try:
-        model = AutoModelForCausalLM.from_pretrained(name, trust_remote_code=True)
-        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
+        model = model_class.from_pretrained(name, trust_remote_code=True)
+        tokenizer = tokenizer_class.from_pretrained(name, trust_remote_code=True)
     except OSError as error:
         rephrased = None if local else _hub_error(name, error)
         if rephrased is None:
             raise
         raise rephrased from error
-    check_tokenizer_matches(model.config, tokenizer)
     return model, tokenizer

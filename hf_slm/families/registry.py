@@ -343,11 +343,14 @@ def variant_for_config(config, source="config"):
 def model_identity(config):
     """What records (journals, results, cards) call a model: its Variant's name, the config's grammar (a family
     without grammars: its model_type); None without a config. A stand-in's config of no model_type (a custom
-    scorer's) is called by its grammar field, if any."""
+    scorer's) is called by its grammar field, if any; a model of no family (a proposal parser) by its model_type."""
     if config is None:
         return None
-    if _field(config, "model_type") is None:
+    model_type = _field(config, "model_type")
+    if model_type is None:
         return _field(config, "grammar")
+    if not any(family.model_type == model_type for family in registered_families()):
+        return model_type  # a model of no family (a proposal parser) is called by its model_type
     return variant_for_config(config).name
 
 
