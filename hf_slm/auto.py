@@ -3,7 +3,8 @@
 With hf_slm installed, AutoConfig / AutoModel / AutoModelForCausalLM / AutoTokenizer load hf-slm
 checkpoints from the installed code, without trust_remote_code. Without it, the hub code saved inside each
 checkpoint serves the same classes to `trust_remote_code=True`. What is registered is every family of the
-registry (hf_slm/families), a family another package registers included.
+registry (hf_slm/families), a family another package registers included, and every proposal parser kind
+(hf_slm/parsers/kinds.py).
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
@@ -34,6 +35,18 @@ def register_family_classes(family):
         AutoTokenizer.register(config_class, tokenizer_class=tokenizer_class, exist_ok=True)
 
 
+def register_parser_classes():
+    """Register the proposal parsers' config, model and tokenizer classes (hf_slm/parsers/kinds.py)."""
+    from .parsers.kinds import parser_kinds
+
+    for kind in parser_kinds():
+        config_class = kind.resolved("config_class")
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoModel.register(config_class, kind.resolved("model_class"), exist_ok=True)
+        AutoTokenizer.register(config_class, tokenizer_class=kind.resolved("tokenizer_class"), exist_ok=True)
+
+
 def register_auto_classes():
     for family in registered_families():
         register_family_classes(family)
+    register_parser_classes()

@@ -68,8 +68,13 @@ class CrfConstituencyParser(ProposalParserPreTrainedModel):
         if config.num_tags:
             self.tagger = nn.Sequential(MLP(size, config.tag_mlp_size, config.mlp_dropout),
                                         nn.Linear(config.tag_mlp_size, config.num_tags))
-        self.register_buffer("allowed_labels", label_kinds(config), persistent=False)
         self.post_init()
+
+    @property
+    def allowed_labels(self):
+        """label_kinds(config) on the model's device: built when asked (a buffer would be left uninitialized when
+        transformers builds the model on the meta device to load its weights)."""
+        return label_kinds(self.config).to(self.device)
 
     def _scores(self, input_ids, attention_mask, **encoder_inputs):
         """(span-label scores [B, T-1, T-1, L], the words' vectors [B, T, D])."""

@@ -14,6 +14,7 @@ from ..data.command import add_data_command
 from ..evaluation.protocols import PROTOCOL_EVALUATIONS, PROTOCOL_NAMES  # (imports nothing heavy)
 from ..families import grammar_names
 from ..option_types import non_negative_int, positive_float, positive_int
+from .parser_command import add_parser_commands, add_proposal_parser_options
 from .publishing_command import add_publishing_commands
 from .quickstart import QUICKSTART_STEPS
 from .summarization_command import add_summarization_commands, add_training_precision_options
@@ -195,12 +196,33 @@ class _OneModel(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _add_model_option(parser, ensembles=False, writes_results=False):
+def _add_model_option(parser, ensembles=False, writes_results=False, or_parser=False):
+    """--model (given again: an ensemble); with or_parser, --parser DIR instead (a proposal parser's trees)."""
     if ensembles:
-        parser.add_argument("--model", required=True, action="append", metavar="MODEL", help=ENSEMBLE_MODEL_HELP + (
-            " (an ensemble's results need --output)" if writes_results else ""))
+        parser.add_argument("--model", required=not or_parser, action="append", metavar="MODEL",
+                            help=ENSEMBLE_MODEL_HELP + (" (an ensemble's results need --output)" if writes_results else ""))
     else:
-        parser.add_argument("--model", required=True, action=_OneModel, help="checkpoint directory or hub name")
+        parser.add_argument("--model", required=not or_parser, action=_OneModel, help="checkpoint directory or hub name")
+    if or_parser:
+        parser.add_argument("--parser", metavar="DIR",
+                            help="instead of --model: a proposal parser (hf-slm parser train), its best trees")
+
+
+def _model_or_parser(args, command):
+    """Whether the command runs a proposal parser (--parser) rather than a model; exactly one must be given, and a
+    parser runs no search (a search option set away from its default is refused, naming it)."""
+    if (args.model is None) == (args.parser is None):
+        raise ValueError(f"hf-slm {command}: give --model (a language model) or --parser (a proposal parser), one of "
+                         "them")
+    if args.parser is None:
+        return False
+    given = [name for name, default in SEARCH_OPTION_DEFAULTS.items() if getattr(args, name, default)
+             not in (default, None)]
+    if given:
+        shown = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ValueError(f"hf-slm {command}: {shown} set(s) word-synchronous beam search, which a proposal parser "
+                         "does not run (its best tree is exact); leave these options out")
+    return True
 
 
 def _beam_options(args):
@@ -299,6 +321,10 @@ def command_parse(args):
     from ..summarization.silver import parse_sentences
 
     sentences, sources = _parse_inputs(args)  # before the model loads: a missing file fails at once
+    if _model_or_parser(args, "parse"):
+        from .parser_command import command_parse_with_parser
+
+        return command_parse_with_parser(args, sentences, sources)
     model, tokenizer = _load(args.model)
     scorer = _scorer(args, model, tokenizer, "parse")
     with _left_out_said_once():
@@ -363,7 +389,8 @@ def _eval_setup(args):
 
 
 # The options a protocol may set, per command (those the command has): search, proposals.
-_PROTOCOL_OPTIONS = ("beam_size", "word_beam_size", "fast_track", "constraints", "max_proposals", "proposals")
+_PROTOCOL_OPTIONS = ("beam_size", "word_beam_size", "fast_track", "constraints", "max_proposals", "proposals",
+                     "proposal_parser")
 
 
 def _apply_protocol(args, model):
@@ -378,7 +405,7 @@ def _apply_protocol(args, model):
     if getattr(args, "protocol", None):
         options, record = apply_protocol(args.protocol, args.evaluation, family_for_config(model.config), present)
         for name, value in options.items():
-            if name not in present and name != "proposals":
+            if name not in present and name not in ("proposals", "proposal_parser"):
                 raise ValueError(f"--protocol {args.protocol}: sets {name}, which eval {args.evaluation} has no "
                                  "option for")
             setattr(args, name, value)
@@ -388,7 +415,7 @@ def _apply_protocol(args, model):
             setattr(args, name, value)
     if args.protocol_record is not None:
         args.protocol_record["options"] = {name: getattr(args, name) for name in _PROTOCOL_OPTIONS
-                                           if hasattr(args, name) and name != "proposals"}
+                                           if hasattr(args, name) and name not in ("proposals", "proposal_parser")}
 
 
 def _record_protocol(args, metrics):
@@ -436,17 +463,24 @@ def _report_files(metrics):
 
 
 def command_eval_rerank(args):
-    from ..evaluation.parsing import rerank
+    from ..evaluation.evalb import GoldSentence
+    from ..evaluation.parsing import read_gold_trees, rerank
+    from .parser_command import draw_for_evaluation, record_drawn_proposals
 
     model, tokenizer, directory = _eval_setup(args)
     if args.chunk_size < 1:
         raise ValueError(f"--chunk-size {args.chunk_size}: expected a positive number of proposals")
+    # the gold words EVALB compares (traces removed) are the words the proposals must spell
+    drawn = draw_for_evaluation(args, model, lambda: [GoldSentence(tree, index=index).words for index, tree in
+                                                      enumerate(read_gold_trees(args.gold, limit=args.limit))],
+                                args.gold, directory)
     metrics = rerank(model, tokenizer, args.gold, args.proposals, limit=args.limit, batch_size=args.batch_size,
                      output_dir=directory, overwrite=args.overwrite, chunk_size=args.chunk_size,
                      max_proposals=args.max_proposals)
     if not _reports():  # every process scored its share of the proposals; the main one reports
         return 0
     _record_protocol(args, metrics)
+    record_drawn_proposals(metrics, drawn)
     _report(metrics, ("precision", "recall", "f1", "exact_match", "sentences", "oracle", "first_proposal", "units"))
     return 0
 
@@ -458,6 +492,10 @@ PARSE_FIELDS = ("uf1", "precision", "recall", "f1", "exact_match", "p_accuracy",
 
 
 def command_eval_parse(args):
+    if _model_or_parser(args, "eval parse"):
+        from .parser_command import command_eval_with_parser
+
+        return command_eval_with_parser(args, "parse")
     model, tokenizer, directory = _eval_setup(args)
     scorer = _scorer(args, model, tokenizer, "eval parse")
     with _left_out_said_once():
@@ -492,10 +530,20 @@ def command_eval_sg(args):
 
 
 def command_eval_ppl(args):
-    from ..evaluation.perplexity import word_perplexity
+    from ..evaluation.perplexity import read_documents, word_perplexity
+    from .parser_command import draw_for_evaluation, record_drawn_proposals
 
     model, tokenizer, directory = _eval_setup(args)
     scorer = _scorer(args, model, tokenizer, "eval ppl")
+
+    def data_sentences():  # as word_perplexity reads them: the tokenizer's normalization, --limit
+        documents = read_documents(args.data, dict(getattr(tokenizer, "normalization", None) or {}),
+                                   args.document_level)
+        if args.limit is not None:
+            documents = documents[: args.limit] if args.document_level else [documents[0][: args.limit]]
+        return [sentence for document in documents for sentence in document]
+
+    drawn = draw_for_evaluation(args, model, data_sentences, args.data, directory)
     with _left_out_said_once():
         metrics = word_perplexity(model, tokenizer, args.data, proposals=args.proposals,
                                   document_level=args.document_level, batch_size=args.batch_size, limit=args.limit,
@@ -504,6 +552,7 @@ def command_eval_ppl(args):
     if not _reports():
         return 0
     _record_protocol(args, metrics)
+    record_drawn_proposals(metrics, drawn)
     status = _say_left_out("eval ppl", metrics.get("left_out", []),
                            metrics["sentences"] + metrics.get("sentences_left_out", 0))
     print(metrics["summary"])
@@ -532,9 +581,16 @@ def command_eval_blimp(args):
 
 
 def command_eval_uas(args):
-    from ..evaluation.attachment import evaluate_uas
+    from ..evaluation.attachment import evaluate_uas, gold_sentences
+    from .parser_command import draw_for_evaluation, record_drawn_proposals
 
+    if _model_or_parser(args, "eval uas"):
+        from .parser_command import command_eval_with_parser
+
+        return command_eval_with_parser(args, "uas")
     model, tokenizer, directory = _eval_setup(args)
+    drawn = draw_for_evaluation(args, model, lambda: [s["words"] for s in gold_sentences(args.data, args.limit)],
+                                args.data, directory)
     # the proposals' cap where there are proposals (without them, the beam parses)
     capped = {} if args.max_proposals is None else {"max_proposals": args.max_proposals}
     with _left_out_said_once():
@@ -545,6 +601,7 @@ def command_eval_uas(args):
     if not _reports():
         return 0
     _record_protocol(args, metrics)
+    record_drawn_proposals(metrics, drawn)
     status = _say_left_out("eval uas", metrics.get("left_out", []),
                            metrics["sentences"] + metrics["sentences_left_out"])
     _report(metrics, ("uas", "correct", "scored_tokens", "sentences", "punctuation", "first_proposal", "oracle",
@@ -568,10 +625,10 @@ PROPOSALS_HELP = ("proposal trees in the format of the model's trees (PTB bracke
                   "of p(x, y) over them, so the perplexity is an upper bound")
 
 
-def _add_eval_command(evaluations, name, help_text, function, beam=True, ensembles=False):
+def _add_eval_command(evaluations, name, help_text, function, beam=True, ensembles=False, or_parser=False):
     command = evaluations.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. "
                                      f"{EVAL_OUTPUTS}")
-    _add_model_option(command, ensembles, writes_results=True)
+    _add_model_option(command, ensembles, writes_results=True, or_parser=or_parser)
     command.add_argument("--limit", type=positive_int, help="evaluate only the first N items")
     command.add_argument("--batch-size", type=positive_int,
                          default=8, help="items per batch (a resumed run may change it)")
@@ -821,8 +878,9 @@ def build_parser():
     add_training_precision_options(train)
     train.set_defaults(function=command_train)
 
-    parse_command = commands.add_parser("parse", help="best tree of each sentence (word-synchronous beam search)")
-    _add_model_option(parse_command, ensembles=True)
+    parse_command = commands.add_parser("parse", help="best tree of each sentence (word-synchronous beam search, or a "
+                                        "proposal parser's, --parser)")
+    _add_model_option(parse_command, ensembles=True, or_parser=True)
     parse_command.add_argument("--pretty", action="store_true", help="draw each tree over several lines")
     parse_command.add_argument("sentences", nargs="*", metavar="SENTENCE", help="one sentence per argument, words separated by spaces")
     parse_command.add_argument("--file", metavar="TEXTFILE",
@@ -866,15 +924,18 @@ def build_parser():
     rerank_command = _add_eval_command(evaluations, "rerank", "bracketing F1 of the highest joint-probability proposal",
                                        command_eval_rerank, beam=False, ensembles=True)
     rerank_command.add_argument("--gold", required=True, help="gold trees (PTB brackets, file or .mrg folder)")
-    rerank_command.add_argument("--proposals", required=True,
-                                help="proposal trees: one per line, one blank-line separated block per sentence")
+    rerank_command.add_argument("--proposals",
+                                help="proposal trees: one per line, one blank-line separated block per sentence (or "
+                                     "--proposal-parser)")
+    add_proposal_parser_options(rerank_command)
     _add_autocast_option(rerank_command)
     _add_max_proposals_option(rerank_command)
     rerank_command.add_argument("--chunk-size", type=positive_int, default=2048,
                                 help="proposals scored and journaled together (whole sentences; under torchrun, "
                                 "what one process scores at a time)")
-    parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses", command_eval_parse,
-                                         ensembles=True)
+    parse_eval_command = _add_eval_command(evaluations, "parse", "bracketing F1 of beam-search parses (or of a proposal "
+                                           "parser's best trees, --parser)", command_eval_parse, ensembles=True,
+                                           or_parser=True)
     parse_eval_command.add_argument("--gold", required=True)
     ppl = _add_eval_command(evaluations, "ppl", "word perplexity (exact for models that score words exactly, an upper "
                             "bound for syntactic ones, an approximation for them at document level)", command_eval_ppl,
@@ -884,6 +945,7 @@ def build_parser():
     ppl.add_argument("--proposals", help=PROPOSALS_HELP + "; one block per sentence of --data, in order. Default: the "
                      "beam")
     _add_max_proposals_option(ppl)
+    add_proposal_parser_options(ppl)
     ppl.add_argument("--document-level", action="store_true",
                      help="documents separated by blank lines: each sentence after the greedy best trees of the ones "
                      "before it, an approximation for syntactic models (needs a document-level model)")
@@ -899,13 +961,15 @@ def build_parser():
     sg.add_argument("--rule", default="first", choices=["first", "all", "mean"],
                     help="suites with several predictions: the first decides (default), all must hold, or their mean")
     uas = _add_eval_command(evaluations, "uas", "unlabeled attachment score of a dependency model's parses: the beam's "
-                            "best tree, or the highest log p(x, y) proposal with --proposals", command_eval_uas,
-                            ensembles=True)
+                            "best tree, or the highest log p(x, y) proposal with --proposals (or of a proposal "
+                            "parser's best trees, --parser, with LAS)", command_eval_uas, ensembles=True,
+                            or_parser=True)
     uas.add_argument("--data", required=True, help="gold dependency trees: a CoNLL-U file (HEAD column filled)")
     uas.add_argument("--proposals", help="proposal trees per gold sentence, in gold order: a CoNLL-U file of several "
                      "analyses per sentence (grouped by # sent_id) or inline trees (one per line, blank-line separated "
                      "blocks); the beam options are then unused (see hf_slm/evaluation/attachment.py)")
     _add_max_proposals_option(uas)
+    add_proposal_parser_options(uas)
     uas.add_argument("--include-punctuation", action="store_true",
                      help="score punctuation too (default: not scored: gold UPOS PUNCT, or without UPOS words made only "
                           "of Unicode punctuation characters)")
@@ -913,6 +977,7 @@ def build_parser():
     add_card_command(commands)
     add_data_command(commands)
     add_publishing_commands(commands)
+    add_parser_commands(commands)
     return parser
 
 
@@ -920,7 +985,8 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     # The words that chose the command ("eval ppl", "data prepare") name it in error lines.
-    words = (args.command, getattr(args, "evaluation", None), getattr(args, "data_command", None))
+    words = (args.command, getattr(args, "evaluation", None), getattr(args, "data_command", None),
+             getattr(args, "parser_command", None))
     command = " ".join(word for word in words if word)
     with _autocast(args):
         return run_command(args.function, args, command)

@@ -9,6 +9,7 @@
     hf-slm data prepare --loader xsum --summarization --parser runs/tg --tokenizer runs/tg --path xsum \
         --output prepared/xsum-tg
     hf-slm finetune --task xsum --model runs/tg --train prepared/xsum-tg --output runs/tg-xsum
+    hf-slm data prepare --loader text --parser runs/crf --path raw.txt --tokenizer runs/tg --output prepared/silver
 
 `--splits` is `split=item[+item...]` joined by commas, or a JSON object. For ptb the items are WSJ sections
 (`02-21`), file numbers (`0001-0159`) or file names and globs (see hf_slm/data/ptb.py); for the other
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from ..option_types import positive_int
 
-LOADER_NAMES = "ptb, bllip, xsum or conllu"
+LOADER_NAMES = "ptb, bllip, xsum, conllu, or text (raw text parsed with --parser)"
 
 
 def parse_split_spec(text, option="--splits"):
@@ -109,6 +110,10 @@ def command_data_prepare(args):
         options["cache_dir"] = args.cache_dir
     if args.non_projective:
         options["non_projective"] = args.non_projective
+    if args.join_lines:
+        if args.loader != "text":
+            raise ValueError("--join-lines applies to --loader text (raw text)")
+        options["join_lines"] = True
     summarization, parser_beam_options = _summarization_options(args)
     for name in _preparation_options():  # a family preparation's options (vocab_size, ...)
         if getattr(args, name) is not None:
@@ -219,8 +224,13 @@ def add_data_command(commands):
                               "to --max-document-words at a sentence boundary), the prompt, the summary's trees; "
                               "input_ids and labels (only the summary's by default)")
     prepare.add_argument("--parser", metavar="MODEL",
-                         help="--summarization: the checkpoint whose silver trees the texts get (cached in "
-                              "OUTPUT/silver/, so an interrupted prepare resumes); not needed for a words-only tokenizer")
+                         help="--summarization, or --loader text: the checkpoint whose best trees the texts get, a "
+                              "proposal parser (hf-slm parser train) or a language model of trees (cached in "
+                              "OUTPUT/silver/, so an interrupted prepare resumes); not needed for a words-only "
+                              "tokenizer")
+    prepare.add_argument("--join-lines", action="store_true",
+                         help="--loader text: the text is wrapped, only blank lines and punctuation end sentences "
+                              "(default: every line break ends one)")
     prepare.add_argument("--silver-trees", metavar="FILE",
                          help="--summarization: instead of --parser, your own parses (e.g. paper 003's CRF parser's): "
                               "one bracketed tree per line, each sentence of the documents and summaries taking the "

@@ -11,6 +11,9 @@ counts). What is tokenized:
   document-level sequence per example instead, `input_ids` and `labels`: the document's silver trees, the
   prompt and the summary's trees (hf_slm/summarization/preparation.py);
 - conllu: `input_ids`, the ids of the words (`<s>` + word pieces);
+- text (`--parser DIR`): raw text, each sentence given the parser's best tree (hf_slm/parsers/silver_data.py: a
+  proposal parser's or a language model's), written to `parsed/<split>.txt` (or `.conllu`) and then prepared as the
+  ptb (or conllu) loader's trees;
 - data of a family's own kind: what the family's preparation makes (below).
 
 Trees are normalized once, by the loader, with the tokenizer's own normalization options (stored in its
@@ -56,6 +59,9 @@ TOKENIZER_FOLDER = "tokenizer"
 # The summarization step parses with a trained model, a layer above data (hf_slm/summarization/): data reaches it
 # by a "module:attribute" reference resolved when a summarization prepare runs, as a family record names its code.
 SUMMARIZATION_PREPARATION = "hf_slm.summarization.preparation:SummarizationPreparation"
+# Raw text parsed into training trees (`--loader text --parser DIR`), a layer above data too.
+TEXT_LOADER = "text"
+PARSED_TEXT = "hf_slm.parsers.silver_data:parse_text_files"
 
 def load_syntactic_tokenizer(directory):
     """The hf_slm tokenizer saved in `directory`, loaded with the installed classes (no remote code).
@@ -309,12 +315,19 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise ValueError(f"output {str(output)!r} is a file; expected a folder to write the dataset into")
-    # A summarization prepare interrupted while parsing its first split left only its silver-tree cache.
-    resumable = (output / PREPARE_JOURNAL).is_file() or bool(summarization and (output / "silver").is_dir())
+    # A summarization or text prepare interrupted while parsing its first split left only its silver-tree cache.
+    resumable = (output / PREPARE_JOURNAL).is_file() or bool((summarization or loader == TEXT_LOADER)
+                                                             and (output / "silver").is_dir())
     if output.exists() and any(p.name != LOCK_NAME for p in output.iterdir()) and not overwrite and not resumable:
         raise ValueError(f"output {str(output)!r} is not empty; choose another folder or overwrite it")
     if num_proc is not None and (not isinstance(num_proc, int) or num_proc < 1):
         raise ValueError(f"num_proc {num_proc!r}: expected a positive number of processes")
+    parsed_from = None  # raw text parsed into trees: what the record says of it
+    if loader == TEXT_LOADER:
+        parsed_from = {"text": _jsonable(path if isinstance(path, Mapping) else str(path)), "parser": str(parser)}
+        loader, path, parser = _parsed_text(path, parser, tokenizer_dir, grammar, output, options, log)
+        if loader is None:
+            return None
     tokenizer = load_syntactic_tokenizer(tokenizer_dir) if tokenizer_dir is not None else None
     options = dict(options)
     preparation = family_preparation(loader, tokenizer, tokenizer_dir, grammar, options)
@@ -327,7 +340,7 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
                                                                parser_beam_options, silver_trees=silver_trees)
     elif parser is not None or silver_trees is not None:
         raise ValueError(f"{'a parser model' if parser is not None else 'silver trees'} apply to summarization data "
-                         "(--summarization)")
+                         "(--summarization)" + (", or to raw text (--loader text)" if parser is not None else ""))
     with output_lock(output, log=log):
         # The tree loaders read large files with num_proc processes too; the prepared data does not depend on it.
         reading = {"num_proc": num_proc} if num_proc and "num_proc" in loader_options(loader) else {}
@@ -344,13 +357,31 @@ def prepare_dataset(loader, path, tokenizer_dir, output, num_proc=None, document
             if tokenizer is None:
                 tokenizer = preparation.trained_tokenizer(dataset, output, journal, log)
             return _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer,
-                                      arguments, dataset, journal, preparation, summarizer)
+                                      arguments, dataset, journal, preparation, summarizer, parsed_from)
         finally:
             journal.close()
 
 
+def _parsed_text(path, parser, tokenizer_dir, grammar, output, options, log):
+    """(the loader of the parsed trees, their files {split: [file]}, None): `--loader text --parser DIR` parses the
+    text files into tree files (hf_slm/parsers/silver_data.py), which the ptb or conllu loader then reads. Without a
+    tokenizer or grammar to encode them, it stops there: (None, None, None), the tree files written."""
+    if parser is None:
+        raise ValueError("--loader text reads raw text: give --parser (a proposal parser or a model of trees) whose best "
+                         "trees the sentences get")
+    line_breaks = not options.pop("join_lines", False)
+    with output_lock(output, log=log):
+        files, tree_kind = resolve(PARSED_TEXT)(path, parser, output, line_breaks=line_breaks, log=log)
+    if tokenizer_dir is None and grammar is None:
+        first = next(iter(files.values()))[0]
+        log(f"the trees are in {Path(output) / 'parsed'}: train on them (hf-slm train --preset ... --train {first}), "
+            "or give --tokenizer (or --grammar for dependency trees) to tokenize them here")
+        return None, None, None
+    return ("conllu" if tree_kind == "dependency" else "ptb"), files, None
+
+
 def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_level, log, tokenizer, arguments,
-                       dataset, journal, preparation=None, summarizer=None):
+                       dataset, journal, preparation=None, summarizer=None, parsed_from=None):
     """The work of `prepare_dataset` once `output` is locked: each split tokenized, saved and journaled (or
     loaded, when an earlier run finished it), then the tokenizer and the record."""
     encode, id_columns = _encoder(loader, document_level, preparation)
@@ -393,6 +424,8 @@ def _tokenize_and_save(loader, path, tokenizer_dir, output, num_proc, document_l
         },
         **({} if preparation is None else {preparation.record_key: preparation.record(tokenizer)}),
         "summarization": summarizer.record() if summarizer is not None else None,
+        # raw text whose sentences got a parser's best trees (`--loader text --parser`), read back by `loader`
+        **({"parsed_from": parsed_from} if parsed_from is not None else {}),
         "id_columns": id_columns,
         "splits": {
             split: {"examples": len(data), "ids": {column: id_count(data, column) for column in id_columns}}

@@ -9,8 +9,8 @@ record says so). An evaluation the paper does not run is refused. What the paper
 a note: the command's defaults then hold. Without --protocol nothing changes.
 
 `proposals_required`: the paper's number comes from proposal trees (p(x) >= the sum of p(x, y) over them): the command
-must be given them (--proposals), as the paper's parser drew them; `max_proposals` then keeps the first N per
-sentence.
+must be given them (--proposals), as the paper's parser drew them, or draw them with a proposal parser
+(--proposal-parser DIR, hf_slm/parsers/); `max_proposals` then keeps the first N per sentence (draws N unique ones).
 """
 
 from dataclasses import dataclass, field
@@ -86,6 +86,31 @@ PROTOCOLS = {protocol.name: protocol for protocol in (
 )}
 
 
+# What each paper drew its proposal trees from: the kinds of hf-slm's parsers (hf_slm/parsers/kinds.py) of that kind,
+# and the paper's words.
+PROPOSAL_PARSERS = {
+    "000": (("rnng-discriminative",), "a discriminative RNNG (section 3.1, footnote 4)"),
+    "002": (("biaffine",), "Biaffine-roberta, a biaffine dependency parser over RoBERTa (section 4.1)"),
+    "003": (("crf-unlabeled", "crf"), "a CRF constituency parser (Zhang et al. 2020), unlabelled trees (section 3.1)"),
+}
+
+
+def proposal_parser_note(name, kind):
+    """What the results say of the parser that drew a protocol's proposals (`kind`: its kind's name): the paper's
+    parser, and whether this one is of its kind (and if not, that it stands in)."""
+    from ..parsers.kinds import parser_kinds
+
+    kinds, paper_parser = PROPOSAL_PARSERS.get(protocol_named(name).paper, ((), None))
+    if paper_parser is None:
+        return None
+    record = {"paper_drew_from": paper_parser, "drawn_by": f"a {kind} parser", "same_kind": kind in kinds}
+    if not record["same_kind"]:
+        available = any(other.name in kinds for other in parser_kinds())
+        record["note"] = (f"the paper drew from {paper_parser}" + ("" if available else ", which hf-slm has no parser "
+                          "of yet") + f"; a {kind} parser stands in, so the number is not the paper's protocol exactly")
+    return record
+
+
 def protocol_named(name):
     if name not in PROTOCOLS:
         raise ValueError(f"--protocol {name!r}: expected one of {sorted(PROTOCOLS)}")
@@ -112,10 +137,14 @@ notes). ValueError: the protocol is another paper's, the paper does not run this
     options, recorded = dict(given), {}
     for setting in settings:
         if setting.value == REQUIRED:
-            if given.get(setting.option) is None:
-                raise ValueError(f"--protocol {name}: eval {evaluation} needs --{setting.option.replace('_', '-')}: "
-                                 f"{setting.source}")
-            recorded[setting.option] = {"value": "given", "source": setting.source, "from": "command"}
+            # proposals: a file (--proposals), or drawn by a proposal parser (--proposal-parser)
+            drawn = setting.option == "proposals" and given.get("proposal_parser") is not None
+            if given.get(setting.option) is None and not drawn:
+                alternative = " (or --proposal-parser DIR)" if setting.option == "proposals" else ""
+                raise ValueError(f"--protocol {name}: eval {evaluation} needs --{setting.option.replace('_', '-')}"
+                                 f"{alternative}: {setting.source}")
+            recorded[setting.option] = {"value": "drawn by --proposal-parser" if drawn else "given",
+                                        "source": setting.source, "from": "command"}
             continue
         if given.get(setting.option) is None:
             options[setting.option] = setting.value

@@ -108,7 +108,8 @@ class TreeFormat:
 
     def proposal_blocks(self, path, limit=None, normalization=None):
         """Yield a ProposalBlock per sentence of a proposal file of this format (`proposal_description`), lazily, at most
-        `limit` of them; each line read by `read_proposal`. Errors name the file, the line and the layout expected.
+        `limit` of them; each line read by `read_proposal`, comment lines (`# `: what drew the trees, each tree's
+        log q, hf_slm/parsers/proposals.py) skipped. Errors name the file, the line and the layout expected.
         The evaluations that read proposals (perplexity, BLiMP, reranking) all read them here."""
         path = _proposal_file(path)
         if limit is not None and limit <= 0:
@@ -118,6 +119,8 @@ class TreeFormat:
         trees, locations, count = [], [], 0
         with open_text(path, "proposal file") as handle:
             for number, line in enumerate(handle, start=1):
+                if is_comment(line):
+                    continue
                 if line.strip():
                     where = f"{path}, line {number}"
                     trees.append(self.read_proposal(line, where, normalization))
@@ -451,6 +454,13 @@ class WordSequences(TreeFormat):
             BRACKETED.draw(tree)
             return
         print(" ".join(self.words(tree)))
+
+
+def is_comment(line):
+    """A comment line of a proposal file: `#` alone or followed by a space (an inline dependency tree may start with
+    the word `#`, as `#/2`, never with `# `)."""
+    stripped = line.strip()
+    return stripped == "#" or stripped.startswith("# ")
 
 
 def _proposal_file(path):

@@ -2,9 +2,9 @@
 
 A parser kind says what `hf-slm parser train --kind NAME` builds: its config, model and tokenizer classes, the trees
 it reads and draws (constituency, labelled or not, or dependency), the tree format those are written in (the format
-of the language models they serve: hf_slm/families/tree_formats.py), its sizes and training schedules, and the paper
-whose protocol drew proposals from a parser of its kind. Generic code (training, proposals, parsing, cards, the Auto
-classes) asks the record; a package that adds a parser (a discriminative RNNG) registers its own with
+of the language models they serve: hf_slm/families/tree_formats.py), and its sizes. Which paper drew its proposals
+from which kind: hf_slm/evaluation/protocols.py, PROPOSAL_PARSERS. Generic code (training, proposals, parsing, cards,
+the Auto classes) asks the record; a package that adds a parser (a discriminative RNNG) registers its own with
 `register_parser_kind`. Records name their classes as "module:attribute" strings, imported on first use.
 """
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ..families.registry import resolve
 
 PARSER_TOKENIZER = "hf_slm.tokenization.tokenization_parser:ProposalParserTokenizer"
+PARSER_SCORER = "hf_slm.parsers.scorer:ProposalParserScorer"
 
 # Sizes: "paper" follows the parser each paper cites (Zhang, Zhou and Li 2020's CRF parser; Dozat and Manning 2017's
 # biaffine parser: a 3-layer BiLSTM of 400 per direction, 100-d word and character features, MLPs of 500 and 100,
@@ -52,8 +53,9 @@ class ParserKind:
     labelled: its constituency trees carry labels (an unlabelled parser serves paper 003's models only).
     tree_format: the format its trees are written in (hf_slm/families/tree_formats.py).
     config_class, model_class, tokenizer_class: the classes (or "module:Class" references).
+    scorer_class: the Scorer (hf_slm/search/scorers.py) that parses with it where a language model's would (silver
+        trees, `hf-slm parse --parser`).
     sizes: {size name: model config fields}; `hf-slm parser train --size`.
-    paper: the paper whose perplexity protocol drew proposals from a parser of this kind, and how it says so.
     """
 
     name: str
@@ -64,8 +66,8 @@ class ParserKind:
     config_class: object
     model_class: object
     sizes: dict
-    paper: tuple = ()
     tokenizer_class: object = PARSER_TOKENIZER
+    scorer_class: object = PARSER_SCORER
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def resolved(self, name):
@@ -142,8 +144,6 @@ register_parser_kind(ParserKind(
     config_class="hf_slm.modeling.configuration_parser:ConstituencyParserConfig",
     model_class="hf_slm.modeling.modeling_crf_parser:CrfConstituencyParser",
     sizes=_CONSTITUENCY_SIZES,
-    paper=("000", "a discriminative RNNG (section 3.1, footnote 4); hf-slm has none yet, so a labelled CRF parser "
-                  "stands in"),
 ))
 register_parser_kind(ParserKind(
     name="crf-unlabeled",
@@ -152,7 +152,6 @@ register_parser_kind(ParserKind(
     config_class="hf_slm.modeling.configuration_parser:ConstituencyParserConfig",
     model_class="hf_slm.modeling.modeling_crf_parser:CrfConstituencyParser",
     sizes=_CONSTITUENCY_SIZES,
-    paper=("003", "a CRF constituency parser, 300 unlabelled trees (section 3.1)"),
 ))
 register_parser_kind(ParserKind(
     name="biaffine",
@@ -162,5 +161,4 @@ register_parser_kind(ParserKind(
     config_class="hf_slm.modeling.configuration_parser:DependencyParserConfig",
     model_class="hf_slm.modeling.modeling_biaffine_parser:BiaffineDependencyParser",
     sizes=_DEPENDENCY_SIZES,
-    paper=("002", "Biaffine-roberta (section 4.1): a biaffine parser over RoBERTa"),
 ))

@@ -46,6 +46,34 @@ def load_parser(name):
     return model.eval(), tokenizer
 
 
+def is_parser_checkpoint(name):
+    """Whether a checkpoint folder or hub id holds a proposal parser (its config's model_type), not a language
+    model."""
+    import json
+
+    config = Path(str(name)) / "config.json"
+    if config.is_file():
+        try:
+            return is_parser_config(json.loads(config.read_text(encoding="utf-8")))
+        except ValueError:
+            return False  # the loader that reads it next says what is wrong with it
+    if Path(str(name)).exists():
+        return False
+    from transformers import AutoConfig
+
+    return is_parser_config(AutoConfig.from_pretrained(str(name), trust_remote_code=True))
+
+
+def load_tree_source(name):
+    """(model, tokenizer) of a checkpoint that gives trees: a proposal parser (`load_parser`) or a language model
+    (hf_slm.checkpoints.loading.load_checkpoint), as its config says; each parses through its own Scorer."""
+    if is_parser_checkpoint(name):
+        return load_parser(name)
+    from ..checkpoints.loading import load_checkpoint
+
+    return load_checkpoint(name)
+
+
 def check_parser_tokenizer(config, tokenizer, source="parser"):
     """Raise ValueError unless the tokenizer's vocabularies are the ones the config was built from."""
     expected = getattr(config, "vocabulary_fingerprint", None)
@@ -99,9 +127,10 @@ class ProposalParser:
         encoded = self.tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
         return {key: value.to(self.model.device) for key, value in encoded.items()}
 
-    def write(self, words, structure):
-        """A structure as the parser's tree format writes it (a dependency tree in CoNLL-U, with relations)."""
-        return self.tokenizer.decode_tree(words, structure, dependency_format="conllu")
+    def write(self, words, structure, dependency_format="conllu"):
+        """A structure as the parser's tree format writes it (a dependency tree in CoNLL-U, with its relations, or
+        inline, `The/2 bird/3 sings/0`)."""
+        return self.tokenizer.decode_tree(words, structure, dependency_format=dependency_format)
 
     def _batches(self, sentences, batch_size):
         """(indices, their sentences) in batches of similar lengths (the longest sentence sets a batch's cost)."""
@@ -110,14 +139,15 @@ class ProposalParser:
             indices = order[start : start + batch_size]
             yield indices, [sentences[index] for index in indices]
 
-    def best(self, sentences, batch_size=32, progress=False):
-        """Per sentence (a list of words or a string), (its most probable tree, log q(y | x) in nats)."""
+    def best(self, sentences, batch_size=32, progress=False, dependency_format="inline"):
+        """Per sentence (a list of words or a string), (its most probable tree, log q(y | x) in nats); a dependency
+        tree inline (`The/2 bird/3 sings/0`, what a dependency model's parse gives) or in CoNLL-U."""
         sentences = [self._words(sentence, index) for index, sentence in enumerate(sentences)]
         found = [None] * len(sentences)
         with tqdm(total=len(sentences), desc="parsing", unit="sentence", disable=not progress) as bar:
             for indices, batch in self._batches(sentences, batch_size):
                 for index, words, structure in zip(indices, batch, self.model.best_structures(**self._inputs(batch))):
-                    found[index] = (self.write(words, structure), structure["log_prob"])
+                    found[index] = (self.write(words, structure, dependency_format), structure["log_prob"])
                 bar.update(len(indices))
         return found
 

@@ -139,7 +139,12 @@ def _results_of(results, key):
 
 
 def scorer_class_for(model):
-    """The Scorer class the family of `model` names (Family.scorer)."""
+    """The Scorer class the family of `model` names (Family.scorer); a proposal parser's, whose trees it parses with
+    (hf_slm/parsers/scorer.py), for a parser of no family."""
+    from ..parsers.kinds import is_parser_config, kind_of_config
+
+    if is_parser_config(model.config):
+        return kind_of_config(model.config).resolved("scorer_class")
     return family_for_config(model.config).scorer
 
 

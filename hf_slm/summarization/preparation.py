@@ -9,7 +9,8 @@ layout, saving and journaling each split, resuming, prepare.json) is prepare.py'
   truncated to 600 words, the prompt, the summary's trees), saved as `input_ids` and `labels` (-100 where no
   action is trained; by default the document and the prompt) beside the loader's columns, with
   `summary_start` and whether the document or the summary was truncated.
-- The silver trees come from `parser` (a checkpoint folder), checked to give trees the tokenizer encodes before
+- The silver trees come from `parser` (a checkpoint folder: a language model's best trees by its beam search, or a
+  proposal parser's, `hf-slm parser train`, as paper 003 made its XSum trees with its CRF parser), checked to give trees the tokenizer encodes before
   the data is loaded, or from `silver_trees`, a file of the user's own parses, one bracketed tree per sentence,
   matched to the sentences by their words (hf_slm/summarization/given_trees.py; `--silver-trees FILE`). They are cached in `<output>/silver/` (hf_slm/summarization/silver.py), sentence by sentence as
   they are found: a prepare interrupted while parsing resumes where it stopped, with the splits saved before the
@@ -73,11 +74,22 @@ class SummarizationPreparation:
         if parser is None:
             raise ValueError(f"the tokenizer encodes trees ({tokenizer.linearization}): give a parser model (--parser) "
                              "whose silver trees the documents and summaries get, or a file of them (--silver-trees)")
-        from ..checkpoints.loading import load_checkpoint
+        from ..parsers.parser import load_tree_source
 
-        preparation.parser_pair = load_checkpoint(parser)
+        preparation.parser_pair = load_tree_source(parser)  # a language model or a proposal parser
         check_parser(*preparation.parser_pair, tokenizer, parser_name=f"the parser {str(parser)!r}")
         return preparation
+
+    def _parser_kind(self):
+        """What gave the silver trees: a proposal parser of some kind, a language model's beam search, or a file."""
+        if self.parser_pair is None:
+            return "the user's trees (--silver-trees)" if self.silver_trees else None
+        from ..parsers.kinds import is_parser_config, kind_of_config
+
+        config = self.parser_pair[0].config
+        if is_parser_config(config):
+            return f"proposal parser ({kind_of_config(config).name}): its best trees"
+        return "language model: the best trees of its word-synchronous beam search"
 
     def journal_entry(self):
         """What the saved splits depend on besides the data and the tokenizer."""
@@ -114,6 +126,7 @@ class SummarizationPreparation:
 
     def record(self):
         return {**self.summary_format.to_dict(), "parser": self.parser, "parser_beam_options": self.beam_options,
+                "parser_kind": self._parser_kind(),
                 **({"silver_trees": self.silver_trees} if self.silver_trees is not None else {}),
                 "counts (splits tokenized by this run)": self.counts,
                 "sequence": "document trees, prompt, summary trees (hf_slm/summarization/summaries.py)"}

@@ -72,6 +72,8 @@ from ..modeling.generation_slm import (
     prompt_words,
 )
 from ..modeling.grammars import grammar_for_config
+from ..parsers.kinds import is_parser_config, kind_of_config
+from ..search.scorers import scorer_class_for
 from .silver import document_sentences, silver_trees
 from ..tokenization.tree_type import Tree
 from ..tokenization.trees import input_format, parse_tree
@@ -305,6 +307,13 @@ def check_parser(parser_model, parser_tokenizer, tokenizer, parser_name="the par
     """Raise ValueError when `parser_model` cannot give trees that `tokenizer` encodes: a words-only model (no
     trees), or trees of another kind (the `kind` of the tree formats: dependency for a constituency tokenizer, or
     the reverse)."""
+    if is_parser_config(parser_model.config):  # a proposal parser: its kind says which trees it gives
+        kind, wanted = kind_of_config(parser_model.config), format_of_tokenizer(tokenizer)
+        if not kind.serves(wanted.name):
+            raise ValueError(f"{parser_name} is a {kind.name} proposal parser, which gives {kind.tree_format} trees, "
+                             f"but the target tokenizer ({tokenizer.linearization}) encodes {wanted.name} trees; "
+                             "expected a parser of their kind")
+        return
     grammar = parser_model.config.grammar
     if grammar_for_config(parser_model.config).words_only:
         parsers = [name for name in grammar_names() if format_of_grammar(name).kind != "words"]
@@ -403,8 +412,11 @@ def document_trees(rows, tokenizer, parser=None, cache_dir=None, progress=False,
             if given_trees is not None:
                 parsed = given_trees.silver_trees(texts)
             else:
+                # a parser that runs no search (a proposal parser) takes no search options
+                searched = scorer_class_for(parser_model).runs_search
                 parsed = silver_trees(parser_model, parser_tokenizer, texts, cache_dir=cache_dir, progress=progress,
-                                      batch_size=batch_size, **{**SUMMARY_CONSTRAINTS, **beam_options})
+                                      batch_size=batch_size,
+                                      **({**SUMMARY_CONSTRAINTS, **beam_options} if searched else beam_options))
         by_id = {entry["id"]: entry for entry in parsed}
         for entry in parsed.left_out:
             reasons.setdefault(entry["document"], entry["error"])
@@ -467,9 +479,9 @@ def _load_parser(parser, model, tokenizer):
         else:
             return model, tokenizer
     if isinstance(parser, (str, Path)):
-        from ..checkpoints.loading import load_checkpoint
+        from ..parsers.parser import load_tree_source
 
-        return load_checkpoint(parser)
+        return load_tree_source(parser)
     return parser
 
 
