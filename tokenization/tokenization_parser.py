@@ -13,8 +13,14 @@ trees of them. Its tokenizer holds three vocabularies, saved together in `parser
   their unary chains, BINARIZED and NO_CONSTITUENT; UNLABELLED for unlabelled trees) and, when its training trees
   had them, POS tags; a dependency parser's relations.
 
+A parser over a pretrained encoder (BERT, RoBERTa, ...) also keeps that encoder's tokenizer, saved as its fast backend
+(`encoder_tokenizer.json`, the `tokenizers` library's JSON, read without transformers' tokenizer classes): each
+sentence then also gives the encoder's pieces, `piece_ids` and `piece_attention_mask` [P] (the encoder's own special
+pieces around the words), and `word_piece_spans` [n + 2, 2], each position's [start, end) among them (`<s>` the
+special pieces before the first word, `</s>` those after the last).
+
 `tokenizer(words, is_split_into_words=True)` (one sentence or a batch; a string is split at spaces) gives
-input_ids, attention_mask and char_ids, padded on the right. `encode_target` turns a training tree into what the
+input_ids, attention_mask and char_ids (and the pieces' fields), padded on the right. `encode_target` turns a training tree into what the
 loss reads (a bracketing's spans and tags, or heads and relations), and `decode_tree` writes a parser's structure as
 a tree: PTB brackets (unlabelled brackets for unlabelled trees) or a dependency tree (inline or CoNLL-U).
 
@@ -26,6 +32,7 @@ import json
 import os
 from collections import Counter
 
+from tokenizers import Tokenizer as PieceTokenizer
 from transformers import PreTrainedTokenizer
 from transformers.tokenization_utils_base import BatchEncoding
 from transformers.utils import PaddingStrategy
@@ -59,6 +66,15 @@ def _checked_words(words, where):
     return words
 
 
+def pad_pieces(records):
+    """Right-pad the encoder pieces of a batch's records to its longest (piece id 0, masked out)."""
+    width = max(len(record["piece_ids"]) for record in records)
+    for record in records:
+        missing = width - len(record["piece_ids"])
+        record["piece_ids"] = record["piece_ids"] + [0] * missing
+        record["piece_attention_mask"] = record["piece_attention_mask"] + [0] * missing
+
+
 class ProposalParserTokenizer(PreTrainedTokenizer):
     """Words -> word and character ids for a proposal parser; its trees <-> training targets (module docstring).
 
@@ -71,15 +87,19 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
         min_count, max_word_length: the training threshold of the word vocabulary, and the characters kept of a word.
         strip_traces, strip_function_tags, preterminals, drop_root: how bracketed training trees are normalized
             (trees.normalize_tree).
+        encoder_tokenizer_file, encoder_tokenizer: a pretrained encoder's tokenizer, its saved backend (a file) or
+            a `tokenizers.Tokenizer` (or its JSON string); None for a parser over its own BiLSTM.
     """
 
-    vocab_files_names = {"vocab_file": "parser_vocab.json"}
+    vocab_files_names = {"vocab_file": "parser_vocab.json", "encoder_tokenizer_file": "encoder_tokenizer.json"}
     model_input_names = ["input_ids", "attention_mask", "char_ids"]
+    PIECE_FIELDS = ("piece_ids", "piece_attention_mask")
 
     def __init__(self, vocab_file=None, words=None, chars=None, labels=None, tags=None, tree_kind="constituency",
                  labelled=True, min_count=2, max_word_length=20, strip_traces=True, strip_function_tags=False,
                  preterminals="auto", drop_root=True, pad_token=WORD_SPECIALS[PAD_ID], bos_token=WORD_SPECIALS[BOS_ID],
-                 eos_token=WORD_SPECIALS[EOS_ID], unk_token=WORD_SPECIALS[UNK_ID], **kwargs):
+                 eos_token=WORD_SPECIALS[EOS_ID], unk_token=WORD_SPECIALS[UNK_ID], encoder_tokenizer_file=None,
+                 encoder_tokenizer=None, **kwargs):
         if tree_kind not in TREE_KINDS:
             raise ValueError(f"tree_kind {tree_kind!r}: expected one of {TREE_KINDS}")
         if vocab_file is not None:
@@ -106,6 +126,11 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
         self.label_ids = {label: index for index, label in enumerate(self.labels)}
         self.tags = list(tags) if tags else None
         self.tag_ids = {tag: index for index, tag in enumerate(self.tags or [])}
+        if isinstance(encoder_tokenizer, str):
+            encoder_tokenizer = PieceTokenizer.from_str(encoder_tokenizer)
+        if encoder_tokenizer is None and encoder_tokenizer_file is not None:
+            encoder_tokenizer = PieceTokenizer.from_file(encoder_tokenizer_file)
+        self.encoder_tokenizer = encoder_tokenizer
         super().__init__(pad_token=pad_token, bos_token=bos_token, eos_token=eos_token, unk_token=unk_token,
                          tree_kind=tree_kind,
                          labelled=self.labelled, min_count=min_count, max_word_length=max_word_length,
@@ -114,10 +139,10 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
     # ---- building the vocabularies -------------------------------------------------------------------
     @classmethod
     def train(cls, examples, tree_kind="constituency", labelled=True, min_count=2, max_word_length=20,
-              **normalization):
+              encoder_tokenizer=None, **normalization):
         """A tokenizer for training examples: constituency trees (bracketed strings or nltk Trees, normalized with
         `normalization`) or dependency examples {"words", "relations"}. Words seen fewer than `min_count` times are
-        represented by their unknown-word classes."""
+        represented by their unknown-word classes. `encoder_tokenizer`: a pretrained encoder's (class docstring)."""
         words, labels, tags = [], Counter(), Counter()
         probe = cls(words=[], chars=[], labels=[], tree_kind=tree_kind, labelled=labelled,
                     max_word_length=max_word_length, **normalization)
@@ -143,7 +168,7 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
             labels.update({label: 0 for label in ((BINARIZED, NO_CONSTITUENT) if labelled else RESERVED_LABELS)})
         return cls(words=classes + kept, chars=chars, labels=sorted(labels), tags=sorted(tags) or None,
                    tree_kind=tree_kind, labelled=labelled, min_count=min_count, max_word_length=max_word_length,
-                   **normalization)
+                   encoder_tokenizer=encoder_tokenizer, **normalization)
 
     # ---- vocabulary (transformers' interface) --------------------------------------------------------
     @property
@@ -177,12 +202,17 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
     def save_vocabulary(self, save_directory, filename_prefix=None):
         if not os.path.isdir(save_directory):
             raise ValueError(f"save_vocabulary: {str(save_directory)!r} is not a directory")
-        path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + "parser_vocab.json")
+        prefix = filename_prefix + "-" if filename_prefix else ""
+        path = os.path.join(save_directory, prefix + "parser_vocab.json")
         with open(path, "w", encoding="utf-8") as handle:
             json.dump({"words": self._id_to_word[len(WORD_SPECIALS):], "chars": self._chars[len(CHAR_SPECIALS):],
                        "labels": self.labels, "tags": self.tags}, handle, ensure_ascii=False)
             handle.write("\n")
-        return (path,)
+        if self.encoder_tokenizer is None:
+            return (path,)
+        pieces = os.path.join(save_directory, prefix + "encoder_tokenizer.json")
+        self.encoder_tokenizer.save(pieces)
+        return (path, pieces)
 
     # ---- encoding words ------------------------------------------------------------------------------
     def word_id(self, word):
@@ -201,11 +231,30 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
         return [char_id] + [CHAR_PAD] * (self.max_word_length - 1)
 
     def encode_words(self, words, where="sentence"):
-        """{"input_ids", "char_ids"} of one sentence: `<s>`, its words, `</s>`."""
+        """{"input_ids", "char_ids"} of one sentence: `<s>`, its words, `</s>` (and the encoder's pieces)."""
         words = _checked_words(words, where)
-        return {"input_ids": [BOS_ID] + [self.word_id(word) for word in words] + [EOS_ID],
-                "char_ids": [self._boundary_row(CHAR_BOS)] + [self._char_row(w) for w in words]
-                + [self._boundary_row(CHAR_EOS)]}
+        encoded = {"input_ids": [BOS_ID] + [self.word_id(word) for word in words] + [EOS_ID],
+                   "char_ids": [self._boundary_row(CHAR_BOS)] + [self._char_row(w) for w in words]
+                   + [self._boundary_row(CHAR_EOS)]}
+        if self.encoder_tokenizer is not None:
+            encoded.update(self._pieces(words))
+        return encoded
+
+    def _pieces(self, words):
+        """piece_ids, piece_attention_mask and word_piece_spans of one sentence (module docstring)."""
+        pieces = self.encoder_tokenizer.encode(words, is_pretokenized=True, add_special_tokens=True)
+        owners = pieces.word_ids
+        starts, ends = [None] * len(words), [None] * len(words)
+        for position, owner in enumerate(owners):
+            if owner is not None:
+                starts[owner] = position if starts[owner] is None else starts[owner]
+                ends[owner] = position + 1
+        first = next((p for p, owner in enumerate(owners) if owner is not None), len(owners))
+        last = max((p + 1 for p, owner in enumerate(owners) if owner is not None), default=0)
+        # a word with no piece of its own (the encoder drops it) gets an empty span, hence a zero vector
+        spans = [[0, first]] + [[start, end] if start is not None else [0, 0] for start, end in zip(starts, ends)]
+        return {"piece_ids": list(pieces.ids), "piece_attention_mask": [1] * len(pieces.ids),
+                "word_piece_spans": spans + [[last, len(owners)]]}
 
     def _encode_plus(self, text, text_pair=None, add_special_tokens=True, padding_strategy=PaddingStrategy.DO_NOT_PAD,
                      truncation_strategy=None, max_length=None, stride=0, is_split_into_words=False,
@@ -226,6 +275,8 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
                              "is_split_into_words=True) or a batch of them")
         records = [self.encode_words(item, f"sentence {index}" if batched else "sentence")
                    for index, item in enumerate(text if batched else [text])]
+        if self.encoder_tokenizer is not None and padding_strategy != PaddingStrategy.DO_NOT_PAD:
+            pad_pieces(records)
         for record in records:
             if return_length:
                 record["length"] = len(record["input_ids"])
@@ -240,14 +291,20 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
              pad_to_multiple_of=None, padding_side=None, return_attention_mask=None):
         """transformers' padding of input_ids, plus char_ids padded with rows of `<pad>` characters (right only)."""
         char_ids = encoded_inputs.pop("char_ids", None)
+        spans = encoded_inputs.pop("word_piece_spans", None)
+        pieces = {name: encoded_inputs.pop(name) for name in self.PIECE_FIELDS if name in encoded_inputs}
+        length = len(encoded_inputs["input_ids"])
         if (padding_side or self.padding_side) != "right":
             raise ValueError("a parser tokenizer pads on the right (padding_side='right')")
         padded = super()._pad(encoded_inputs, max_length=max_length, padding_strategy=padding_strategy,
                               pad_to_multiple_of=pad_to_multiple_of, padding_side="right",
                               return_attention_mask=return_attention_mask)
+        missing = len(padded["input_ids"]) - length
         if char_ids is not None:
-            missing = len(padded["input_ids"]) - len(char_ids)
             padded["char_ids"] = list(char_ids) + [[CHAR_PAD] * self.max_word_length] * missing
+        if spans is not None:
+            padded["word_piece_spans"] = list(spans) + [[0, 0]] * missing
+        padded.update(pieces)  # padded across the batch by pad_pieces
         return padded
 
     def _decode(self, token_ids, skip_special_tokens=False, **kwargs):

@@ -590,7 +590,8 @@ def command_eval_uas(args):
         return command_eval_with_parser(args, "uas")
     model, tokenizer, directory = _eval_setup(args)
     drawn = draw_for_evaluation(args, model, lambda: [s["words"] for s in gold_sentences(args.data, args.limit)],
-                                args.data, directory)
+                                args.data, directory,
+                                sent_ids=lambda: [s["sent_id"] for s in gold_sentences(args.data, args.limit)])
     # the proposals' cap where there are proposals (without them, the beam parses)
     capped = {} if args.max_proposals is None else {"max_proposals": args.max_proposals}
     with _left_out_said_once():

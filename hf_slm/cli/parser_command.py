@@ -91,10 +91,10 @@ def add_proposal_parser_options(command):
                               "(default 10 x --max-proposals); a sentence with fewer distinct trees gets fewer")
 
 
-def draw_for_evaluation(args, model, sentences, data, directory):
+def draw_for_evaluation(args, model, sentences, data, directory, sent_ids=None):
     """With --proposal-parser: draw the proposals of the evaluation's sentences (`sentences()` reads them, as the
-    evaluation will) into the results folder, set args.proposals to the file, and return the record the results
-    keep (None without --proposal-parser)."""
+    evaluation will; `sent_ids()` their ids, which a CoNLL-U proposal file must repeat) into the results folder, set
+    args.proposals to the file, and return the record the results keep (None without --proposal-parser)."""
     if getattr(args, "proposal_parser", None) is None:
         return None
     if args.proposals is not None:
@@ -111,7 +111,8 @@ def draw_for_evaluation(args, model, sentences, data, directory):
     path = directory / proposal_file_name(parser, data_name(data) + (f"-limit{args.limit}" if args.limit else ""),
                                           num, args.proposal_seed)
     record = draw_proposals(parser, sentences(), path, num=num, max_draws=args.proposal_max_draws,
-                            seed=args.proposal_seed, batch_size=32, data=str(data), overwrite=args.overwrite)
+                            seed=args.proposal_seed, batch_size=32, data=str(data), overwrite=args.overwrite,
+                            sent_ids=sent_ids() if sent_ids is not None else None)
     args.proposals = record["file"]
     if getattr(args, "protocol_record", None) is not None:
         from ..evaluation.protocols import proposal_parser_note

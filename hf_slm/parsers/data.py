@@ -89,7 +89,8 @@ def encode_examples(tokenizer, examples, skip_unknown=False):
 
 
 class ParserCollator:
-    """Pads a batch of `encode_target` rows: input_ids, attention_mask and char_ids (right-padded), and the targets
+    """Pads a batch of `encode_target` rows: input_ids, attention_mask and char_ids (right-padded; a pretrained
+    encoder's piece_ids, piece_attention_mask and word_piece_spans too), and the targets
     the parser's forward reads: span_labels [B, T-1, T-1] (label id per gold span, -1 elsewhere) and tags [B, T]
     (-100 where none) for a constituency parser; heads and relations [B, T-2] (-1 / -100 padding) for a dependency
     parser."""
@@ -109,6 +110,15 @@ class ParserCollator:
             batch["input_ids"][index, :length] = torch.as_tensor(row["input_ids"])
             batch["attention_mask"][index, :length] = 1
             batch["char_ids"][index, :length] = torch.as_tensor(row["char_ids"])
+        if "piece_ids" in rows[0]:  # a pretrained encoder's pieces
+            pieces = max(len(row["piece_ids"]) for row in rows)
+            batch["piece_ids"] = torch.zeros(len(rows), pieces, dtype=torch.long)
+            batch["piece_attention_mask"] = torch.zeros(len(rows), pieces, dtype=torch.long)
+            batch["word_piece_spans"] = torch.zeros(len(rows), width, 2, dtype=torch.long)
+            for index, row in enumerate(rows):
+                batch["piece_ids"][index, : len(row["piece_ids"])] = torch.as_tensor(row["piece_ids"])
+                batch["piece_attention_mask"][index, : len(row["piece_ids"])] = 1
+                batch["word_piece_spans"][index, : len(row["input_ids"])] = torch.as_tensor(row["word_piece_spans"])
         if "spans" in rows[0]:
             batch["span_labels"] = torch.full((len(rows), width - 1, width - 1), -1, dtype=torch.long)
             for index, row in enumerate(rows):

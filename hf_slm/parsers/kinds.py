@@ -14,6 +14,7 @@ from ..families.registry import resolve
 
 PARSER_TOKENIZER = "hf_slm.tokenization.tokenization_parser:ProposalParserTokenizer"
 PARSER_SCORER = "hf_slm.parsers.scorer:ProposalParserScorer"
+PARSER_CARD = "hf_slm.parsers.card:build_parser_card"
 
 # Sizes: "paper" follows the parser each paper cites (Zhang, Zhou and Li 2020's CRF parser; Dozat and Manning 2017's
 # biaffine parser: a 3-layer BiLSTM of 400 per direction, 100-d word and character features, MLPs of 500 and 100,
@@ -55,6 +56,7 @@ class ParserKind:
     config_class, model_class, tokenizer_class: the classes (or "module:Class" references).
     scorer_class: the Scorer (hf_slm/search/scorers.py) that parses with it where a language model's would (silver
         trees, `hf-slm parse --parser`).
+    card_builder: build(checkpoint_dir, repo_id, revision, license, datasets) -> its model card (`hf-slm card`).
     sizes: {size name: model config fields}; `hf-slm parser train --size`.
     """
 
@@ -68,6 +70,7 @@ class ParserKind:
     sizes: dict
     tokenizer_class: object = PARSER_TOKENIZER
     scorer_class: object = PARSER_SCORER
+    card_builder: object = PARSER_CARD
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def resolved(self, name):

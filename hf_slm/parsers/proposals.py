@@ -37,24 +37,27 @@ def _file_header(parser, num, max_draws, seed, data):
             f"draws, seed {seed}", f"# data: {data}"]
 
 
-def _block(index, drawn, dependency):
+def _block(index, drawn, dependency, sent_id=None):
     """A sentence's block. Dependency: CoNLL-U analyses, each ended by a blank line, the comments before an analysis
-    its own (so the block's first comment belongs to its first analysis). Bracketed: comment and tree lines."""
+    its own (so the block's first comment belongs to its first analysis), `# sent_id` the sentence's own when the
+    data gives one (a gold file's, which reranking checks), else its number. Bracketed: comment and tree lines."""
     lines = [f"# sentence {index + 1}: {len(drawn['trees'])} unique trees from {drawn['draws']} draws"]
     for tree, log_q in zip(drawn["trees"], drawn["log_q"]):
         if dependency:
-            lines += [f"# sent_id = {index + 1}", f"# log_q = {log_q:.6f}", tree, ""]
+            lines += [f"# sent_id = {sent_id if sent_id is not None else index + 1}", f"# log_q = {log_q:.6f}", tree,
+                      ""]
         else:
             lines += [f"# log_q = {log_q:.6f}", tree]
     return "\n".join(lines) + "\n"
 
 
-def write_proposal_file(path, drawn, header_lines, dependency):
+def write_proposal_file(path, drawn, header_lines, dependency, sent_ids=None):
     """Write the blocks `drawn` ({"trees", "log_q", "draws"} per sentence) beside, then rename into `path`: blocks
     separated by blank lines (CoNLL-U analyses each end with one already, and the header's comments belong to the
-    first analysis)."""
+    first analysis). sent_ids: each sentence's, for CoNLL-U (default: its number)."""
     path = Path(path)
-    blocks = [_block(index, block, dependency) for index, block in enumerate(drawn)]
+    sent_ids = sent_ids or [None] * len(drawn)
+    blocks = [_block(index, block, dependency, sent_id) for index, (block, sent_id) in enumerate(zip(drawn, sent_ids))]
     text = "\n".join(header_lines) + "\n" + ("" if dependency else "\n") + ("" if dependency else "\n").join(blocks)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(text, encoding="utf-8")
@@ -63,10 +66,11 @@ def write_proposal_file(path, drawn, header_lines, dependency):
 
 
 def draw_proposals(parser, sentences, output, num=300, max_draws=None, seed=0, batch_size=32, data="sentences",
-                   overwrite=False, progress=True):
+                   overwrite=False, progress=True, sent_ids=None):
     """Draw `num` unique trees per sentence with `parser` (a ProposalParser) into the proposal file `output` (module
-    docstring). Returns the record the results keep: the parser, J, the cap, the seed, the file and how many trees
-    the sentences got."""
+    docstring); `sent_ids`: the sentences' own ids, which a CoNLL-U file names them by (default: their numbers).
+    Returns the record the results keep: the parser, J, the cap, the seed, the file and how many trees the
+    sentences got."""
     max_draws = 10 * num if max_draws is None else max_draws
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -91,7 +95,7 @@ def draw_proposals(parser, sentences, output, num=300, max_draws=None, seed=0, b
                 journal.close()
         if is_main_process():
             write_proposal_file(output, drawn, _file_header(parser, num, max_draws, seed, data),
-                                parser.kind.tree_kind == "dependency")
+                                parser.kind.tree_kind == "dependency", sent_ids)
     counts = [len(block["trees"]) for block in drawn]
     return {"parser": parser.source, **parser.fingerprint(), "num": num, "max_draws": max_draws, "seed": seed,
             "file": str(output), "sentences": len(counts),

@@ -94,10 +94,27 @@ def parser_tokenizer(setup, kind, examples, log):
         return tokenizer
     tokenizer = ProposalParserTokenizer.train([example for example, _ in examples], tree_kind=kind.tree_kind,
                                              labelled=kind.labelled, min_count=setup.min_count,
+                                             encoder_tokenizer=encoder_pieces(setup.encoder) if setup.encoder else None,
                                              **setup.normalize_options)
     log(f"built the tokenizer: {len(tokenizer)} words and classes, {tokenizer.num_chars} characters, "
         f"{len(tokenizer.labels)} labels" + (f", {len(tokenizer.tags)} POS tags" if tokenizer.tags else ""))
     return tokenizer
+
+
+def encoder_pieces(name):
+    """The `tokenizers.Tokenizer` (fast backend) of a HuggingFace encoder's tokenizer, set to split words given one
+    by one: byte-level BPE tokenizers (RoBERTa's) need a space before each word, as the encoder saw words in text."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, add_prefix_space=True)
+    except (TypeError, ValueError):  # a tokenizer without that option
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(f"--encoder {name}: its tokenizer ({type(tokenizer).__name__}) has no fast backend "
+                         "(tokenizers); expected an encoder with a tokenizer.json")
+    return backend
 
 
 def parser_config(setup, kind, tokenizer):

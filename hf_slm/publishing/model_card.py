@@ -33,6 +33,7 @@ from ..families import family_for_config, grammar_class, preset, variant_for_con
 from ..families.paper_settings import differences_text
 from ..families.tree_formats import tree_format
 from ..model_cards import DEFAULT_LICENSE, TEMPLATE_DIRECTORY
+from ..parsers.kinds import is_parser_config, kind_of_config
 from ..runs.user_files import check_replaceable, write_user_file
 
 REPO_PLACEHOLDER = "ORG/NAME"
@@ -659,6 +660,9 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
     """
     directory = Path(checkpoint_dir)
     config = read_config(directory)
+    if is_parser_config(config):  # a proposal parser's card (its kind's record names the builder)
+        return kind_of_config(config).resolved("card_builder")(directory, repo_id=repo_id, revision=revision,
+                                                               license=license, datasets=datasets)
     source = str(directory / "config.json")
     family, variant = family_for_config(config, source), model_family(config, source)
     grammar = variant.name if variant.is_grammar else None  # None for a family without grammars

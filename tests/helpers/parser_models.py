@@ -1,0 +1,66 @@
+"""Tiny proposal parsers (hf_slm/parsers/kinds.py's crf, crf-unlabeled and biaffine) with random weights, and the
+shipped sample trees they are built from: the GUM constituency sample and the UD English EWT dependency sample.
+
+A parser's biaffine scorers start at zero (Dozat and Manning's initialization), which makes every tree equally
+likely; `tiny_parser` draws them at random as well, so that trees differ in probability and the best one is unique.
+"""
+
+from pathlib import Path
+
+import torch
+
+import hf_slm
+from hf_slm.parsers.data import read_dependency_examples
+from hf_slm.parsers.kinds import parser_kind
+from hf_slm.parsers.training import ParserTrainingSetup, parser_config
+from hf_slm.tokenization.tokenization_parser import ProposalParserTokenizer
+from hf_slm.tokenization.trees import read_tree_file
+
+SAMPLE_DATA = Path(hf_slm.__file__).resolve().parent / "sample_data"
+GUM = SAMPLE_DATA / "gum"
+EWT = SAMPLE_DATA / "ud_english_ewt_sample"
+SPLITS = ("train", "dev", "test")
+
+# Small enough for a forward pass over a batch in milliseconds; one BiLSTM layer (no dropout between layers).
+TINY_ENCODER = dict(word_embedding_size=8, char_embedding_size=4, char_hidden_size=8, lstm_hidden_size=8,
+                    lstm_layers=1)
+TINY_SCORERS = {"constituency": dict(span_mlp_size=8, label_mlp_size=8, tag_mlp_size=8),
+                "dependency": dict(arc_mlp_size=8, relation_mlp_size=8)}
+
+
+def gum_trees(splits=SPLITS):
+    """The GUM sample's trees as written (ROOT wrappers and POS tags kept), split by split, in file order."""
+    return [tree for split in splits
+            for tree in read_tree_file(GUM / f"{split}.txt", strip_traces=False, preterminals=False, drop_root=False)]
+
+
+def ewt_examples(splits=SPLITS):
+    """The UD EWT sample's sentences {"words", "heads", "relations"}, non-projective trees lifted (as a dependency
+    parser trains on them)."""
+    files = [EWT / f"en_ewt-sample-ud-{split}.conllu" for split in splits]
+    return [example for example, _ in read_dependency_examples(files, log=lambda *_: None)]
+
+
+def tiny_parser(kind_name, examples=None, tokenizer=None, seed=0, scale=1.0, min_count=2):
+    """(model in eval mode, tokenizer) of a parser kind at a tiny size with random weights: the tokenizer trained on
+    `examples` (trees, or dependency examples) unless given; every parameter (biaffines included) drawn with
+    `torch.manual_seed(seed)`, the biaffines' weights from N(0, scale^2)."""
+    kind = parser_kind(kind_name)
+    if tokenizer is None:
+        tokenizer = ProposalParserTokenizer.train(examples, tree_kind=kind.tree_kind, labelled=kind.labelled,
+                                                  min_count=min_count)
+    setup = ParserTrainingSetup(kind=kind_name, train=[], output="unused",
+                                model_overrides={**TINY_ENCODER, **TINY_SCORERS[kind.tree_kind]})
+    config = parser_config(setup, kind, tokenizer)
+    torch.manual_seed(seed)
+    model = kind.resolved("model_class")(config)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("scorer.weight"):
+                parameter.normal_(0.0, scale)
+    return model.eval(), tokenizer
+
+
+def encode(tokenizer, sentences):
+    """The model inputs of a batch of sentences (lists of words), padded on the right."""
+    return dict(tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt"))
