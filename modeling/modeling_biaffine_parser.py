@@ -11,12 +11,11 @@ Hub code: imports torch, transformers and its siblings only.
 """
 
 import torch
-import torch.nn.functional as F
 
 from .configuration_parser import DependencyParserConfig
 from .parser_encoder import MLP, Biaffine, WordEncoder
 from .projective_crf import best_trees, log_partition, sample_trees, tree_scores
-from .proposal_parser import IGNORE_INDEX, ProposalParserOutput, ProposalParserPreTrainedModel
+from .proposal_parser import ProposalParserOutput, ProposalParserPreTrainedModel, sentence_mean_nll
 
 
 def head_rows(structures, size, device):
@@ -69,7 +68,7 @@ class BiaffineDependencyParser(ProposalParserPreTrainedModel):
                 dependents = torch.arange(1, heads.shape[1] + 1, device=heads.device).expand_as(heads)
                 at_gold = relation_scores[torch.arange(heads.shape[0], device=heads.device)[:, None],
                                           heads.clamp(min=0), dependents.clamp(max=relation_scores.shape[2] - 1)]
-                loss = loss + F.cross_entropy(at_gold.flatten(0, 1), relations.flatten(), ignore_index=IGNORE_INDEX)
+                loss = loss + sentence_mean_nll(at_gold, relations)
         return ProposalParserOutput(loss=loss, scores=arcs, log_partition=log_z, label_logits=relation_scores)
 
     def _relations(self, relation_scores, heads):

@@ -16,12 +16,11 @@ Hub code: imports torch, transformers and its siblings only.
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .configuration_parser import ConstituencyParserConfig
 from .parser_encoder import MLP, Biaffine, WordEncoder
-from .proposal_parser import IGNORE_INDEX, ProposalParserOutput, ProposalParserPreTrainedModel
+from .proposal_parser import ProposalParserOutput, ProposalParserPreTrainedModel, sentence_mean_nll
 from .span_crf import best_trees, log_partition, sample_trees, tree_scores
 
 ONE_WORD, INNER, SENTENCE = 0, 1, 2
@@ -98,7 +97,7 @@ class CrfConstituencyParser(ProposalParserPreTrainedModel):
         if span_labels is not None:
             loss = (log_z - tree_scores(scores, span_labels)).mean()
             if tag_logits is not None and tags is not None:
-                loss = loss + F.cross_entropy(tag_logits.flatten(0, 1), tags.flatten(), ignore_index=IGNORE_INDEX)
+                loss = loss + sentence_mean_nll(tag_logits, tags)
         return ProposalParserOutput(loss=loss, scores=scores, log_partition=log_z, label_logits=tag_logits)
 
     def _tags(self, tag_logits, lengths):

@@ -18,6 +18,7 @@ Hub code: imports torch, transformers and its siblings only.
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
@@ -29,8 +30,8 @@ IGNORE_INDEX = -100
 
 @dataclass
 class ProposalParserOutput(ModelOutput):
-    """loss: the mean over sentences of -log q(y | x) of the target trees (plus the mean tagging or relation
-    cross-entropy where the parser predicts those), when targets are given.
+    """loss: the mean over sentences of -log q(y | x) of the target trees, plus each sentence's summed tagging or
+    relation cross-entropy where the parser predicts those (sentence_mean_nll), when targets are given.
     scores: the CRF's potentials (span-label scores [B, N+1, N+1, L], or arc scores [B, N+1, N+1], [head, dependent]).
     log_partition: log Z [B]. label_logits: tag logits [B, T, num_tags] or relation scores [B, T, T, R]."""
 
@@ -38,6 +39,15 @@ class ProposalParserOutput(ModelOutput):
     scores: torch.FloatTensor | None = None
     log_partition: torch.FloatTensor | None = None
     label_logits: torch.FloatTensor | None = None
+
+
+def sentence_mean_nll(logits, targets):
+    """The mean over sentences of each sentence's summed negative log-likelihood of `targets` [B, T] under `logits`
+    [B, T, C] (IGNORE_INDEX where none): the tree's loss is a mean over sentences too, so the whole loss of a batch
+    is the mean of its sentences' losses, and N processes' average of their batches' gradients is one process's."""
+    per_position = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX,
+                                   reduction="none").view(targets.shape)
+    return per_position.sum(-1).mean()
 
 
 class ProposalParserPreTrainedModel(SafetensorsOnlyLoading, PreTrainedModel):

@@ -162,6 +162,33 @@ def test_two_processes_train_som_and_the_main_one_writes(two_processes, tmp_path
     assert (output / "model.safetensors").is_file() and (output / "vocab.json").is_file()
 
 
+def test_two_processes_train_a_proposal_parser_like_one(training_trees, one_process, two_processes, tmp_path):
+    """`hf-slm parser train` (issue 38) under torchrun: two processes with batches of 4 take the steps of one with
+    batches of 8 (the same batches, length-grouped over the global batch; a loss that is a mean over sentences), and
+    the main process alone writes the folder."""
+    from safetensors.torch import load_file
+
+    def parser_args(output, batch_size):
+        sizes = ["lstm_hidden_size=16", "lstm_layers=1", "word_embedding_size=8", "char_embedding_size=8",
+                 "char_hidden_size=8", "span_mlp_size=8", "label_mlp_size=8", "tag_mlp_size=8", "embedding_dropout=0",
+                 "lstm_dropout=0", "mlp_dropout=0"]  # dropout off: the processes draw other masks
+        return ["parser", "train", "--kind", "crf", "--train", str(training_trees), "--output", str(output),
+                *[part for setting in sizes for part in ("--set", setting)], "--max-steps", "4", "--batch-size",
+                str(batch_size), "--logging-steps", "1", "--save-steps", "4"]
+
+    one_process.run(parser_args(tmp_path / "one", 8))
+    two = two_processes.run(parser_args(tmp_path / "two", 4))
+    single, double = logged_losses(tmp_path / "one", 4), logged_losses(tmp_path / "two", 4)
+    assert sorted(single) == sorted(double) == [1, 2, 3, 4]
+    for step in single:
+        assert double[step] == pytest.approx(single[step], rel=1e-5, abs=1e-5), (step, single, double)
+    first, second = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    for name in first:
+        torch.testing.assert_close(second[name], first[name], rtol=1e-4, atol=1e-4, msg=name)
+    assert two.stdout.count("saved the parser and its tokenizer") == 1, two.stdout
+    assert not (tmp_path / "two" / ".hf-slm.lock").exists()
+
+
 def test_the_parameters_a_configuration_leaves_unused_are_found(tmp_path):
     from conftest import save_tiny_checkpoint
     from hf_slm.data.collator import SyntacticDataCollator

@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import Trainer
+from transformers import Trainer, set_seed
 
 from ..runs.distributed import is_main_process, main_process_context
 from ..runs.journal import output_lock
-from ..training.train import _check_output, _TimeLimit, precision_arguments, train_and_save, training_arguments
+from ..training.train import (
+    GlobalLengthGrouping, _check_output, _TimeLimit, precision_arguments, train_and_save, training_arguments,
+)
 from ..tokenization.tokenization_parser import ProposalParserTokenizer
 from .data import ParserCollator, encode_examples, read_examples
 from .kinds import SCHEDULES, parser_kind
@@ -180,6 +182,12 @@ def _quiet(*_):
     pass
 
 
+class ParserTrainer(GlobalLengthGrouping, Trainer):
+    """Trainer whose N processes with batches of B read the batches of one process with batches of N x B: a parser's
+    loss is a mean over sentences, so DistributedDataParallel's average of the processes' gradients is the one
+    process's gradient (equal batches)."""
+
+
 def _train(setup, kind, log):
     train_examples = read_examples(kind, setup.train, log)
     eval_examples = read_examples(kind, setup.eval, log) if setup.eval else []
@@ -191,6 +199,7 @@ def _train(setup, kind, log):
         log(f"{len(left_out)} of {len(eval_examples)} evaluation tree(s) left out of the evaluation loss (a label the "
             f"training trees lack), e.g. {left_out[0][0]}: {left_out[0][1]}")
     config = parser_config(setup, kind, tokenizer)
+    set_seed(setup.seed)  # the initial weights: the same run gives the same parser, on one process or several
     model = kind.resolved("model_class")(config)
     if setup.encoder:
         from transformers import AutoModel
@@ -203,7 +212,7 @@ def _train(setup, kind, log):
                               # what tells Trainer a batch has targets, so that evaluation computes the loss
                               label_names=["heads"] if kind.tree_kind == "dependency" else ["span_labels"])
     callbacks = [] if setup.max_seconds is None else [_TimeLimit(setup.max_seconds)]
-    trainer = Trainer(model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
+    trainer = ParserTrainer(model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
                       data_collator=ParserCollator(tokenizer), optimizers=(optimizer, scheduler), callbacks=callbacks,
                       processing_class=tokenizer)
     log(f"training a {kind.name} parser ({setup.size}{', encoder ' + setup.encoder if setup.encoder else ''}) on "

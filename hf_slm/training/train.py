@@ -892,12 +892,24 @@ def process_share_loss(loss, outputs, inputs, pad_token_id, gather, processes, t
     return outputs["lm_loss"] * actions.to(start_loss.dtype) + start_loss * starts.to(start_loss.dtype)
 
 
-class SyntacticTrainer(Trainer):
+class GlobalLengthGrouping:
+    """Trainer mixin: length grouping groups the global batch (per-device batch x K accumulated batches x
+    processes), each process reading its part, so that N processes together read the batches of one process with
+    N times the batch (Trainer groups each process's batch on its own)."""
+
+    def _get_train_sampler(self, train_dataset=None):
+        sampler = super()._get_train_sampler(train_dataset)
+        if isinstance(sampler, LengthGroupedSampler) and self.args.world_size > 1:
+            global_batch = self.args.train_batch_size * self.args.gradient_accumulation_steps * self.args.world_size
+            return LengthGroupedSampler(global_batch, lengths=sampler.lengths, generator=sampler.generator)
+        return sampler
+
+
+class SyntacticTrainer(GlobalLengthGrouping, Trainer):
     """Trainer whose N-process run with K accumulated batches per step takes the steps of a one-process run with
     N x K times the per-device batch.
 
-    Two things differ from Trainer there. Length grouping groups the global batch (per-device batch x K x
-    processes), each process reading its part, so that the processes together read the one-process run's batches.
+    Two things differ from Trainer there. Length grouping groups the global batch (GlobalLengthGrouping).
     And the model's loss is a mean over the actions of its own rows, while the step sums the gradients of the K
     batches and DistributedDataParallel averages the processes': each batch's loss is weighted by its share of the
     step's actions (x N, which the averaging divides again), so that the step follows the mean over all the step's
@@ -908,13 +920,6 @@ class SyntacticTrainer(Trainer):
 
     # compute_loss weights each batch by its share of the whole step: Trainer must not divide by K again
     loss_is_scaled_for_ga = True
-
-    def _get_train_sampler(self, train_dataset=None):
-        sampler = super()._get_train_sampler(train_dataset)
-        if isinstance(sampler, LengthGroupedSampler) and self.args.world_size > 1:
-            global_batch = self.args.train_batch_size * self.args.gradient_accumulation_steps * self.args.world_size
-            return LengthGroupedSampler(global_batch, lengths=sampler.lengths, generator=sampler.generator)
-        return sampler
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         """The step's K batches and, as `num_items_in_batch`, their counts summed over the processes (step_counts)
