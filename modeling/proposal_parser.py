@@ -84,8 +84,10 @@ class ProposalParserPreTrainedModel(SafetensorsOnlyLoading, PreTrainedModel):
             return sample(scores, lengths, num_samples, generator)
         if len(generator) != len(lengths):
             raise ValueError(f"{len(generator)} generators for {len(lengths)} sentences; expected one per sentence")
-        return [sample(scores[row : row + 1], lengths[row : row + 1], num_samples, generator[row])[0]
-                for row in range(len(lengths))]
+        # each sentence's chart cut to its own size: the draws' random numbers then follow its length, not the
+        # longest sentence's in its batch
+        return [sample(scores[row : row + 1, : int(lengths[row]) + 1, : int(lengths[row]) + 1],
+                       lengths[row : row + 1], num_samples, generator[row])[0] for row in range(len(lengths))]
 
     def best_structures(self, **inputs):
         raise NotImplementedError

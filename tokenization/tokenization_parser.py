@@ -154,7 +154,7 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
             sentence, spans, sentence_tags = probe.tree_spans(example, f"training tree {index}")
             words.append(sentence)
             labels.update(label for _, _, label in spans)
-            if sentence_tags is not None:
+            if sentence_tags is not None and labelled:  # an unlabelled tree has no POS tags to write
                 tags.update(sentence_tags)
         if not words:
             raise ValueError("no training examples: expected at least one tree")
@@ -384,7 +384,7 @@ class ProposalParserTokenizer(PreTrainedTokenizer):
                              for i, (word, head, name) in enumerate(zip(words, heads, names), start=1))
         spans = [(int(start), int(end), self.labels[int(label)]) for start, end, label in structure["spans"]]
         tags = structure.get("tags")
-        tags = [self.tags[int(t)] for t in tags] if tags is not None and self.tags is not None else None
+        tags = [self.tags[int(t)] for t in tags] if tags is not None and self.tags and self.labelled else None
         return bracketed_string(spans_to_tree(words, spans, tags), self.labelled)
 
     def label_kinds(self):

@@ -15,7 +15,8 @@ The journal `<file>.journal.jsonl` (hf_slm/runs/journal.py) keeps each drawn sen
 its header is the parser's weights, the data's words, J, the cap and the seed, so a rerun with the same ones draws
 only what is missing (or nothing, and writes the same file), and another one is refused unless `overwrite`. Each
 sentence's draws depend on the seed and its index only (hf_slm/parsers/parser.py), so a resumed run, another batch
-size or torchrun's processes give the same file.
+size or torchrun's processes give the same trees (another batch size: their log q equal to float rounding, as the
+encoder's sums run over other shapes).
 """
 
 import hashlib

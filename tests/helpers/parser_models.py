@@ -5,16 +5,17 @@ A parser's biaffine scorers start at zero (Dozat and Manning's initialization), 
 likely; `tiny_parser` draws them at random as well, so that trees differ in probability and the best one is unique.
 """
 
+import itertools
 from pathlib import Path
 
 import torch
+from hf_slm.tokenization.tokenization_parser import ProposalParserTokenizer
+from hf_slm.tokenization.trees import read_tree_file
 
 import hf_slm
 from hf_slm.parsers.data import read_dependency_examples
 from hf_slm.parsers.kinds import parser_kind
 from hf_slm.parsers.training import ParserTrainingSetup, parser_config
-from hf_slm.tokenization.tokenization_parser import ProposalParserTokenizer
-from hf_slm.tokenization.trees import read_tree_file
 
 SAMPLE_DATA = Path(hf_slm.__file__).resolve().parent / "sample_data"
 GUM = SAMPLE_DATA / "gum"
@@ -22,10 +23,10 @@ EWT = SAMPLE_DATA / "ud_english_ewt_sample"
 SPLITS = ("train", "dev", "test")
 
 # Small enough for a forward pass over a batch in milliseconds; one BiLSTM layer (no dropout between layers).
-TINY_ENCODER = dict(word_embedding_size=8, char_embedding_size=4, char_hidden_size=8, lstm_hidden_size=8,
-                    lstm_layers=1)
-TINY_SCORERS = {"constituency": dict(span_mlp_size=8, label_mlp_size=8, tag_mlp_size=8),
-                "dependency": dict(arc_mlp_size=8, relation_mlp_size=8)}
+TINY_ENCODER = {"word_embedding_size": 8, "char_embedding_size": 4, "char_hidden_size": 8, "lstm_hidden_size": 8,
+                "lstm_layers": 1}
+TINY_SCORERS = {"constituency": {"span_mlp_size": 8, "label_mlp_size": 8, "tag_mlp_size": 8},
+                "dependency": {"arc_mlp_size": 8, "relation_mlp_size": 8}}
 
 
 def gum_trees(splits=SPLITS):
@@ -64,3 +65,27 @@ def tiny_parser(kind_name, examples=None, tokenizer=None, seed=0, scale=1.0, min
 def encode(tokenizer, sentences):
     """The model inputs of a batch of sentences (lists of words), padded on the right."""
     return dict(tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt"))
+
+
+def nary_trees(words, labels):
+    """Every n-ary tree over `words` (PTB strings, no POS tags) whose constituents have two children or more, or one
+    word, labelled from `labels`, without unary chains: each child of a constituent is a word, bare or a constituent
+    of its own, or a constituent over two words or more. These are the trees a span CRF parser over `labels` (and
+    `<binarized>`, `<word>`) draws; written from that definition, not from tokenization/parser_trees.py."""
+    if len(words) == 1:
+        return [f"({label} {words[0]})" for label in labels]
+    return list(_constituents(list(words), labels))
+
+
+def _constituents(words, labels):
+    """The constituents over two words or more: every split of the words into two parts or more, in order."""
+    for cuts in range(1 << (len(words) - 1)):
+        bounds = [0] + [k for k in range(1, len(words)) if cuts >> (k - 1) & 1] + [len(words)]
+        if len(bounds) < 3:
+            continue
+        parts = [words[start:end] for start, end in itertools.pairwise(bounds)]
+        options = [[part[0]] + [f"({label} {part[0]})" for label in labels] if len(part) == 1
+                   else list(_constituents(part, labels)) for part in parts]
+        for children in itertools.product(*options):
+            for label in labels:
+                yield f"({label} {' '.join(children)})"
