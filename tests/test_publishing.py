@@ -404,3 +404,26 @@ def test_a_family_checkpoint_keeps_its_hub_code_and_needs_its_vocabulary(tmp_pat
     assert vocabulary
     with pytest.raises(ValueError, match=f"the {type(tokenizer).__name__} tokenizer needs"):
         check_checkpoint(copy_checkpoint(directory, tmp_path / "no-vocabulary", drop=vocabulary))
+
+def test_a_proposal_parser_pushes_with_its_card_and_loads_back_pinned(hub, api, tmp_path, capsys):
+    """`hf-slm push` on a proposal parser (issue 38): its hub code, vocabularies and card go up; the pinned revision
+    loads with AutoModel and gives the parser's trees; without parser_vocab.json the checkpoint is refused."""
+    from helpers.parser_models import encode, gum_trees, tiny_parser
+
+    model, tokenizer = tiny_parser("crf", gum_trees(("dev",)))
+    directory = tmp_path / "crf"
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    assert main(["push", str(directory), "--repo", "org/crf-parser"]) == 0
+    sha = capsys.readouterr().out.split("commit ", 1)[1].split()[0]
+    files = repo_files(api, "org/crf-parser", sha)
+    assert {"model.safetensors", "config.json", "parser_vocab.json", "modeling_crf_parser.py", "span_crf.py",
+            "tokenization_parser.py", "parser_trees.py"} <= files
+    card = open(hf_hub_download("org/crf-parser", "README.md"), encoding="utf-8").read()
+    assert "| kind | `crf` |" in card and f'REVISION = "{sha}"' in card
+    loaded = AutoModel.from_pretrained("org/crf-parser", revision=sha, trust_remote_code=True).eval()
+    sentences = [["The", "bird", "sings", "."], ["It", "rained", "."]]
+    assert loaded.best_structures(**encode(tokenizer, sentences)) == model.best_structures(**encode(tokenizer,
+                                                                                                       sentences))
+    with pytest.raises(ValueError, match="ProposalParserTokenizer tokenizer needs parser_vocab.json"):
+        check_checkpoint(copy_checkpoint(directory, tmp_path / "no-vocabulary", drop=["parser_vocab.json"]))

@@ -18,6 +18,7 @@ from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, HFValidationError, fi
 from transformers.dynamic_module_utils import get_relative_imports
 
 from ..families import registered_families
+from ..parsers.kinds import parser_kinds
 
 # Files never published: Python pickles (loading them can run code) and Trainer's resumable checkpoints.
 # fnmatch patterns over paths relative to the checkpoint, as huggingface_hub's upload_folder applies them.
@@ -30,9 +31,14 @@ TRAINER_STATE_PATTERNS = ["training_args.bin", "optimizer.pt", "scheduler.pt", "
 def tokenizer_files():
     """{tokenizer class name: the vocabulary files a saved tokenizer of that class has one of} over the tokenizer
     classes of every registered family (Family.tokenizer_classes): its piece model's (spiece.model, or
-    byte_bpe.json for byte-level BPE pieces; a word vocabulary's), in the order an error names them."""
-    return {cls.__name__: list(cls.vocab_files_names.values())
-            for family in registered_families() for cls in family.tokenizer_classes}
+    byte_bpe.json for byte-level BPE pieces; a word vocabulary's), in the order an error names them; and a proposal
+    parser's (hf_slm/parsers/kinds.py: its vocabularies, parser_vocab.json)."""
+    files = {cls.__name__: list(cls.vocab_files_names.values())
+             for family in registered_families() for cls in family.tokenizer_classes}
+    for kind in parser_kinds():
+        tokenizer_class = kind.resolved("tokenizer_class")
+        files[tokenizer_class.__name__] = [tokenizer_class.vocab_files_names["vocab_file"]]
+    return files
 
 
 def check_repo_name(repo_id):
