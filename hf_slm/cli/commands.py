@@ -321,17 +321,21 @@ def command_parse(args):
     from ..summarization.silver import parse_sentences
 
     sentences, sources = _parse_inputs(args)  # before the model loads: a missing file fails at once
-    if _model_or_parser(args, "parse"):
-        from .parser_command import command_parse_with_parser
+    if _model_or_parser(args, "parse"):  # a proposal parser: its own Scorer, its kind's tree format
+        from ..parsers.parser import ProposalParser
 
-        return command_parse_with_parser(args, sentences, sources)
-    model, tokenizer = _load(args.model)
-    scorer = _scorer(args, model, tokenizer, "parse")
+        parser = ProposalParser.load(args.parser)
+        model, tokenizer, written = parser.model, parser.tokenizer, parser.tree_format
+        scorer = _scorer(args, model, tokenizer, "parse")
+    else:
+        model, tokenizer = _load(args.model)
+        scorer = _scorer(args, model, tokenizer, "parse")
+        written = variant_for_config(model.config).tree_format
     with _left_out_said_once():
         trees = parse_sentences(model, tokenizer, sentences, sources, cache_dir=args.cache,
                                 progress=True, on_error=_sentence_options(args)["on_error"],
                                 scorer=scorer)
-    trees_written = tree_format(variant_for_config(model.config).tree_format)
+    trees_written = tree_format(written)
     for tree in trees:
         if tree is None:  # left out: an empty line keeps one line per sentence
             print()

@@ -3,7 +3,7 @@
     hf-slm parser train --kind crf|crf-unlabeled|biaffine --train FILES --eval FILES --output DIR [--size paper]
     hf-slm propose --parser DIR --data FILE --num 300 --output FILE
     hf-slm eval ppl|rerank|uas ... --proposal-parser DIR       (draws the proposals itself, journaled)
-    hf-slm parse --parser DIR SENTENCE...                      (the parser's best trees)
+    hf-slm parse --parser DIR SENTENCE...                      (the parser's best trees: hf_slm/cli/commands.py)
     hf-slm eval parse --parser DIR --gold FILE                 (bracketing F1; eval uas --parser: UAS and LAS)
 
 `--proposal-parser` draws J unique trees per sentence (`--max-proposals`, default 300 as the papers) into
@@ -134,22 +134,6 @@ def record_drawn_proposals(metrics, record):
 
 
 # ---- parse, eval parse and eval uas with a parser --------------------------------------------------------------
-
-def command_parse_with_parser(args, sentences, sources):
-    """`hf-slm parse --parser DIR`: each sentence's best tree, one per line (a dependency tree inline, as a
-    dependency model's parse), with --pretty drawn."""
-    from ..families.tree_formats import tree_format
-    from ..parsers.parser import ProposalParser
-
-    parser = ProposalParser.load(args.parser)
-    written = tree_format(parser.tree_format)
-    for tree, _ in parser.best(sentences, progress=len(sentences) > 50):
-        if args.pretty:
-            written.draw(tree)
-        else:
-            print(tree)
-    return 0
-
 
 def command_eval_with_parser(args, evaluation):
     """`hf-slm eval parse|uas --parser DIR`: the parser's best trees scored against gold (hf_slm/parsers/

@@ -48,7 +48,8 @@ class ProposalParserScorer(Scorer):
         words, _, left_out = self.check_sentences(sentences, sources, on_error)
         skipped = {entry["index"] for entry in left_out}
         kept = [index for index in range(len(words)) if index not in skipped]
-        found = self.parser.best([words[index] for index in kept], batch_size=batch_size or 32, progress=progress)
+        # no bar of its own: a parser's chunk is one forward pass (the callers' bar counts the sentences)
+        found = self.parser.best([words[index] for index in kept], batch_size=batch_size or 32)
         trees = [None] * len(words)
         for index, (tree, _) in zip(kept, found):
             trees[index] = tree
