@@ -19,6 +19,8 @@ unlabelled by `remove_unary_chains` and dropping its labels, as paper 003's toke
 This file is hub code: it is copied into parser checkpoints and imports nothing from hf_slm.
 """
 
+from bisect import bisect_left
+
 from .tree_type import Tree
 from .trees import drop_preterminals, escape_word, has_preterminals, remove_unary_chains, tree_to_string
 
@@ -107,28 +109,42 @@ def tree_to_spans(tree, labelled=True, where="tree"):
 
 
 def check_spans(spans, length, where="spans"):
-    """Raise ValueError unless `spans` are the 2n - 1 spans of one binary tree over `length` words, BINARIZED only on
-    left children and never on the whole sentence, NO_CONSTITUENT only on one-word spans."""
-    by_span = {}
+    """{(start, end): (label, the split of its children or None)} of `spans`; a ValueError unless they are the
+    2n - 1 spans of one binary tree over `length` words, BINARIZED only on left children and never on the whole
+    sentence, NO_CONSTITUENT only on one-word spans.
+
+    The tree is walked from the whole sentence down: a span's left child is the longest span that starts where it
+    starts and ends before it ends, its right child the rest. 2n - 1 distinct spans whose walk meets only spans of
+    the set are exactly one binary tree (the walk of any binary tree meets 2n - 1 spans)."""
+    by_span, ends = {}, {}
     for start, end, label in spans:
         if not 0 <= start < end <= length or (start, end) in by_span:
             raise ValueError(f"{where}: span ({start}, {end}) is outside 0..{length} or given twice")
+        if label == NO_CONSTITUENT and end - start != 1:
+            raise ValueError(f"{where}: {NO_CONSTITUENT} on ({start}, {end}), a span of several words")
         by_span[(start, end)] = label
+        ends.setdefault(start, []).append(end)
     if len(by_span) != 2 * length - 1 or (0, length) not in by_span:
         raise ValueError(f"{where}: {len(by_span)} spans; expected the {2 * length - 1} spans of a binary tree over "
                          f"{length} words, the whole sentence included")
-    for (start, end), label in by_span.items():
-        if label == NO_CONSTITUENT and end - start != 1:
-            raise ValueError(f"{where}: {NO_CONSTITUENT} on ({start}, {end}), a span of several words")
-        if end - start > 1:
-            splits = [k for k in range(start + 1, end) if (start, k) in by_span and (k, end) in by_span]
-            if len(splits) != 1:
-                raise ValueError(f"{where}: span ({start}, {end}) has no two child spans; expected a binary tree")
-            if by_span[(splits[0], end)] == BINARIZED:
-                raise ValueError(f"{where}: {BINARIZED} on the right child ({splits[0]}, {end})")
     if by_span[(0, length)] in (BINARIZED, NO_CONSTITUENT):
         raise ValueError(f"{where}: the whole sentence is labelled {by_span[(0, length)]}; expected a constituent")
-    return by_span
+    for starting_here in ends.values():
+        starting_here.sort()
+    tree, pending = {}, [(0, length)]
+    while pending:
+        start, end = pending.pop()
+        split = None
+        if end - start > 1:
+            shorter = ends[start][: bisect_left(ends[start], end)]
+            split = shorter[-1] if shorter else None
+            if split is None or (split, end) not in by_span:
+                raise ValueError(f"{where}: span ({start}, {end}) has no two child spans; expected a binary tree")
+            if by_span[(split, end)] == BINARIZED:
+                raise ValueError(f"{where}: {BINARIZED} on the right child ({split}, {end})")
+            pending += [(start, split), (split, end)]
+        tree[(start, end)] = (by_span[(start, end)], split)
+    return tree
 
 
 def _chain(label, children):
@@ -143,16 +159,12 @@ def spans_to_tree(words, spans, tags=None, where="spans"):
     chains expanded, NO_CONSTITUENT words bare; with `tags`, each word under its POS tag. UNLABELLED constituents
     keep that label (`unlabelled_string` writes them)."""
     length = len(words)
-    by_span = check_spans(spans, length, where)
+    tree = check_spans(spans, length, where)
     leaves = [Tree(tag, [word]) for tag, word in zip(tags, words)] if tags is not None else list(words)
 
     def build(start, end):  # the nodes the span contributes to its parent's children
-        label = by_span[(start, end)]
-        if end - start == 1:
-            children = [leaves[start]]
-        else:
-            split = next(k for k in range(end - 1, start, -1) if (start, k) in by_span and (k, end) in by_span)
-            children = build(start, split) + build(split, end)
+        label, split = tree[(start, end)]
+        children = [leaves[start]] if split is None else build(start, split) + build(split, end)
         if label in (BINARIZED, NO_CONSTITUENT):
             return children
         return [_chain(label, children)]

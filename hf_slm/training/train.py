@@ -1012,7 +1012,9 @@ def _model_description(setup, preset, grammar):
 
 
 class _TimeLimit(TrainerCallback):
-    """Stop training after a wall-clock budget (the quickstart's guard on slow machines)."""
+    """Stop training after a wall-clock budget (the quickstart's guard on slow machines), evaluating and saving the
+    last step: the best checkpoint chosen at the end (load_best_model_at_end) is then chosen among every step trained,
+    not only among those before the last evaluation."""
 
     def __init__(self, seconds):
         self.seconds = seconds
@@ -1024,4 +1026,6 @@ class _TimeLimit(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if time.monotonic() - self.start > self.seconds:
             control.should_training_stop = True
+            control.should_save = True
+            control.should_evaluate = args.eval_strategy != "no"
         return control
