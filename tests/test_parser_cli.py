@@ -225,3 +225,68 @@ def test_the_card_and_the_checks_push_runs(parsers):
         card = (folder / "README.md").read_text()
         assert f"| kind | `{kind}` |" in card and "right-branching baseline" in card
         assert "AutoModel.from_pretrained(REPO, trust_remote_code=True, revision=REVISION)" in card
+
+
+def test_a_parser_checkpoint_given_as_a_model_says_where_it_belongs(parsers, data, capsys):
+    assert main(["eval", "ppl", "--model", str(parsers["crf"]), "--data", str(data / "dev.txt")]) == 2
+    assert "it is a proposal parser (hf-slm parser train): give it as --parser or --proposal-parser" in \
+        capsys.readouterr().err
+
+
+def _tiny_bert(folder, data):
+    """A BERT of one layer with a WordPiece tokenizer trained on the sample's words, saved in `folder` (no hub)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    words = [word for line in _lines(data / "train.txt", 120) for word in tree_format("brackets").words(line)]
+    pieces = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    pieces.normalizer, pieces.pre_tokenizer = normalizers.Lowercase(), pre_tokenizers.Whitespace()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    pieces.train_from_iterator([" ".join(words)], trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials))
+    pieces.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[(name, pieces.token_to_id(name)) for name in ("[CLS]", "[SEP]")])
+    PreTrainedTokenizerFast(tokenizer_object=pieces, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(folder)
+    BertModel(BertConfig(vocab_size=pieces.get_vocab_size(), hidden_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=32)).save_pretrained(folder)
+    return folder
+
+
+def test_a_parser_over_a_pretrained_encoder(data, tmp_path):
+    """--encoder (paper 002's Biaffine-roberta is a parser over RoBERTa): the encoder's weights start the parser, its
+    fast tokenizer is saved beside, each word's vector is pooled from its pieces, and the checkpoint loads and parses
+    without hf-slm (the encoder's code is transformers')."""
+    import torch
+    from safetensors.torch import load_file
+
+    from conftest import ISOLATION_PREAMBLE, run_without_hf_slm
+    from hf_slm.parsers.parser import ProposalParser
+
+    encoder = _tiny_bert(tmp_path / "bert", data)
+    output = tmp_path / "parser"
+    assert main(["parser", "train", "--kind", "biaffine", "--train", str(EWT / "en_ewt-sample-ud-train.conllu"),
+                 "--output", str(output), "--encoder", str(encoder), "--max-steps", "2", "--batch-size", "8",
+                 "--learning-rate", "1e-12", *DEPENDENCY_MLPS]) == 0
+    config = json.loads((output / "config.json").read_text())
+    assert config["encoder"] == "pretrained" and config["pretrained_encoder_name"] == str(encoder)
+    assert (output / "encoder_tokenizer.json").is_file()
+    # a learning rate of 1e-12 leaves the encoder's weights where the pretrained ones started them
+    bert, parser_weights = load_file(encoder / "model.safetensors"), load_file(output / "model.safetensors")
+    embeddings = "embeddings.word_embeddings.weight"
+    torch.testing.assert_close(parser_weights[f"encoder.pretrained.{embeddings}"], bert[embeddings], rtol=0,
+                               atol=1e-6)
+    parser = ProposalParser.load(output)
+    encoded = parser.tokenizer(["The students are happy ."])
+    assert encoded["piece_ids"][0] == parser.tokenizer.encoder_tokenizer.encode(
+        ["The", "students", "are", "happy", "."], is_pretokenized=True).ids
+    best = parser.best([["The", "students", "are", "happy", "."]])[0][0]
+    script = ISOLATION_PREAMBLE + r'''
+import sys, torch
+from transformers import AutoModel, AutoTokenizer
+model = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+words = ["The", "students", "are", "happy", "."]
+structure = model.best_structures(**tokenizer([words], is_split_into_words=True, return_tensors="pt"))[0]
+torch.save(tokenizer.decode_tree(words, structure), sys.argv[-1])
+'''
+    assert run_without_hf_slm(script, [output], tmp_path) == best

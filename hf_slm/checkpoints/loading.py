@@ -65,8 +65,12 @@ def check_checkpoint_folder(path, model_types=None, what="an hf-slm model"):
         model_types = sorted(family.model_type for family in registered_families())
     model_type = contents["config.json"].get("model_type")
     if model_type not in model_types:
+        from ..parsers.kinds import parser_model_types
+
+        hint = ("; it is a proposal parser (hf-slm parser train): give it as --parser or --proposal-parser"
+                if model_type in parser_model_types() and what == "an hf-slm model" else "")
         raise ValueError(f"{folder / 'config.json'} describes a model of type {model_type!r}; expected {what} "
-                         f"({' or '.join(model_types)})")
+                         f"({' or '.join(model_types)}){hint}")
     for weights in sorted(folder.glob("*.safetensors")):
         try:
             with safe_open(str(weights), framework="pt"):
