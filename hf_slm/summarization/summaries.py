@@ -73,7 +73,6 @@ from ..modeling.generation_slm import (
 )
 from ..modeling.grammars import grammar_for_config
 from ..parsers.kinds import is_parser_config, kind_of_config
-from ..search.scorers import scorer_class_for
 from .silver import document_sentences, silver_trees
 from ..tokenization.tree_type import Tree
 from ..tokenization.trees import input_format, parse_tree
@@ -412,8 +411,8 @@ def document_trees(rows, tokenizer, parser=None, cache_dir=None, progress=False,
             if given_trees is not None:
                 parsed = given_trees.silver_trees(texts)
             else:
-                # a parser that runs no search (a proposal parser) takes no search options
-                searched = scorer_class_for(parser_model).runs_search
+                # a proposal parser runs no search: it takes no search options
+                searched = not is_parser_config(getattr(parser_model, "config", None) or {})
                 parsed = silver_trees(parser_model, parser_tokenizer, texts, cache_dir=cache_dir, progress=progress,
                                       batch_size=batch_size,
                                       **({**SUMMARY_CONSTRAINTS, **beam_options} if searched else beam_options))
