@@ -290,3 +290,17 @@ structure = model.best_structures(**tokenizer([words], is_split_into_words=True,
 torch.save(tokenizer.decode_tree(words, structure), sys.argv[-1])
 '''
     assert run_without_hf_slm(script, [output], tmp_path) == best
+
+
+def test_blimp_from_drawn_proposals_under_paper_002s_protocol(parsers, models, tmp_path):
+    """Paper 002's BLiMP protocol (section 4.2: the 300 proposal trees of section 4.1): the pairs evaluated get their
+    proposals drawn, good sentence then bad one, and the accuracy compares the two bounds."""
+    blimp = Path(samples.__file__).resolve().parents[1] / "sample_data" / "blimp_sample"
+    assert main(["eval", "blimp", "--model", str(models["dtg"]), "--data", str(blimp), "--limit", "1", "--protocol",
+                 "paper002", "--proposal-parser", str(parsers["biaffine"]), "--max-proposals", "3", "--output",
+                 str(tmp_path / "b")]) == 0
+    record = json.loads(next((tmp_path / "b").glob("blimp-*.json")).read_text())
+    paradigms = len(list(blimp.glob("*.jsonl")))
+    assert record["metrics"]["pairs"] == paradigms and record["proposal_parser"]["sentences"] == 2 * paradigms
+    assert record["protocol"]["settings"]["proposals"]["value"] == "drawn by --proposal-parser"
+    assert "sum of p(x, y) over the proposal trees" in record["metrics"]["log_prob"]

@@ -565,10 +565,15 @@ def command_eval_ppl(args):
 
 
 def command_eval_blimp(args):
-    from ..evaluation.blimp import run_blimp
+    from ..evaluation.blimp import read_blimp, run_blimp, split_words
+    from .parser_command import draw_for_evaluation, record_drawn_proposals
 
     model, tokenizer, directory = _eval_setup(args)
     scorer = _scorer(args, model, tokenizer, "eval blimp")
+    # the pairs evaluated, good sentence then bad, as run_blimp splits their words
+    drawn = draw_for_evaluation(args, model, lambda: [split_words(pair[side]) for pair in read_blimp(args.data, args.limit)
+                                                      for side in ("sentence_good", "sentence_bad")],
+                                args.data, directory)
     with _left_out_said_once():
         metrics = run_blimp(model, tokenizer, args.data, limit=args.limit, output_dir=directory,
                             batch_size=args.batch_size, overwrite=args.overwrite,
@@ -577,6 +582,7 @@ def command_eval_blimp(args):
     if not _reports():
         return 0
     _record_protocol(args, metrics)
+    record_drawn_proposals(metrics, drawn)
     status = _say_left_out("eval blimp", metrics.get("left_out", []),
                            metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
     print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units", "log_prob")}))
@@ -958,8 +964,10 @@ def build_parser():
                              ensembles=True)
     blimp.add_argument("--data", required=True, help="a folder of BLiMP .jsonl files")
     blimp.add_argument("--proposals", help=PROPOSALS_HELP + "; two blocks per pair, the good sentence's then the bad "
-                       "one's, in the order of the data (files by name). Default: the beam")
+                       "one's, in the order of the data (files by name), for every pair or for those evaluated. "
+                       "Default: the beam")
     _add_max_proposals_option(blimp)
+    add_proposal_parser_options(blimp)
     sg = _add_eval_command(evaluations, "sg", "SyntaxGym: per-suite accuracy, circuits, the 31-suite SG score, a plot",
                            command_eval_sg, ensembles=True)
     sg.add_argument("--suites", required=True, help="a folder of SyntaxGym suite JSON files (or one file)")

@@ -2,7 +2,7 @@
 
     hf-slm parser train --kind crf|crf-unlabeled|biaffine --train FILES --eval FILES --output DIR [--size paper]
     hf-slm propose --parser DIR --data FILE --num 300 --output FILE
-    hf-slm eval ppl|rerank|uas ... --proposal-parser DIR       (draws the proposals itself, journaled)
+    hf-slm eval ppl|rerank|uas|blimp ... --proposal-parser DIR  (draws the proposals itself, journaled)
     hf-slm parse --parser DIR SENTENCE...                      (the parser's best trees: hf_slm/cli/commands.py)
     hf-slm eval parse --parser DIR --gold FILE                 (bracketing F1; eval uas --parser: UAS and LAS)
 
@@ -77,7 +77,7 @@ def command_propose(args):
 # ---- --proposal-parser on the evaluations -----------------------------------------------------------------------
 
 def add_proposal_parser_options(command):
-    """--proposal-parser and what it draws with, on `eval ppl`, `eval rerank` and `eval uas`."""
+    """--proposal-parser and what it draws with, on `eval ppl`, `eval rerank`, `eval uas` and `eval blimp`."""
     command.add_argument("--proposal-parser", metavar="DIR",
                          help="draw the proposal trees with this parser (hf-slm parser train) instead of reading "
                               "--proposals: --max-proposals unique trees per sentence (default "

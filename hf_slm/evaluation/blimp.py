@@ -13,8 +13,8 @@ words) to their log-probabilities.
 Proposals (`proposals`, `hf-slm eval blimp --proposals`): instead of the beam, log p(x) >= logsumexp of log p(x, y)
 over each sentence's proposal trees (hf_slm/evaluation/proposals.py: the model's own tree format reads the file, its
 scorer scores the trees). The file holds two blocks per pair, the good sentence's then the bad one's, pairs in the
-order of the data (files sorted by name, lines in order) and covering all of it: with `limit` the blocks of the
-pairs left out are skipped. Each proposal spells its sentence's words as split (`word_splitting`).
+order of the data (files sorted by name, lines in order), covering all of it (with `limit` the blocks of the
+pairs left out are skipped) or just the pairs evaluated (what `hf-slm eval blimp --proposal-parser` draws). Each proposal spells its sentence's words as split (`word_splitting`).
 
 Words: BLiMP sentences are untokenized ("Katherine can't help herself."), while the training trees (PTB, GUM)
 are PTB-tokenized. `ptb_words` splits them the PTB way: sentence-final ". ? !" and any ", ; :" at the end of a
@@ -189,11 +189,15 @@ def _proposal_blocks(proposals, scorer, pairs, split, total_pairs):
         warnings.warn("this model's log p(x) is exact; the proposal trees are not used", stacklevel=3)
         return None
     read = read_proposal_blocks(proposals, scorer.model, scorer.tokenizer)
-    if len(read) != 2 * total_pairs:
+    if len(read) == 2 * len(pairs):  # the pairs evaluated (those --limit keeps), in order
+        blocks = list(read)
+    elif len(read) == 2 * total_pairs:  # every pair of the data: those evaluated by their positions
+        blocks = [read[2 * pair["position"] + side] for pair in pairs for side in (0, 1)]
+    else:
         raise ValueError(f"{proposals}: {len(read)} block(s) of proposal trees for {total_pairs} BLiMP pair(s) of "
-                         "the data; expected two blocks per pair (the good sentence's, then the bad one's), in the "
-                         f"order of the data ({proposal_format(scorer.model).proposal_description})")
-    blocks = [read[2 * pair["position"] + side] for pair in pairs for side in (0, 1)]
+                         f"the data ({len(pairs)} evaluated); expected two blocks per pair (the good sentence's, then "
+                         "the bad one's), in the order of the data, for every pair of the data or for those "
+                         f"evaluated ({proposal_format(scorer.model).proposal_description})")
     check_proposal_words([words for pair in split for words in pair], blocks, str(proposals),
                          proposal_format(scorer.model).name)
     return blocks
