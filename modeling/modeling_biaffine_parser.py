@@ -13,7 +13,7 @@ Hub code: imports torch, transformers and its siblings only.
 import torch
 
 from .configuration_parser import DependencyParserConfig
-from .parser_encoder import MLP, Biaffine, WordEncoder
+from .parser_encoder import PairScorer, WordEncoder
 from .projective_crf import best_trees, log_partition, sample_trees, tree_scores
 from .proposal_parser import ProposalParserOutput, ProposalParserPreTrainedModel, sentence_mean_nll
 
@@ -39,12 +39,9 @@ class BiaffineDependencyParser(ProposalParserPreTrainedModel):
         super().__init__(config)
         size = config.word_vector_size
         self.encoder = WordEncoder(config)
-        self.arc_dependent = MLP(size, config.arc_mlp_size, config.mlp_dropout)
-        self.arc_head = MLP(size, config.arc_mlp_size, config.mlp_dropout)
-        self.arc_scorer = Biaffine(config.arc_mlp_size, config.arc_mlp_size, 1, left_bias=True, right_bias=False)
-        self.relation_dependent = MLP(size, config.relation_mlp_size, config.mlp_dropout)
-        self.relation_head = MLP(size, config.relation_mlp_size, config.mlp_dropout)
-        self.relation_scorer = Biaffine(config.relation_mlp_size, config.relation_mlp_size, config.num_relations)
+        # left: the dependent, right: the head
+        self.arc_scorer = PairScorer(size, config.arc_mlp_size, 1, config.mlp_dropout, right_bias=False)
+        self.relation_scorer = PairScorer(size, config.relation_mlp_size, config.num_relations, config.mlp_dropout)
         self.post_init()
 
     def forward(self, input_ids, attention_mask=None, char_ids=None, heads=None, relations=None, piece_ids=None,
@@ -55,9 +52,8 @@ class BiaffineDependencyParser(ProposalParserPreTrainedModel):
                               piece_attention_mask=piece_attention_mask, word_piece_spans=word_piece_spans)
         states = states[:, :-1]  # `</s>` is no word and no root
         # the biaffines score [dependent, head]; the CRF reads [head, dependent]
-        arcs = self.arc_scorer(self.arc_dependent(states), self.arc_head(states))[..., 0].transpose(1, 2)
-        relation_scores = self.relation_scorer(self.relation_dependent(states),
-                                               self.relation_head(states)).transpose(1, 2)
+        arcs = self.arc_scorer(states, states)[..., 0].transpose(1, 2)
+        relation_scores = self.relation_scorer(states, states).transpose(1, 2)
         lengths = self.sentence_lengths(attention_mask)
         log_z = log_partition(arcs, lengths)
         loss = None

@@ -3,7 +3,8 @@
 The words' vectors (parser_encoder.WordEncoder) give every fencepost i = 0..n a vector [f_i; b_(i+1)], the first
 half of position i's vector and the second half of position i + 1's (with a BiLSTM: the forward state before the
 fencepost and the backward state after it). A span (i, j) scores
-    s(i, j, l) = biaffine_span(MLP_l(r_i), MLP_r(r_j)) + biaffine_label(MLP'_l(r_i), MLP'_r(r_j))[l],
+    s(i, j, l) = biaffine_span(MLP_l(r_i), MLP_r(r_j)) + biaffine_label(MLP'_l(r_i), MLP'_r(r_j))[l]
+(parser_encoder.PairScorer each),
 a structure score shared by its labels plus a score per label, and a tree the sum of its spans' scores (its 2n - 1
 spans, one-word spans included; modeling/span_crf.py). The bracketings are those of tokenization/parser_trees.py:
 unary chains collapsed into labels, left binarization's nodes labelled `<binarized>` (left children only) and words
@@ -19,7 +20,7 @@ import torch
 from torch import nn
 
 from .configuration_parser import ConstituencyParserConfig
-from .parser_encoder import MLP, Biaffine, WordEncoder
+from .parser_encoder import MLP, PairScorer, WordEncoder
 from .proposal_parser import ProposalParserOutput, ProposalParserPreTrainedModel, sentence_mean_nll
 from .span_crf import best_trees, log_partition, sample_trees, tree_scores
 
@@ -58,12 +59,8 @@ class CrfConstituencyParser(ProposalParserPreTrainedModel):
         super().__init__(config)
         size = config.word_vector_size
         self.encoder = WordEncoder(config)
-        self.span_left = MLP(size, config.span_mlp_size, config.mlp_dropout)
-        self.span_right = MLP(size, config.span_mlp_size, config.mlp_dropout)
-        self.span_scorer = Biaffine(config.span_mlp_size, config.span_mlp_size, 1, left_bias=True, right_bias=False)
-        self.label_left = MLP(size, config.label_mlp_size, config.mlp_dropout)
-        self.label_right = MLP(size, config.label_mlp_size, config.mlp_dropout)
-        self.label_scorer = Biaffine(config.label_mlp_size, config.label_mlp_size, config.num_span_labels)
+        self.span_scorer = PairScorer(size, config.span_mlp_size, 1, config.mlp_dropout, right_bias=False)
+        self.label_scorer = PairScorer(size, config.label_mlp_size, config.num_span_labels, config.mlp_dropout)
         if config.num_tags:
             self.tagger = nn.Sequential(MLP(size, config.tag_mlp_size, config.mlp_dropout),
                                         nn.Linear(config.tag_mlp_size, config.num_tags))
@@ -80,9 +77,7 @@ class CrfConstituencyParser(ProposalParserPreTrainedModel):
         states = self.encoder(input_ids, attention_mask, **encoder_inputs)
         before, after = states.chunk(2, -1)
         fenceposts = torch.cat([before[:, :-1], after[:, 1:]], -1)  # fencepost i: between position i and i + 1
-        spans = self.span_scorer(self.span_left(fenceposts), self.span_right(fenceposts))
-        labels = self.label_scorer(self.label_left(fenceposts), self.label_right(fenceposts))
-        return spans + labels, states
+        return self.span_scorer(fenceposts, fenceposts) + self.label_scorer(fenceposts, fenceposts), states
 
     def forward(self, input_ids, attention_mask=None, char_ids=None, span_labels=None, tags=None, piece_ids=None,
                 piece_attention_mask=None, word_piece_spans=None, **_):

@@ -48,6 +48,20 @@ class Biaffine(nn.Module):
         return torch.einsum("bxi,oij,byj->bxyo", left, self.weight, right)
 
 
+class PairScorer(nn.Module):
+    """A score for each pair (x, y) of two sequences' vectors: each side through its own MLP, then a biaffine,
+    [B, X, D], [B, Y, D] -> [B, X, Y, outputs] (a span's fenceposts, an arc's dependent and head)."""
+
+    def __init__(self, in_size, mlp_size, outputs, dropout, left_bias=True, right_bias=True):
+        super().__init__()
+        self.left = MLP(in_size, mlp_size, dropout)
+        self.right = MLP(in_size, mlp_size, dropout)
+        self.biaffine = Biaffine(mlp_size, mlp_size, outputs, left_bias=left_bias, right_bias=right_bias)
+
+    def forward(self, left, right):
+        return self.biaffine(self.left(left), self.right(right))
+
+
 class CharacterEncoder(nn.Module):
     """Each word's characters -> one vector, the last states of a BiLSTM over them (both directions).
 

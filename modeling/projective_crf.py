@@ -27,23 +27,13 @@ Hub code: imports only torch.
 
 import torch
 
+from .crf_semirings import gumbel_max_sampler, log_sum, maximum, working_scores
+
 # chart item kinds on a sampling stack
 _COMPLETE_RIGHT, _COMPLETE_LEFT, _INCOMPLETE_RIGHT, _INCOMPLETE_LEFT = 0, 1, 2, 3
 
 
 # ---- inputs -------------------------------------------------------------------------------------------------------
-
-def _working_scores(scores):
-    """Half-precision charts lose the small differences log Z is made of: compute them in float32 at least."""
-    if not torch.is_tensor(scores) or scores.dim() != 3 or scores.shape[1] != scores.shape[2] or scores.shape[1] < 2:
-        shape = tuple(scores.shape) if torch.is_tensor(scores) else type(scores).__name__
-        raise ValueError(f"scores must be a float tensor [B, N+1, N+1] (head, dependent) with N >= 1, got {shape}")
-    if scores.dtype in (torch.float16, torch.bfloat16):
-        return scores.float()
-    if not scores.is_floating_point():
-        raise ValueError(f"scores must be a float tensor, got {scores.dtype}")
-    return scores
-
 
 def _check_lengths(scores, lengths):
     """lengths as a long tensor [B] on scores' device; ValueError naming the sentence otherwise."""
@@ -72,16 +62,8 @@ def _arc_scores(scores, lengths):
     return scores[:, 1:, 1:], scores[:, 0, 1:]
 
 
-def _logsumexp(values, dim):
-    return torch.logsumexp(values, dim)
-
-
-def _max(values, dim):
-    return values.amax(dim)
-
-
 def _inside(words, root, lengths, reduce):
-    """Eisner's inside chart in the semiring of `reduce` (`_logsumexp`: sums; `_max`: Viterbi).
+    """Eisner's inside chart in the semiring of `reduce` (`log_sum`: sums; `maximum`: Viterbi).
 
     words: [B, N, N] word-to-word arc scores; root: [B, N] root-to-word arc scores; lengths: [B].
     Returns `chart`, a dict of [B, N, N] tensors, 0-based word positions, index [width, start] or [width, end]:
@@ -126,10 +108,10 @@ def log_partition(scores, lengths):
 
     scores: [B, N+1, N+1] float, scores[b, h, d] of the arc h -> d (position 0 the root; cells of positions past n_b
     are ignored); lengths: [B] long, 1 <= n_b <= N. Returns [B] float."""
-    scores = _working_scores(scores)
+    scores = working_scores(scores, 3, "[B, N+1, N+1] (head, dependent)")
     lengths = _check_lengths(scores, lengths)
     words, root = _arc_scores(scores, lengths)
-    _, root_choices = _inside(words, root, lengths, _logsumexp)
+    _, root_choices = _inside(words, root, lengths, log_sum)
     return torch.logsumexp(root_choices, -1)
 
 
@@ -192,7 +174,7 @@ def tree_log_probs(scores, lengths, heads):
 
     scores: [B, N+1, N+1] float; lengths: [B] long; heads: [B, N] long as in `tree_scores`. ValueError when a tree
     is not a single-root projective tree of its sentence. Returns [B] float."""
-    scores = _working_scores(scores)
+    scores = working_scores(scores, 3, "[B, N+1, N+1] (head, dependent)")
     lengths = _check_lengths(scores, lengths)
     heads = torch.as_tensor(heads, device=scores.device).long()
     if heads.shape != (scores.shape[0], scores.shape[1] - 1):
@@ -283,11 +265,11 @@ def best_trees(scores, lengths):
 
     scores: [B, N+1, N+1] float; lengths: [B] long. Returns a list over b of (heads, score): heads a list of n_b
     python ints (heads[d - 1] the head of word d, 0 for the root word), score a float."""
-    scores = _working_scores(scores)
+    scores = working_scores(scores, 3, "[B, N+1, N+1] (head, dependent)")
     lengths = _check_lengths(scores, lengths)
     with torch.no_grad():
         words, root = _arc_scores(scores, lengths)
-        chart, root_choices = _inside(words, root, lengths, _max)
+        chart, root_choices = _inside(words, root, lengths, maximum)
         heads = _top_down(chart, root_choices, lengths, 1, lambda logits: logits.argmax(-1))
         totals = tree_scores(scores, heads, lengths)
     return list(zip(_as_lists(heads, lengths), totals.tolist()))
@@ -302,20 +284,13 @@ def sample_trees(scores, lengths, num_samples=1, generator=None):
     if int(num_samples) < 1:
         raise ValueError(f"num_samples must be at least 1, got {num_samples}")
     num_samples = int(num_samples)
-    scores = _working_scores(scores)
+    scores = working_scores(scores, 3, "[B, N+1, N+1] (head, dependent)")
     lengths = _check_lengths(scores, lengths)
-
-    def gumbel_max(logits):
-        # argmax of logits + Gumbel noise is a draw from softmax(logits); the clamp keeps log(log u) finite
-        uniform = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device=logits.device)
-        uniform = uniform.clamp(min=torch.finfo(logits.dtype).tiny)
-        return (logits - torch.log(-torch.log(uniform))).argmax(-1)
-
     with torch.no_grad():
         words, root = _arc_scores(scores, lengths)
-        chart, root_choices = _inside(words, root, lengths, _logsumexp)
+        chart, root_choices = _inside(words, root, lengths, log_sum)
         log_z = torch.logsumexp(root_choices, -1)
-        heads = _top_down(chart, root_choices, lengths, num_samples, gumbel_max)
+        heads = _top_down(chart, root_choices, lengths, num_samples, gumbel_max_sampler(generator))
         sentence = torch.arange(len(lengths), device=scores.device).repeat_interleave(num_samples)
         log_q = _arc_sums(scores, sentence, heads, lengths[sentence]) - log_z[sentence]
     trees = list(zip(_as_lists(heads, lengths[sentence]), log_q.tolist()))

@@ -31,6 +31,8 @@ Hub code: imports only torch.
 
 import torch
 
+from .crf_semirings import gumbel_max_sampler, log_sum, maximum, working_scores
+
 ONE_WORD, INNER, SENTENCE = 0, 1, 2
 KIND_NAMES = ("ONE_WORD", "INNER", "SENTENCE")
 
@@ -40,18 +42,6 @@ _IMPOSSIBLE = -1e30
 
 
 # ---- inputs -------------------------------------------------------------------------------------------------------
-
-def _working_scores(scores):
-    """Half-precision charts lose the small differences log Z is made of: compute them in float32 at least."""
-    if not torch.is_tensor(scores) or scores.dim() != 4 or scores.shape[1] != scores.shape[2] or scores.shape[1] < 2:
-        shape = tuple(scores.shape) if torch.is_tensor(scores) else type(scores).__name__
-        raise ValueError(f"scores must be a float tensor [B, N+1, N+1, L] with N >= 1, got {shape}")
-    if scores.dtype in (torch.float16, torch.bfloat16):
-        return scores.float()
-    if not scores.is_floating_point():
-        raise ValueError(f"scores must be a float tensor, got {scores.dtype}")
-    return scores
-
 
 def _check_inputs(scores, lengths, allowed, dummy):
     """The lengths as a long tensor [B] and `allowed` as a bool tensor [3, L], on scores' device; ValueError naming
@@ -110,16 +100,8 @@ def _label_scores(scores, lengths, allowed, dummy):
     return as_left, as_right, as_root
 
 
-def _logsumexp(values, dim):
-    return torch.logsumexp(values, dim)
-
-
-def _max(values, dim):
-    return values.amax(dim)
-
-
 def _inside(as_left, as_right, lengths, reduce):
-    """The inside chart, in the semiring of `reduce` (`_logsumexp`: sums; `_max`: Viterbi).
+    """The inside chart, in the semiring of `reduce` (`log_sum`: sums; `maximum`: Viterbi).
 
     as_left, as_right: [B, N+1, N+1] label-reduced scores of each span as a left / right child.
     Returns `left` [B, N+1, N+1] (left[b, w, i]: the inside score of span (i, i + w) as a left child, its subtree
@@ -154,10 +136,10 @@ def log_partition(scores, lengths, allowed, dummy=None):
         0 <= i < j <= n_b are ignored); lengths: [B] long, 1 <= n_b <= N; allowed: [3, L] bool (kinds ONE_WORD,
         INNER, SENTENCE); dummy: the label id of binarization nodes (left children only), or None.
     Returns [B] float."""
-    scores = _working_scores(scores)
+    scores = working_scores(scores, 4, "[B, N+1, N+1, L]")
     lengths, allowed = _check_inputs(scores, lengths, allowed, dummy)
     as_left, as_right, as_root = _label_scores(scores, lengths, allowed, dummy)
-    _, _, below_root = _inside(torch.logsumexp(as_left, -1), torch.logsumexp(as_right, -1), lengths, _logsumexp)
+    _, _, below_root = _inside(torch.logsumexp(as_left, -1), torch.logsumexp(as_right, -1), lengths, log_sum)
     return below_root + torch.logsumexp(as_root, -1)
 
 
@@ -221,7 +203,7 @@ def tree_log_probs(scores, lengths, allowed, gold, dummy=None):
     scores: [B, N+1, N+1, L] float; lengths: [B] long; allowed: [3, L] bool; gold: [B, N+1, N+1] long (label id of
     each span of the tree, -1 elsewhere); dummy: label id or None. ValueError when a gold tree is not an allowed
     tree of its sentence. Returns [B] float."""
-    scores = _working_scores(scores)
+    scores = working_scores(scores, 4, "[B, N+1, N+1, L]")
     checked_lengths, checked_allowed = _check_inputs(scores, lengths, allowed, dummy)
     gold = torch.as_tensor(gold, device=scores.device).long()
     if gold.shape != scores.shape[:3]:
@@ -301,11 +283,11 @@ def best_trees(scores, lengths, allowed, dummy=None):
     scores: [B, N+1, N+1, L] float; lengths: [B] long; allowed: [3, L] bool; dummy: label id or None.
     Returns a list over b of (spans, score): spans a list of (i, j, label) python ints in pre-order (sorted by
     (i, -j)), score a float."""
-    scores = _working_scores(scores)
+    scores = working_scores(scores, 4, "[B, N+1, N+1, L]")
     lengths, allowed = _check_inputs(scores, lengths, allowed, dummy)
     with torch.no_grad():
         as_left, as_right, as_root = _label_scores(scores, lengths, allowed, dummy)
-        left, right, _ = _inside(as_left.amax(-1), as_right.amax(-1), lengths, _max)
+        left, right, _ = _inside(as_left.amax(-1), as_right.amax(-1), lengths, maximum)
         spans = _top_down(left, right, as_left, as_right, as_root, lengths, 1, lambda logits: logits.argmax(-1))
         sentence = torch.arange(len(lengths), device=scores.device)
         totals = _span_sums(scores, sentence, spans)
@@ -322,21 +304,14 @@ def sample_trees(scores, lengths, allowed, dummy=None, num_samples=1, generator=
     if int(num_samples) < 1:
         raise ValueError(f"num_samples must be at least 1, got {num_samples}")
     num_samples = int(num_samples)
-    scores = _working_scores(scores)
+    scores = working_scores(scores, 4, "[B, N+1, N+1, L]")
     lengths, allowed = _check_inputs(scores, lengths, allowed, dummy)
-
-    def gumbel_max(logits):
-        # argmax of logits + Gumbel noise is a draw from softmax(logits); the clamp keeps log(log u) finite
-        uniform = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device=logits.device)
-        uniform = uniform.clamp(min=torch.finfo(logits.dtype).tiny)
-        return (logits - torch.log(-torch.log(uniform))).argmax(-1)
-
     with torch.no_grad():
         as_left, as_right, as_root = _label_scores(scores, lengths, allowed, dummy)
         left, right, below_root = _inside(torch.logsumexp(as_left, -1), torch.logsumexp(as_right, -1), lengths,
-                                          _logsumexp)
+                                          log_sum)
         log_z = below_root + torch.logsumexp(as_root, -1)
-        spans = _top_down(left, right, as_left, as_right, as_root, lengths, num_samples, gumbel_max)
+        spans = _top_down(left, right, as_left, as_right, as_root, lengths, num_samples, gumbel_max_sampler(generator))
         sentence = torch.arange(len(lengths), device=scores.device).repeat_interleave(num_samples)
         log_q = _span_sums(scores, sentence, spans) - log_z[sentence]
     trees = list(zip(_as_lists(spans, lengths[sentence], scores.shape[1] - 1), log_q.tolist()))

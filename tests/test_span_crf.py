@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+from helpers.chi_square import chi_square_passes
 from hf_slm.modeling.span_crf import (
     INNER,
     ONE_WORD,
@@ -32,7 +33,6 @@ LABELLED = torch.tensor([[True, False, False, True],    # ONE_WORD: EMPTY, Y
                          [False, True, True, False],    # INNER: DUMMY, X
                          [False, False, True, True]])   # SENTENCE: X, Y
 UNLABELLED = torch.ones(3, 1, dtype=torch.bool)
-Z_99_9 = 3.090232  # the standard normal's 0.999 quantile
 
 
 def trees_of(n, allowed, dummy):
@@ -86,22 +86,6 @@ def gold_chart(trees, n_max):
         for i, j, label in tree:
             gold[t, i, j] = label
     return gold
-
-
-def chi_square_passes(counts, expected):
-    """Pearson's chi-square goodness of fit at significance 0.001, categories with expected count < 5 pooled (and
-    the pool grown from the next smallest until it expects 5). The critical value is Wilson-Hilferty's."""
-    pairs = sorted(zip(expected, counts))
-    pooled_expected = pooled_count = 0.0
-    while pairs and (pairs[0][0] < 5 or 0 < pooled_expected < 5):
-        e, c = pairs.pop(0)
-        pooled_expected, pooled_count = pooled_expected + e, pooled_count + c
-    if pooled_expected > 0:
-        pairs.append((pooled_expected, pooled_count))
-    statistic = sum((c - e) ** 2 / e for e, c in pairs)
-    df = len(pairs) - 1
-    critical = df * (1 - 2 / (9 * df) + Z_99_9 * math.sqrt(2 / (9 * df))) ** 3
-    return statistic, critical, df
 
 
 # ---- the enumeration itself ---------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def tiny_parser(kind_name, examples=None, tokenizer=None, seed=0, scale=1.0, min
     model = kind.resolved("model_class")(config)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            if name.endswith("scorer.weight"):
+            if name.endswith("biaffine.weight"):
                 parameter.normal_(0.0, scale)
     return model.eval(), tokenizer
 
