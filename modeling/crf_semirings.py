@@ -1,4 +1,4 @@
-"""What the two tree CRFs (span_crf.py, projective_crf.py) share: the score tensors they accept, the two semirings
+"""What the two tree CRFs (span_crf.py, projective_crf.py) share: the score tensors and lengths they accept, the two semirings
 their inside charts run in (log-space sums for log Z and sampling, max for the best tree) and the Gumbel-max draw of
 backward sampling.
 
@@ -20,6 +20,23 @@ def working_scores(scores, dims, layout):
     if not scores.is_floating_point():
         raise ValueError(f"scores must be a float tensor, got {scores.dtype}")
     return scores
+
+
+def checked_lengths(scores, lengths, layout):
+    """`lengths` as a long tensor [B] on scores' device, each 1 <= n <= N (scores [B, N+1, ...], `layout` names
+    them); a ValueError naming the first sentence out of range otherwise."""
+    batch, n_max = scores.shape[0], scores.shape[1] - 1
+    lengths = torch.as_tensor(lengths, device=scores.device)
+    if lengths.shape != (batch,) or lengths.is_floating_point():
+        raise ValueError(f"lengths must be an integer tensor [B] = [{batch}], got {tuple(lengths.shape)} "
+                         f"{lengths.dtype}")
+    lengths = lengths.long()
+    bad = torch.nonzero((lengths < 1) | (lengths > n_max)).flatten()
+    if len(bad):
+        b = int(bad[0])
+        raise ValueError(f"lengths[{b}] = {int(lengths[b])}: each sentence needs 1 <= length <= N = {n_max} "
+                         f"(scores are {layout})")
+    return lengths
 
 
 def log_sum(values, dim):

@@ -27,29 +27,13 @@ Hub code: imports only torch.
 
 import torch
 
-from .crf_semirings import gumbel_max_sampler, log_sum, maximum, working_scores
+from .crf_semirings import checked_lengths, gumbel_max_sampler, log_sum, maximum, working_scores
 
 # chart item kinds on a sampling stack
 _COMPLETE_RIGHT, _COMPLETE_LEFT, _INCOMPLETE_RIGHT, _INCOMPLETE_LEFT = 0, 1, 2, 3
 
 
 # ---- inputs -------------------------------------------------------------------------------------------------------
-
-def _check_lengths(scores, lengths):
-    """lengths as a long tensor [B] on scores' device; ValueError naming the sentence otherwise."""
-    batch, n_max = scores.shape[0], scores.shape[1] - 1
-    lengths = torch.as_tensor(lengths, device=scores.device)
-    if lengths.shape != (batch,) or lengths.is_floating_point():
-        raise ValueError(f"lengths must be an integer tensor [B] = [{batch}], got {tuple(lengths.shape)} "
-                         f"{lengths.dtype}")
-    lengths = lengths.long()
-    bad = torch.nonzero((lengths < 1) | (lengths > n_max)).flatten()
-    if len(bad):
-        b = int(bad[0])
-        raise ValueError(f"lengths[{b}] = {int(lengths[b])}: each sentence needs 1 <= length <= N = {n_max} "
-                         "(scores are [B, N+1, N+1])")
-    return lengths
-
 
 def _arc_scores(scores, lengths):
     """The arcs between words `words` [B, N, N] (words[b, h - 1, d - 1] = scores[b, h, d]) and from the root `root`
@@ -109,7 +93,7 @@ def log_partition(scores, lengths):
     scores: [B, N+1, N+1] float, scores[b, h, d] of the arc h -> d (position 0 the root; cells of positions past n_b
     are ignored); lengths: [B] long, 1 <= n_b <= N. Returns [B] float."""
     scores = working_scores(scores, 3, "[B, N+1, N+1] (head, dependent)")
-    lengths = _check_lengths(scores, lengths)
+    lengths = checked_lengths(scores, lengths, "[B, N+1, N+1]")
     words, root = _arc_scores(scores, lengths)
     _, root_choices = _inside(words, root, lengths, log_sum)
     return torch.logsumexp(root_choices, -1)
@@ -175,7 +159,7 @@ def tree_log_probs(scores, lengths, heads):
     scores: [B, N+1, N+1] float; lengths: [B] long; heads: [B, N] long as in `tree_scores`. ValueError when a tree
     is not a single-root projective tree of its sentence. Returns [B] float."""
     scores = working_scores(scores, 3, "[B, N+1, N+1] (head, dependent)")
-    lengths = _check_lengths(scores, lengths)
+    lengths = checked_lengths(scores, lengths, "[B, N+1, N+1]")
     heads = torch.as_tensor(heads, device=scores.device).long()
     if heads.shape != (scores.shape[0], scores.shape[1] - 1):
         raise ValueError(f"heads must be [B, N] = {[scores.shape[0], scores.shape[1] - 1]}, got {list(heads.shape)}")
@@ -266,7 +250,7 @@ def best_trees(scores, lengths):
     scores: [B, N+1, N+1] float; lengths: [B] long. Returns a list over b of (heads, score): heads a list of n_b
     python ints (heads[d - 1] the head of word d, 0 for the root word), score a float."""
     scores = working_scores(scores, 3, "[B, N+1, N+1] (head, dependent)")
-    lengths = _check_lengths(scores, lengths)
+    lengths = checked_lengths(scores, lengths, "[B, N+1, N+1]")
     with torch.no_grad():
         words, root = _arc_scores(scores, lengths)
         chart, root_choices = _inside(words, root, lengths, maximum)
@@ -285,7 +269,7 @@ def sample_trees(scores, lengths, num_samples=1, generator=None):
         raise ValueError(f"num_samples must be at least 1, got {num_samples}")
     num_samples = int(num_samples)
     scores = working_scores(scores, 3, "[B, N+1, N+1] (head, dependent)")
-    lengths = _check_lengths(scores, lengths)
+    lengths = checked_lengths(scores, lengths, "[B, N+1, N+1]")
     with torch.no_grad():
         words, root = _arc_scores(scores, lengths)
         chart, root_choices = _inside(words, root, lengths, log_sum)

@@ -31,7 +31,7 @@ Hub code: imports only torch.
 
 import torch
 
-from .crf_semirings import gumbel_max_sampler, log_sum, maximum, working_scores
+from .crf_semirings import checked_lengths, gumbel_max_sampler, log_sum, maximum, working_scores
 
 ONE_WORD, INNER, SENTENCE = 0, 1, 2
 KIND_NAMES = ("ONE_WORD", "INNER", "SENTENCE")
@@ -46,17 +46,8 @@ _IMPOSSIBLE = -1e30
 def _check_inputs(scores, lengths, allowed, dummy):
     """The lengths as a long tensor [B] and `allowed` as a bool tensor [3, L], on scores' device; ValueError naming
     what is wrong otherwise."""
-    batch, n_max, num_labels = scores.shape[0], scores.shape[1] - 1, scores.shape[3]
-    lengths = torch.as_tensor(lengths, device=scores.device)
-    if lengths.shape != (batch,) or lengths.is_floating_point():
-        raise ValueError(f"lengths must be an integer tensor [B] = [{batch}], got {tuple(lengths.shape)} "
-                         f"{lengths.dtype}")
-    lengths = lengths.long()
-    bad = torch.nonzero((lengths < 1) | (lengths > n_max)).flatten()
-    if len(bad):
-        b = int(bad[0])
-        raise ValueError(f"lengths[{b}] = {int(lengths[b])}: each sentence needs 1 <= length <= N = {n_max} "
-                         "(scores are [B, N+1, N+1, L])")
+    num_labels = scores.shape[3]
+    lengths = checked_lengths(scores, lengths, "[B, N+1, N+1, L]")
     allowed = torch.as_tensor(allowed, device=scores.device)
     if allowed.shape != (3, num_labels) or allowed.dtype != torch.bool:
         raise ValueError(f"allowed must be a bool tensor [3, L] = [3, {num_labels}] (kinds ONE_WORD, INNER, "
