@@ -304,3 +304,22 @@ def test_blimp_from_drawn_proposals_under_paper_002s_protocol(parsers, models, t
     assert record["metrics"]["pairs"] == paradigms and record["proposal_parser"]["sentences"] == 2 * paradigms
     assert record["protocol"]["settings"]["proposals"]["value"] == "drawn by --proposal-parser"
     assert "sum of p(x, y) over the proposal trees" in record["metrics"]["log_prob"]
+
+
+def test_a_byte_level_encoders_words_get_the_space_they_had_in_text(data, tmp_path):
+    """RoBERTa's byte-level pieces (paper 002's Biaffine-roberta) mark a word that follows a space (`Ġ`): given one
+    word at a time, each must be split as it was in running text, not as a word glued to the one before."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaTokenizerFast
+
+    from hf_slm.parsers.training import encoder_pieces
+
+    words = [word for line in _lines(data / "train.txt", 120) for word in tree_format("brackets").words(line)]
+    pieces = ByteLevelBPETokenizer()
+    pieces.train_from_iterator([" ".join(words)], vocab_size=400,
+                               special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    pieces.save_model(str(tmp_path))
+    RobertaTokenizerFast.from_pretrained(str(tmp_path)).save_pretrained(tmp_path)
+    encoded = encoder_pieces(str(tmp_path)).encode(["The", "students", "are"], is_pretokenized=True)
+    starts = [encoded.tokens[encoded.word_ids.index(word)] for word in range(3)]
+    assert all(token.startswith("\u0120") for token in starts), encoded.tokens
