@@ -17,9 +17,10 @@ from hf_slm.families.tree_formats import tree_format
 
 GUM = Path(samples.__file__).resolve().parents[1] / "sample_data" / "gum"
 EWT = Path(samples.__file__).resolve().parents[1] / "sample_data" / "ud_english_ewt_sample"
-TINY_PARSER = ["--set", "lstm_hidden_size=24", "--set", "lstm_layers=1", "--set", "word_embedding_size=16",
-               "--set", "char_embedding_size=8", "--set", "char_hidden_size=16", "--max-steps", "12",
-               "--batch-size", "16", "--save-steps", "12", "--eval-steps", "12", "--logging-steps", "6"]
+TINY_SIZES = ["--set", "lstm_hidden_size=24", "--set", "lstm_layers=1", "--set", "word_embedding_size=16",
+              "--set", "char_embedding_size=8", "--set", "char_hidden_size=16"]
+TINY_PARSER = [*TINY_SIZES, "--max-steps", "12", "--batch-size", "16", "--save-steps", "12", "--eval-steps", "12",
+               "--logging-steps", "6"]
 CONSTITUENCY_MLPS = ["--set", "span_mlp_size=16", "--set", "label_mlp_size=16", "--set", "tag_mlp_size=16"]
 DEPENDENCY_MLPS = ["--set", "arc_mlp_size=16", "--set", "relation_mlp_size=16"]
 TINY_LM = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
@@ -323,3 +324,19 @@ def test_a_byte_level_encoders_words_get_the_space_they_had_in_text(data, tmp_pa
     encoded = encoder_pieces(str(tmp_path)).encode(["The", "students", "are"], is_pretokenized=True)
     starts = [encoded.tokens[encoded.word_ids.index(word)] for word in range(3)]
     assert all(token.startswith("\u0120") for token in starts), encoded.tokens
+
+
+def test_an_interrupted_parser_training_resumes_from_its_last_checkpoint(data, tmp_path, capsys):
+    output = tmp_path / "run"
+    common = ["parser", "train", "--kind", "crf", "--train", str(data / "dev.txt"), "--output", str(output),
+              *TINY_SIZES, *CONSTITUENCY_MLPS, "--batch-size", "4", "--save-steps", "2", "--logging-steps", "1"]
+    assert main([*common, "--max-steps", "2"]) == 0
+    vocabulary = (output / "parser_vocab.json").read_text()
+    assert main([*common, "--max-steps", "4"]) == 2  # a finished run is not trained over silently
+    assert "holds a trained model" in capsys.readouterr().err
+    assert main([*common, "--max-steps", "4", "--resume"]) == 0
+    record = json.loads((output / "training_setup.json").read_text())
+    assert record["steps_done"] == 4 and (output / "checkpoint-4").is_dir()
+    assert (output / "parser_vocab.json").read_text() == vocabulary  # the checkpoint's tokenizer, not a new one
+    state = json.loads((output / "checkpoint-4" / "trainer_state.json").read_text())
+    assert [entry["step"] for entry in state["log_history"] if "loss" in entry] == [1, 2, 3, 4]
