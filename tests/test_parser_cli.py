@@ -37,7 +37,10 @@ def data(tmp_path_factory):
     (folder / "train.txt").write_text("\n".join(_lines(GUM / "train.txt", 120)) + "\n")
     (folder / "dev.txt").write_text("\n".join(_lines(GUM / "dev.txt", 12)) + "\n")
     blocks = (EWT / "en_ewt-sample-ud-dev.conllu").read_text(encoding="utf-8").strip().split("\n\n")
-    (folder / "dev.conllu").write_text("\n\n".join(blocks[:6]) + "\n\n")
+    # and a sentence that starts with a bracket, `( And , by the way , ...`: a dependency tree of it written inline,
+    # `(/6 And/6 ...`, would read as PTB brackets
+    bracketed = (EWT / "en_ewt-sample-ud-test.conllu").read_text(encoding="utf-8").strip().split("\n\n")[3]
+    (folder / "dev.conllu").write_text("\n\n".join([bracketed, *blocks[:5]]) + "\n\n")
     return folder
 
 

@@ -333,8 +333,9 @@ def dependency_log_probs(model, tokenizer, trees, batch_size=32):
                               "projective trees only")
     if not projective:
         return results
-    # Inline text, not the objects: a tokenizer loaded from a checkpoint's hub code has its own DependencyTree class.
-    texts = [trees[i].to_inline() for i in projective]
+    # As the dependency format hands trees to a tokenizer (mappings: a checkpoint's hub code has its own DependencyTree
+    # class, and an inline tree of a word with a bracket would read as PTB brackets).
+    texts = [tree_format("dependency").encodable(trees[i]) for i in projective]
     try:
         encoded = tokenizer(texts)["input_ids"]
     except ValueError:  # one tree the tokenizer cannot encode (arc-swift: an arc past its max_k): find which

@@ -311,6 +311,8 @@ class DependencyTrees(TreeFormat):
 
         if isinstance(text, DependencyTree):
             return text
+        if isinstance(text, dict):  # what `encodable` gives
+            return DependencyTree(list(text["words"]), list(text["heads"]))
         return DependencyTree.from_inline(text, where=where)
 
     def read_file(self, path, **_):
@@ -372,8 +374,10 @@ class DependencyTrees(TreeFormat):
             yield ProposalBlock(trees, locations, sent_id)
 
     def encodable(self, tree):
-        """The inline string (a checkpoint's tokenizer, loaded as its own code, has its own DependencyTree class)."""
-        return self.read(tree).to_inline()
+        """A mapping {"words", "heads"} (a checkpoint's tokenizer, loaded as its own code, has its own DependencyTree
+        class; and an inline string of a word with a bracket, `(/2 ...`, would read as PTB brackets)."""
+        tree = self.read(tree)
+        return {"words": list(tree.words), "heads": list(tree.heads)}
 
     def words(self, tree):
         return list(self.read(tree).words)
