@@ -278,7 +278,15 @@ def test_eval_blimp_with_a_limit_skips_the_blocks_of_the_pairs_left_out(checkpoi
     expected = _expected_log_probs(model, tokenizer, encoded[:2] + encoded[4:6])
     found = [value for line in lines for value in (line["log_prob_good"], line["log_prob_bad"])]
     assert found == pytest.approx(expected, rel=1e-5, abs=1e-5)
-    proposals.write_text(_proposals("tg", [0, 1, 0, 1])[0])  # blocks for half the data
-    with pytest.raises(ValueError, match=r"4 block\(s\) of proposal trees for 4 BLiMP pair\(s\) of the data"):
+    # a file of the pairs evaluated only (what --proposal-parser draws): the same numbers
+    proposals.write_text(_proposals("tg", [0, 1, 1, 0])[0])
+    assert main(["eval", "blimp", "--model", str(directory), "--data", str(blimp), "--proposals", str(proposals),
+                 "--limit", "1", "--output", str(tmp_path / "only")]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "only" / "blimp-blimp-limit1_pairs.jsonl").read_text().splitlines()]
+    assert [value for line in lines for value in (line["log_prob_good"], line["log_prob_bad"])] == \
+        pytest.approx(expected, rel=1e-5, abs=1e-5)
+    proposals.write_text(_proposals("tg", [0, 1, 0, 1, 1, 0])[0])  # blocks for three pairs: neither
+    with pytest.raises(ValueError, match=r"6 block\(s\) of proposal trees for 4 BLiMP pair\(s\) of the data \(2 "
+                                         r"evaluated\)"):
         main(["--debug", "eval", "blimp", "--model", str(directory), "--data", str(blimp), "--proposals",
               str(proposals), "--limit", "1"])
