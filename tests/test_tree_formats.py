@@ -123,3 +123,14 @@ def test_a_package_registers_a_tree_format_of_its_own():
     finally:
         del TREE_FORMATS["test_chunks"]
         RECOGNITION_ORDER.remove("test_chunks")
+
+
+@pytest.mark.parametrize("name, tree", [("brackets", "(S (NP The students) (VP are (ADJP (ADJP-PRD happy))) .)"),
+                                        ("unlabelled_brackets", "( ( The students ) are ( happy ) . )")])
+def test_a_drawn_tree_shows_its_words_in_order(name, tree, capsys):
+    """`hf-slm parse --pretty` (issue 39): a constituent whose children mix bare words and constituents (`are` beside
+    `(ADJP ...)`, `.` beside `(VP ...)`) is drawn with its words in the sentence's order (nltk's printer, given words
+    as leaves, drew `The students are . happy`)."""
+    tree_format(name).draw(tree)
+    bottom = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
+    assert bottom.split() == ["The", "students", "are", "happy", "."]

@@ -208,10 +208,10 @@ class BracketedTrees(TreeFormat):
         return list((self.read(tree) if isinstance(tree, str) else tree).leaves())
 
     def draw(self, tree):
-        """nltk's drawing of the tree, its labels over its words."""
+        """nltk's drawing of the tree, its labels over its words (`drawing`)."""
         from ..tokenization.trees import parse_tree
 
-        (parse_tree(tree) if isinstance(tree, str) else tree).pretty_print()
+        print(drawing(parse_tree(tree) if isinstance(tree, str) else tree))
 
     def first_words(self, tree, count):
         """An nltk Tree, or a string: PTB brackets taken as written (not normalized), or actions."""
@@ -283,7 +283,7 @@ class UnlabelledTrees(BracketedTrees):
         return self.write(tree)
 
     def draw(self, tree):
-        (self.read(tree) if isinstance(tree, str) else tree).pretty_print()
+        print(drawing(self.read(tree) if isinstance(tree, str) else tree))
 
 
 class DependencyTrees(TreeFormat):
@@ -458,6 +458,18 @@ class WordSequences(TreeFormat):
             BRACKETED.draw(tree)
             return
         print(" ".join(self.words(tree)))
+
+
+def drawing(tree):
+    """nltk's text drawing of a tree, its words in order. Given words as leaves, nltk's printer places a word that
+    stands beside constituents (`(VP are (ADJP happy))`) out of order; given each leaf's index and the words, it
+    places them by index."""
+    from nltk.tree import TreePrettyPrinter
+
+    indexed = tree.copy(deep=True)
+    for index, position in enumerate(indexed.treepositions("leaves")):
+        indexed[position] = index
+    return TreePrettyPrinter(indexed, tree.leaves()).text()
 
 
 def is_comment(line):
