@@ -343,3 +343,10 @@ def test_an_interrupted_parser_training_resumes_from_its_last_checkpoint(data, t
     assert (output / "parser_vocab.json").read_text() == vocabulary  # the checkpoint's tokenizer, not a new one
     state = json.loads((output / "checkpoint-4" / "trainer_state.json").read_text())
     assert [entry["step"] for entry in state["log_history"] if "loss" in entry] == [1, 2, 3, 4]
+
+
+def test_parse_says_parsing(parsers, capsys):
+    """`hf-slm parse`'s progress bar says what it does (issue 39: it said "silver trees", the cache's name)."""
+    assert main(["parse", "--parser", str(parsers["crf"]), "The students are happy ."]) == 0
+    err = capsys.readouterr().err
+    assert "parsing:" in err and "silver trees" not in err

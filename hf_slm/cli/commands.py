@@ -334,7 +334,7 @@ def command_parse(args):
     with _left_out_said_once():
         trees = parse_sentences(model, tokenizer, sentences, sources, cache_dir=args.cache,
                                 progress=True, on_error=_sentence_options(args)["on_error"],
-                                scorer=scorer)
+                                scorer=scorer, desc="parsing")
     trees_written = tree_format(written)
     for tree in trees:
         if tree is None:  # left out: an empty line keeps one line per sentence

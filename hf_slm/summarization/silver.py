@@ -67,7 +67,8 @@ def _parse_chunk(scorer, keys, words, names, batch_size, on_error, progress):
             for index, tree in enumerate(trees)]
 
 
-def _trees_by_sentence(scorer, words, names, cache_dir, header, batch_size, progress, on_error, overwrite, log):
+def _trees_by_sentence(scorer, words, names, cache_dir, header, batch_size, progress, on_error, overwrite, log,
+                       desc="silver trees"):
     """{sentence key: {"tree"} or {"tree": None, "error"}} of every distinct sentence (`words` and `names` map
     keys to words and sources): read from the cache when it holds them, else parsed and recorded."""
     lock = output_lock(cache_dir) if cache_dir is not None else contextlib.nullcontext()
@@ -91,7 +92,7 @@ def _trees_by_sentence(scorer, words, names, cache_dir, header, batch_size, prog
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", category=SentencesLeftOut)  # said once by the caller
                 values = map_in_chunks(parse_chunk, pending, batch_size, journal, keys=pending, progress=progress,
-                                       desc="silver trees", unit="sentence")
+                                       desc=desc, unit="sentence")
         finally:
             if journal is not None:
                 journal.close()
@@ -99,7 +100,7 @@ def _trees_by_sentence(scorer, words, names, cache_dir, header, batch_size, prog
 
 
 def parse_sentences(model, tokenizer, sentences, sources=None, cache_dir=None, batch_size=8, progress=True,
-                    on_error="skip", overwrite=False, log=None, scorer=None, **beam_options):
+                    on_error="skip", overwrite=False, log=None, scorer=None, desc="silver trees", **beam_options):
     """The best tree of each sentence, parsed once per model and sentence when `cache_dir` is given.
 
     Args:
@@ -107,7 +108,7 @@ def parse_sentences(model, tokenizer, sentences, sources=None, cache_dir=None, b
         sources: per sentence, how messages name it (e.g. "news.txt, line 4"); default "sentence i" (from 1).
         cache_dir: the folder of the cache (module docstring); None parses everything and records nothing.
         batch_size: sentences per beam-search batch; also the sentences recorded at a time.
-        progress: a progress bar over the sentences still to parse.
+        progress: a progress bar over the sentences still to parse, labelled `desc` ("parsing" for `hf-slm parse`).
         on_error: "skip" leaves out a sentence that cannot be parsed (its tree is None, `.left_out` names it,
             one SentencesLeftOut warning); "raise" raises ValueError naming it, before any search.
         overwrite: discard the cache file of this model and these options and parse everything again.
@@ -136,7 +137,7 @@ def parse_sentences(model, tokenizer, sentences, sources=None, cache_dir=None, b
     scorer = scorer_of(model, tokenizer, scorer, **beam_options)
     header = cache_header(model, tokenizer, scorer=scorer)  # checks the beam options before anything else
     found = _trees_by_sentence(scorer, words, names, cache_dir, header, batch_size, progress, on_error, overwrite,
-                               log)
+                               log, desc)
     trees, left_out = [], []
     for index, (key, source) in enumerate(zip(keys, sources)):
         value = found[key]
