@@ -184,3 +184,13 @@ def test_eval_outputs_name_their_units(checkpoint, tmp_path, capsys):
     assert main(["eval", "parse", "--model", str(checkpoint), "--gold", str(gold), *out]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["units"] == "percent" and 0 <= printed["f1"] <= 100
+
+
+def test_blimps_limit_says_it_counts_pairs_per_paradigm():
+    """Issue 39: `eval blimp --limit 40` scored 40 pairs of each paradigm while its help said "the first N items"."""
+    from hf_slm.cli.commands import build_parser
+
+    blimp = dict(dict(build_parser()._subparsers._group_actions[0].choices)["eval"]._subparsers._group_actions[0]
+                 .choices)["blimp"]
+    limit = next(action for action in blimp._actions if "--limit" in action.option_strings)
+    assert "of each paradigm" in limit.help

@@ -636,11 +636,12 @@ PROPOSALS_HELP = ("proposal trees in the format of the model's trees (PTB bracke
                   "of p(x, y) over them, so the perplexity is an upper bound")
 
 
-def _add_eval_command(evaluations, name, help_text, function, beam=True, ensembles=False, or_parser=False):
+def _add_eval_command(evaluations, name, help_text, function, beam=True, ensembles=False, or_parser=False,
+                      limit_help="evaluate only the first N items"):
     command = evaluations.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. "
                                      f"{EVAL_OUTPUTS}")
     _add_model_option(command, ensembles, writes_results=True, or_parser=or_parser)
-    command.add_argument("--limit", type=positive_int, help="evaluate only the first N items")
+    command.add_argument("--limit", type=positive_int, help=limit_help)
     command.add_argument("--batch-size", type=positive_int,
                          default=8, help="items per batch (a resumed run may change it)")
     command.add_argument("--output", help="results directory (default: MODEL/eval_results)")
@@ -961,7 +962,8 @@ def build_parser():
                      help="documents separated by blank lines: each sentence after the greedy best trees of the ones "
                      "before it, an approximation for syntactic models (needs a document-level model)")
     blimp = _add_eval_command(evaluations, "blimp", "BLiMP accuracy per paradigm, field and overall", command_eval_blimp,
-                             ensembles=True)
+                             ensembles=True, limit_help="evaluate only the first N pairs of each paradigm (each .jsonl "
+                                                        "file): --limit 20 on the 67 paradigms scores 1,340 pairs")
     blimp.add_argument("--data", required=True, help="a folder of BLiMP .jsonl files")
     blimp.add_argument("--proposals", help=PROPOSALS_HELP + "; two blocks per pair, the good sentence's then the bad "
                        "one's, in the order of the data (files by name), for every pair or for those evaluated. "
