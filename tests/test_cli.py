@@ -194,3 +194,19 @@ def test_blimps_limit_says_it_counts_pairs_per_paradigm():
                  .choices)["blimp"]
     limit = next(action for action in blimp._actions if "--limit" in action.option_strings)
     assert "of each paradigm" in limit.help
+
+
+@pytest.mark.parametrize("argv", [["eval", "sg", "--model", "m", "--suites", ""],
+                                  ["eval", "ppl", "--model", "m", "--model", "", "--data", "d.txt"],
+                                  ["data", "prepare", "--loader", "conllu", "--path", "", "--output", "o"]])
+def test_an_empty_path_from_a_failed_fetch_is_refused_at_once(argv, capsys):
+    """Issue 39: `--suites "$(hf-slm data fetch syntaxgym)"` offline gave the fetch's clear error, then the command ran
+    on an empty path and failed again, confusingly (`CoNLL-U folder '.': no file ending in .conllu`)."""
+    from hf_slm.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    option = next(word for word, value in zip(argv, argv[1:]) if value == "")
+    assert f"argument {option}: an empty value" in error and "hf-slm data fetch" in error

@@ -996,9 +996,29 @@ def build_parser():
     return parser
 
 
+def refuse_empty_values(parser, args):
+    """An option given an empty value is an argparse error naming it: above all a path from `"$(hf-slm data fetch
+    NAME)"` whose fetch failed (it printed its own error and no folder), which the command would otherwise read as
+    the current folder and fail on again, confusingly."""
+    subparsers = [parser]
+    while True:  # the parser of the chosen (sub)command
+        choices = [action for action in subparsers[-1]._actions if isinstance(action, argparse._SubParsersAction)]
+        chosen = getattr(args, choices[0].dest, None) if choices else None
+        if chosen is None:
+            break
+        subparsers.append(choices[0].choices[chosen])
+    for action in subparsers[-1]._actions:
+        value = getattr(args, action.dest, None)
+        if action.option_strings and (value == "" or isinstance(value, list) and "" in value):
+            subparsers[-1].error(f"argument {action.option_strings[-1]}: an empty value; expected "
+                                 f"{action.metavar or action.dest.upper()} (if it came from \"$(hf-slm data fetch "
+                                 "NAME)\", that fetch failed: see its error above)")
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    refuse_empty_values(parser, args)
     # The words that chose the command ("eval ppl", "data prepare") name it in error lines.
     words = (args.command, getattr(args, "evaluation", None), getattr(args, "data_command", None),
              getattr(args, "parser_command", None))
