@@ -194,3 +194,12 @@ def test_benchmark_figures_are_the_scripts_own_pages():
         assert lines[0].startswith("### "), name
         assert re.match(r"Measured \d{4}-\d\d-\d\d \d\d:\d\d UTC on .+, hf-slm \S+, by `python benchmarks/\w+\.py", lines[2]), \
             (name, lines[2])
+
+
+def test_the_lm_eval_snippet_names_the_device_the_readme_installs():
+    """Issue 39: the README installs the CPU build of torch; lm-eval's default device is cuda, on which the snippet
+    of docs/using-a-checkpoint.md stopped with "Torch not compiled with CUDA enabled"."""
+    text = (DOCS / "using-a-checkpoint.md").read_text(encoding="utf-8")
+    snippet = text[text.index('get_model("hf").create_from_arg_string('):]
+    snippet = snippet[: snippet.index(")")]
+    assert "device=cpu" in snippet
