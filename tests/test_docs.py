@@ -200,6 +200,6 @@ def test_the_lm_eval_snippet_names_the_device_the_readme_installs():
     """Issue 39: the README installs the CPU build of torch; lm-eval's default device is cuda, on which the snippet
     of docs/using-a-checkpoint.md stopped with "Torch not compiled with CUDA enabled"."""
     text = (DOCS / "using-a-checkpoint.md").read_text(encoding="utf-8")
-    snippet = text[text.index('get_model("hf").create_from_arg_string('):]
-    snippet = snippet[: snippet.index(")")]
+    start = text.index('get_model("hf").create_from_arg_string(')
+    snippet = text[start : text.index("\n", text.index("\n", start) + 1)]  # the call's two lines
     assert "device=cpu" in snippet
