@@ -34,9 +34,9 @@ BLLIP = dict(
 )
 
 
-# A CPU-sized setting for trying a pipeline end to end (e.g. DTG on UD English EWT). TG has no such preset; these
-# are the sizes of its quickstart model (hf_slm/cli/quickstart.py), with attention-weight dropout off because on CPUs
-# it forces PyTorch's unfused attention kernel. 1024 positions: EWT's longest training tree expands to 608 under DTG.
+# A CPU-sized setting for trying a pipeline end to end (TG on the GUM sample, DTG on UD English EWT): the sizes of the
+# quickstart's model (hf_slm/cli/quickstart.py), with attention-weight dropout off because on CPUs it forces
+# PyTorch's unfused attention kernel. 1024 positions: EWT's longest training tree expands to 608 under DTG.
 TINY = dict(
     model=dict(vocab_size=2000, hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
                embedding_dropout=0.1, core_dropout=0.1, final_dropout=0.1, attention_dropout=0.0,

@@ -11,7 +11,7 @@ Hub code: copied into every checkpoint; imports nothing from hf_slm.
 """
 
 from .configuration_slm import SyntacticTransformerConfig, family_auto_classes
-from .preset_settings import BLLIP, PTB_SYNTACTIC, PTB_TERMINALS, preset
+from .preset_settings import BLLIP, PTB_SYNTACTIC, PTB_TERMINALS, TINY, preset
 from .transformer_grammars import TRANSFORMER_GRAMMAR_GRAMMARS, TRANSFORMER_XL_GRAMMARS
 
 # The hub files of these families' classes (their Auto classes name them: config.auto_map).
@@ -56,6 +56,7 @@ TRANSFORMER_GRAMMAR_PRESETS = {
                                    "TG (TXL mem. & rel. pos.) of paper 000's Table 2, tg-ptb's settings", **_PTB_WORDS),
     "tg-txl-positions-bllip": preset(BLLIP, "tg_txl_positions",
                                      "TG (TXL mem. & rel. pos.) of paper 000's Table 2, tg-bllip's settings"),
+    "tg-tiny": preset(TINY, "tg", "TG for CPUs: 4 layers, d 128 (the quickstart's sizes), 200 warm-up steps"),
 }
 TRANSFORMER_XL_PRESETS = {
     "txl-cc-ptb": preset(PTB_SYNTACTIC, "choe_charniak", "TXL (CC) twin of tg-ptb", **_PTB_WORDS),
@@ -63,6 +64,8 @@ TRANSFORMER_XL_PRESETS = {
                                 **_PTB_WORDS),
     "txl-cc-bllip": preset(BLLIP, "choe_charniak", "TXL (CC) twin of tg-bllip"),
     "txl-terminals-bllip": preset(BLLIP, "terminals", "TXL (terminals) twin of tg-bllip"),
+    "txl-cc-tiny": preset(TINY, "choe_charniak", "TXL (CC) twin of tg-tiny"),
+    "txl-terminals-tiny": preset(TINY, "terminals", "TXL (terminals) twin of tg-tiny"),
 }
 
 

@@ -372,7 +372,7 @@ def test_presets_are_complete():
                                                   "nb-up-ex-nm", "gpt2-token", "gpt2-tree")
                      for size in ("", "-tiny")}
     assert {name for name, (family, _) in all_presets().items() if family.grammars} == {"tg-ptb", "txl-cc-ptb", "txl-terminals-ptb", "tg-bllip", "txl-cc-bllip", "txl-terminals-bllip",
-                            "tg-txl-positions-ptb", "tg-txl-positions-bllip", "dtg-ptb", "dtg-bllip", "dtg-tiny", "txl-trans-ptb", "txl-trans-bllip", "txl-trans-tiny",
+                            "tg-txl-positions-ptb", "tg-txl-positions-bllip", "tg-tiny", "txl-cc-tiny", "txl-terminals-tiny", "dtg-ptb", "dtg-bllip", "dtg-tiny", "txl-trans-ptb", "txl-trans-bllip", "txl-trans-tiny",
                             *compositional}
     ptb = parameter_count(preset_config("tg-ptb"))
     assert 11e6 < ptb < 13e6  # "16-layer models with 12M parameters" (paper 000, section 3)

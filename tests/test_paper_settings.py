@@ -38,7 +38,7 @@ def _value(rows, preset, field):
 
 def test_paper_000_presets_are_figure_9():
     table, family_presets, rows = _compare("000")
-    assert set(family_presets) == set(table.presets)
+    assert set(family_presets) - set(table.presets) == {"tg-tiny", "txl-cc-tiny", "txl-terminals-tiny"}  # CPU-sized
     # Figure 9: BLLIP sentences train 176 at a time, documents 64; L and M by column
     assert _value(rows, "tg-bllip", "training.batch_size") == 176
     assert _value(rows, "tg-bllip", "training.document_batch_size") == 64

@@ -23,6 +23,25 @@ def test_warmup_then_cosine_schedule():
     assert warmup_cosine_schedule(500, **args) == pytest.approx(3e-7)
 
 
+def test_a_run_that_ends_inside_its_warm_up_says_so(capsys):
+    """Issue 39: `train --preset tg-ptb --max-steps 50` (6,000 warm-up steps) learned nothing, silently: the learning rate
+    never rose above 4.7e-6 of its 1e-3 peak."""
+    from hf_slm.families import preset
+    from hf_slm.training.train import schedule_optimizer, short_warmup_warning
+
+    schedule = dict(preset("tg-ptb")[1]["training"], max_steps=50, embedding_learning_rate_multiplier=1.0)
+    warning = short_warmup_warning(schedule)
+    peak = schedule["learning_rate"]
+    reached = warmup_cosine_schedule(50, schedule["warmup_steps"], 50, schedule["initial_learning_rate"], peak,
+                                     schedule["final_learning_rate"])
+    assert reached < peak / 50 and f"rises to {reached:.3g} at most" in warning and "--warmup-steps 5" in warning
+    import torch
+
+    schedule_optimizer(torch.nn.Linear(2, 2), schedule)
+    assert "end inside the warm-up of 6000 steps" in capsys.readouterr().err
+    assert short_warmup_warning(dict(schedule, max_steps=6001)) is None
+
+
 @pytest.fixture(scope="module")
 def small_trees(tmp_path_factory):
     directory = tmp_path_factory.mktemp("trees")

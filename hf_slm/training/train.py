@@ -27,6 +27,7 @@ import datetime
 import json
 import math
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -740,8 +741,25 @@ def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule, 
     return train_and_save(trainer, setup, tokenizer)
 
 
+def short_warmup_warning(schedule):
+    """What a run that stops inside its warm-up must be told (None when it does not): its learning rate never rises
+    to the peak and never decays, so a short run of a paper preset (6,000 warm-up steps) learns next to nothing."""
+    steps, warmup = schedule["max_steps"], schedule["warmup_steps"]
+    if steps > warmup:
+        return None
+    reached = warmup_cosine_schedule(steps, warmup, steps, schedule["initial_learning_rate"],
+                                     schedule["learning_rate"], schedule["final_learning_rate"])
+    return (f"warning: {steps} training steps end inside the warm-up of {warmup} steps: the learning rate rises to "
+            f"{reached:.3g} at most (the peak is {schedule['learning_rate']:g}) and never decays; give --warmup-steps "
+            f"below --max-steps (e.g. --warmup-steps {max(1, steps // 10)}) or train longer")
+
+
 def schedule_optimizer(model, schedule):
-    """(optimizer, scheduler) of a preset's schedule: Adam with the warm-up / cosine schedule (make_optimizer)."""
+    """(optimizer, scheduler) of a preset's schedule: Adam with the warm-up / cosine schedule (make_optimizer). A run
+    that ends inside its warm-up says so on stderr (short_warmup_warning)."""
+    warning = short_warmup_warning(schedule)
+    if warning is not None and is_main_process():
+        print(warning, file=sys.stderr)
     return make_optimizer(model, schedule["learning_rate"], schedule["warmup_steps"], schedule["max_steps"],
                           schedule["initial_learning_rate"], schedule["final_learning_rate"],
                           schedule["embedding_learning_rate_multiplier"])
