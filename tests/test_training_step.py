@@ -46,10 +46,12 @@ DATA_SIZED = {"nonzero", "masked_select", "unique", "_unique", "_unique2", "uniq
 
 
 def _reader():
-    """The innermost frame of this repository's code on the stack, as "file.py:function"."""
+    """The innermost frame of this repository's code on the stack, as "file.py:function": not the tests', and not a
+    library's installed under the repository (the README's set-up puts a virtual environment in `.venv/` there)."""
     for frame in reversed(traceback.extract_stack()[:-2]):
         path = Path(frame.filename)
-        if REPOSITORY in path.parents and path.parent.name != "tests":
+        if REPOSITORY in path.parents and path.parent.name != "tests" and not any(
+                part.startswith(".") or part == "site-packages" for part in path.relative_to(REPOSITORY).parts):
             return f"{path.name}:{frame.name}"
     return "(outside the repository)"
 
