@@ -469,3 +469,26 @@ def test_a_compositional_model_trains_on_byte_level_bpe_pieces(small_trees, tmp_
     with pytest.raises(ValueError, match="--pieces byte_bpe: it chooses the piece model of a tokenizer trained here"):
         train(setup_for(small_trees, tmp_path / "x", tokenizer=str(tmp_path / "bpe"), pieces="byte_bpe"),
               log=lambda *_: None)
+
+
+def test_reloading_the_best_checkpoint_reports_no_missing_keys(small_trees, tmp_path):
+    """Issue 39: the quickstart printed "There were missing keys in the checkpoint model loaded: ['lm_head.weight']"
+    when Trainer reloaded its best checkpoint: the tied output layer is the embedding, saved once, and tied again."""
+    import logging
+
+    from transformers.utils import logging as transformers_logging
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = transformers_logging.get_logger("transformers")
+    logger.addHandler(handler)
+    try:
+        trainer, _ = train(setup_for(small_trees, tmp_path / "run", max_steps=4, eval_steps=2, save_steps=2),
+                           log=lambda *_: None)
+    finally:
+        logger.removeHandler(handler)
+    assert trainer.state.best_model_checkpoint is not None  # the best checkpoint was reloaded
+    assert not [record.getMessage() for record in records if "missing keys" in record.getMessage()]
+    model = trainer.model
+    assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()  # still tied
