@@ -132,6 +132,8 @@ def test_quickstart_run_twice_into_one_folder_reuses_its_model(tmp_path):
     lines.clear()
     second = run_quickstart(tmp_path / "quick", max_steps=2, max_seconds=60, log=lines.append)
     assert any("holds the model an earlier quickstart trained (2 steps" in line for line in lines), lines
+    # issue 39: a rerun said "[1/4] training ... for 2 steps" before saying it reuses the model
+    assert not any("training a tokenizer" in line for line in lines), lines
     assert (tmp_path / "quick" / "model.safetensors").read_bytes() == weights
     assert second["steps"] == first["steps"] == 2 and second["log_probs"] == first["log_probs"]
 

@@ -66,9 +66,6 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=QUICKSTART_STEPS, max_s
         log(f"\n[{number}/4] {text}  ({time.monotonic() - started:.0f}s)")
 
     family, preset = preset_of(QUICKSTART_PRESET)
-    stage(1, f"training a tokenizer and a small {family.variant(preset['model']['grammar']).display_name} "
-             f"({QUICKSTART_MODEL['num_hidden_layers']} layers, d {QUICKSTART_MODEL['hidden_size']}; "
-             f"{QUICKSTART_PRESET}'s grammar and schedule) for {max_steps} steps on {SAMPLE / 'train.txt'}")
     setup = TrainingSetup(
         preset=QUICKSTART_PRESET, train=[SAMPLE / "train.txt"], eval=[SAMPLE / "dev.txt"], output=str(output),
         vocab_size=vocab_size, model_overrides=QUICKSTART_MODEL, max_steps=max_steps, batch_size=16,
@@ -80,9 +77,12 @@ def run_quickstart(output="hf-slm-quickstart", max_steps=QUICKSTART_STEPS, max_s
     finished = None if overwrite else _finished_quickstart(output, setup)
     if finished is not None:
         steps = finished["steps_done"]
-        log(f"{output} holds the model an earlier quickstart trained ({steps} steps, finished {finished.get('date')}); "
-            "reusing it (--overwrite trains a new one)")
+        stage(1, f"{output} holds the model an earlier quickstart trained ({steps} steps, finished "
+                 f"{finished.get('date')}); reusing it (--overwrite trains a new one)")
     else:
+        stage(1, f"training a tokenizer and a small {family.variant(preset['model']['grammar']).display_name} "
+                 f"({QUICKSTART_MODEL['num_hidden_layers']} layers, d {QUICKSTART_MODEL['hidden_size']}; "
+                 f"{QUICKSTART_PRESET}'s grammar and schedule) for {max_steps} steps on {SAMPLE / 'train.txt'}")
         trainer, _ = train(setup, log=log)
         steps = trainer.state.global_step
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
