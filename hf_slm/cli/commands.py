@@ -454,8 +454,10 @@ def _reports():
 
 
 def _report(metrics, keys):
+    from ..evaluation.results import tidy_numbers
+
     shown = {k: metrics[k] for k in keys if k in metrics}
-    print(json.dumps(shown))
+    print(json.dumps(tidy_numbers(shown)))
     _report_files(metrics)
 
 
@@ -585,7 +587,10 @@ def command_eval_blimp(args):
     record_drawn_proposals(metrics, drawn)
     status = _say_left_out("eval blimp", metrics.get("left_out", []),
                            metrics["pairs"] + metrics.get("pairs_left_out", 0), "pairs")
-    print(json.dumps({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units", "log_prob")}))
+    from ..evaluation.results import tidy_numbers
+
+    print(json.dumps(tidy_numbers({key: metrics[key] for key in ("accuracy", "pairs", "paradigms", "by_field", "units",
+                                                                  "log_prob")})))
     _report_files(metrics)
     return status
 

@@ -149,7 +149,9 @@ def command_eval_with_parser(args, evaluation):
                                 include_punctuation=getattr(args, "include_punctuation", False))
     shown = ("uas", "las", "right_branching_uas") if evaluation == "uas" else (
         "f1", "precision", "recall", "unlabelled_f1", "right_branching_f1")
-    print(json.dumps({key: metrics[key] for key in (*shown, "sentences", "units") if key in metrics}))
+    from ..evaluation.results import tidy_numbers
+
+    print(json.dumps(tidy_numbers({key: metrics[key] for key in (*shown, "sentences", "units") if key in metrics})))
     print(f"wrote {', '.join(metrics.get('files', {}).values())}", file=sys.stderr)
     return 0
 
