@@ -187,3 +187,48 @@ def test_reading_text_names_the_first_bad_byte_past_a_chunk(tmp_path):
         read_text(path, "corpus")
     path.write_bytes("caf\u00e9\r\n".encode())
     assert read_text(path, "corpus") == "caf\u00e9\n"  # otherwise as open(path, encoding="utf-8") reads it
+
+
+def test_hf_slms_own_warnings_are_one_line_each_and_said_once(tmp_path):
+    """Issue 39: unknown words were a raw UserWarning with a line of source code, and `eval ppl` printed it twice (two
+    steps check the same sentences); a library's warning keeps Python's form."""
+    directory = save_tiny_checkpoint(tmp_path / "m", TREES, vocab_size=40)[0]
+    data = tmp_path / "data.txt"
+    data.write_text("the bird sings\nthe \u00e7\u00e9 sings\n", encoding="utf-8")
+    result = run_cli_in_process("eval", "ppl", "--model", str(directory), "--data", str(data), "--output",
+                                str(tmp_path / "out"), "--beam-size", "4", "--word-beam-size", "2")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "go through <unk>" in line]
+    assert len(lines) == 1 and lines[0].startswith("hf-slm eval ppl: note: 1 word(s) go through <unk>"), lines
+    assert "UserWarning" not in result.stderr and "check_sentences" not in result.stderr
+
+
+def test_a_librarys_warning_goes_to_pythons_display(monkeypatch, capsys):
+    import warnings
+
+    import hf_slm.search.beam
+    from hf_slm.cli.errors import own_warnings_as_lines
+
+    passed_on = []
+    monkeypatch.setattr(warnings, "showwarning", lambda *arguments, **_: passed_on.append(arguments[:4]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with own_warnings_as_lines("x"):
+            warnings.warn_explicit("from elsewhere", UserWarning, "/some/library.py", 3)
+            warnings.warn_explicit("from hf-slm", UserWarning, hf_slm.search.beam.__file__, 3)
+    assert [(str(message), filename) for message, _, filename, _ in passed_on] == [("from elsewhere",
+                                                                                   "/some/library.py")]
+    assert capsys.readouterr().err == "hf-slm x: warning: from hf-slm\n"
+
+
+def test_a_word_read_as_its_unknown_word_class_is_said_too():
+    """Issue 39: a word vocabulary (SOM's, paper 000's PTB presets) read `students` as `<UNK-LC-s>` silently."""
+    from hf_slm.search.beam import words_to_pieces
+    from hf_slm.tokenization.tokenization_slm import SyntacticWordTokenizer
+
+    trees = ["(S (NP the birds) (VP sing))", "(S (NP the bird) (VP sings))", "(S (NP a bird) (VP sings))"]
+    tokenizer = SyntacticWordTokenizer.train(trees, min_count=2, linearization="terminals")  # "birds": <UNK-LC-s>
+    _, unknown = words_to_pieces(tokenizer, ["bird", "students"])
+    assert tokenizer.convert_ids_to_tokens(tokenizer("students", is_split_into_words=True,
+                                                     add_special_tokens=False)["input_ids"]) == ["<UNK-LC-s>"]
+    assert unknown == ["students"]

@@ -15,7 +15,9 @@ import re
 import signal
 import sys
 import threading
+import warnings
 from contextlib import contextmanager
+from pathlib import Path
 
 EXIT_ERROR = 2  # what argparse returns for a bad command line, which these errors are akin to
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
@@ -90,13 +92,47 @@ def insistent_interrupts():
         signal.signal(signal.SIGALRM, previous[1])
 
 
+def _is_ours(filename):
+    """Whether a warning was raised from one of hf-slm's modules (its hub code included)."""
+    try:
+        path = Path(filename).resolve()
+    except (OSError, TypeError):
+        return False
+    return any(Path(module.__file__).resolve() == path for name, module in list(sys.modules.items())
+               if name.split(".")[0] == "hf_slm" and getattr(module, "__file__", None))
+
+
+@contextmanager
+def own_warnings_as_lines(command):
+    """Within this block, a warning hf-slm raises is one line, `hf-slm COMMAND: warning: MESSAGE` (`note:` for a
+    category whose `label` says so: something to know of the input, not a failure), and the same message is said once
+    (two steps that check the same sentences warned twice); a library's warnings show as Python shows them."""
+    shown, original = set(), warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not _is_ours(filename):
+            return original(message, category, filename, lineno, file, line)
+        text = " ".join(str(message).split())
+        if text not in shown:
+            shown.add(text)
+            print(f"hf-slm {command}: {getattr(category, 'label', 'warning')}: {text}", file=sys.stderr)
+        return None
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = original
+
+
 def run_command(function, args, command):
     """`function(args)`'s exit status, with the user's mistakes and Ctrl-C as one line on stderr (module
-    docstring). `command` names the command in that line, e.g. "eval ppl"."""
+    docstring), and hf-slm's own warnings as one line each (`own_warnings_as_lines`). `command` names the command in
+    that line, e.g. "eval ppl"."""
     if debugging(args):
         return function(args)
     try:
-        with insistent_interrupts():
+        with insistent_interrupts(), own_warnings_as_lines(command):
             return function(args)
     except KeyboardInterrupt:
         print(f"\nhf-slm {command}: interrupted (hf-slm --debug {command} ... shows where)", file=sys.stderr)

@@ -32,6 +32,13 @@ class SentencesLeftOut(UserWarning):
     """Sentences that cannot be scored were left out (on_error="skip"); the others' results are complete."""
 
 
+class UnknownWords(UserWarning):
+    """Words the tokenizer spells through `<unk>` or an unknown-word class (characters it cannot spell, or words
+    outside a word vocabulary): they are scored, as that unknown token. The command line says it as a note (hf_slm/cli/errors.py)."""
+
+    label = "note"
+
+
 class SentenceResults(list):
     """Per-sentence results in input order, plus `left_out`: one dict {"index", "source", "words", "error"}
     per sentence that could not be scored, in order. A left-out sentence's place in the list holds that dict
@@ -65,10 +72,20 @@ def _shown(value):
 
 
 def words_to_pieces(tokenizer, words, index=0):
-    """Piece ids of each word; words the tokenizer cannot spell become <unk> pieces (warned once per call)."""
+    """(piece ids of each word, the words the model does not see as themselves): words the tokenizer cannot spell
+    become <unk> pieces, and a word vocabulary's unseen words their unknown-word class (`<UNK-LC-s>` for `students`:
+    SyntacticWordTokenizer); the check warns of them once per call."""
     pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
-    unknown = [w for w, p in zip(words, pieces) if tokenizer.unk_token_id in p]
+    unknown = [w for w, p in zip(words, pieces) if tokenizer.unk_token_id in p or _is_word_class(tokenizer, w, p)]
     return pieces, unknown
+
+
+def _is_word_class(tokenizer, word, pieces):
+    """Whether `word` is read as one of a word vocabulary's unknown-word classes (`<UNK...>`), not as itself."""
+    if len(pieces) != 1:
+        return False
+    token = tokenizer.convert_ids_to_tokens(pieces[0])
+    return token != word and token.startswith("<UNK") and token.endswith(">")
 
 
 def _check_sentence_list(value, name):
@@ -142,9 +159,9 @@ def check_sentences(model, tokenizer, sentences, sources=None, on_error="skip"):
         all_words.append(words)
         encoded.append(pieces)
     if unknown:
-        warnings.warn(f"{len(unknown)} word(s) go through <unk> (characters the tokenizer cannot spell, or words "
-                      "outside a word vocabulary): "
-                      f"{sorted(unknown)[:10]}", stacklevel=3)
+        warnings.warn(f"{len(unknown)} word(s) go through <unk> or an unknown-word class (characters the tokenizer "
+                      "cannot spell, or words outside a word vocabulary): "
+                      f"{sorted(unknown)[:10]}", UnknownWords, stacklevel=3)
     return all_words, encoded, left_out
 
 
