@@ -489,6 +489,10 @@ def test_reloading_the_best_checkpoint_reports_no_missing_keys(small_trees, tmp_
     finally:
         logger.removeHandler(handler)
     assert trainer.state.best_model_checkpoint is not None  # the best checkpoint was reloaded
+    # by its name once whole (hf_slm/checkpoints/whole.py), as its own trainer_state.json says
+    assert Path(trainer.state.best_model_checkpoint).parent == tmp_path / "run"
+    best = Path(trainer.state.best_model_checkpoint)
+    assert json.loads((best / "trainer_state.json").read_text())["best_model_checkpoint"] == str(best)
     assert not [record.getMessage() for record in records if "missing keys" in record.getMessage()]
     model = trainer.model
     assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()  # still tied

@@ -1,2 +1,3 @@
-"""Checkpoints: loading one for the command line (loading.py), and checking that a tokenizer and a model were
-made for each other (checks.py)."""
+"""Checkpoints: loading one for the command line (loading.py), checking that a tokenizer and a model were made for
+each other (checks.py), and training checkpoints written whole, the last whole one being what --resume continues
+(whole.py)."""

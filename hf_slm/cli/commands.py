@@ -866,7 +866,7 @@ def build_parser():
     train.add_argument("--logging-steps", type=positive_int, default=20, help="log the training loss every N steps")
     train.add_argument("--seed", type=non_negative_int, default=0)
     train.add_argument("--resume", action="store_true",
-                       help="resume from the last checkpoint in --output, with the tokenizer saved in it (never "
+                       help="resume from the last complete checkpoint in --output, with the tokenizer saved in it (never "
                             "trained again; --tokenizer, if given, must match it)")
     train.add_argument("--overwrite", action="store_true",
                        help="replace a trained model (or an interrupted run's checkpoints) in --output; its "

@@ -195,7 +195,7 @@ def add_parser_commands(commands):
     train.add_argument("--min-count", type=positive_int, default=2,
                        help="words seen fewer times become unknown-word classes (default 2)")
     train.add_argument("--max-seconds", type=positive_float, help="stop training after this many seconds")
-    train.add_argument("--resume", action="store_true", help="continue the run in --output from its last checkpoint")
+    train.add_argument("--resume", action="store_true", help="continue the run in --output from its last complete checkpoint")
     train.add_argument("--overwrite", action="store_true", help="replace a trained parser in --output")
     train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     train.add_argument("--strip-function-tags", action="store_true", help="NP-SBJ-1 -> NP in the training trees")

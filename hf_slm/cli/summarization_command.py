@@ -214,7 +214,7 @@ def add_summarization_commands(commands, evaluations, add_eval_command):
     finetune.add_argument("--eval-steps", type=positive_int, default=200)
     finetune.add_argument("--save-steps", type=positive_int, default=200)
     finetune.add_argument("--seed", type=non_negative_int, default=0)
-    finetune.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output")
+    finetune.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in --output")
     finetune.add_argument("--overwrite", action="store_true", help="replace a model (or checkpoints) in --output")
     add_training_precision_options(finetune)
     finetune.set_defaults(function=command_finetune)

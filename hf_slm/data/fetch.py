@@ -27,6 +27,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runs.disk import readable_size
+
 SOURCES = Path(__file__).resolve().parent / "sources"
 CACHE_VARIABLE = "HF_SLM_DATA_CACHE"
 MIRROR_VARIABLE = "HF_SLM_DATA_MIRROR"
@@ -170,7 +172,7 @@ def describe_sources(sources=None):
     sources = available_sources() if sources is None else sources
     lines = []
     for source in sources.values():
-        size = f"{_megabytes(source.size)}, {len(source.files)} files"
+        size = f"{readable_size(source.size)}, {len(source.files)} files"
         lines.append(f"{source.name}  ({size}; license: {source.license})")
         lines.append(f"    {source.description}")
         lines.append(f"    from {source.homepage}, {source.release}")
@@ -178,5 +180,3 @@ def describe_sources(sources=None):
     return lines
 
 
-def _megabytes(size):
-    return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size / 1e3:.0f} kB"

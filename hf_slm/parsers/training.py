@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 from transformers import Trainer, set_seed
 
+from ..checkpoints.whole import WholeCheckpoints, checkpoint_to_resume
 from ..runs.distributed import is_main_process, main_process_context
 from ..runs.journal import output_lock
 from ..training.train import (
@@ -80,13 +81,7 @@ def _schedule(setup):
 def parser_tokenizer(setup, kind, examples, log):
     """The tokenizer of the run: the resumed run's, the given one, or one built from the training examples."""
     if setup.resume:
-        from transformers.trainer_utils import get_last_checkpoint
-
-        checkpoint = get_last_checkpoint(setup.output) if Path(setup.output).is_dir() else None
-        if checkpoint is None:
-            raise ValueError(f"--resume: {setup.output!r} holds no checkpoint-* folder to resume from; leave out "
-                             "--resume to start a new run")
-        return ProposalParserTokenizer.from_pretrained(checkpoint)
+        return ProposalParserTokenizer.from_pretrained(checkpoint_to_resume(setup.output, log))
     if setup.tokenizer:
         tokenizer = ProposalParserTokenizer.from_pretrained(setup.tokenizer)
         if tokenizer.tree_kind != kind.tree_kind or tokenizer.labelled != kind.labelled:
@@ -182,7 +177,7 @@ def _quiet(*_):
     pass
 
 
-class ParserTrainer(GlobalLengthGrouping, Trainer):
+class ParserTrainer(WholeCheckpoints, GlobalLengthGrouping, Trainer):
     """Trainer whose N processes with batches of B read the batches of one process with batches of N x B: a parser's
     loss is a mean over sentences, so DistributedDataParallel's average of the processes' gradients is the one
     process's gradient (equal batches)."""

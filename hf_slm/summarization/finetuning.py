@@ -147,6 +147,7 @@ def _finetune(setup, log):
 
     from ..data.prepare import PREPARE_RECORD
     from ..runs.distributed import is_main_process, on_main_process, world_size
+    from ..checkpoints.whole import checkpoint_to_resume
     from ..training.train import (
         _check_output,
         ids_dataset,
@@ -172,6 +173,8 @@ def _finetune(setup, log):
     if "train" not in dataset:
         raise ValueError(f"prepared dataset {str(setup.train)!r} has no train split; its splits are {list(dataset)}")
     on_main_process(lambda: _check_output(setup, log), f"checking the output folder {setup.output}")
+    if setup.resume:  # (Trainer reads it again, silently)
+        log(f"resuming from {checkpoint_to_resume(setup.output, log)}")
     model, tokenizer = load_base_model(setup.model)
     difference = tokenizer_difference(prepared_tokenizer(setup.train), tokenizer)
     if difference:

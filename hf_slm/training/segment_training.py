@@ -31,9 +31,9 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 from tqdm.auto import tqdm
-from transformers import Trainer, TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
+from transformers import Trainer
 
+from ..checkpoints.whole import WholeCheckpoints, checkpoint_to_resume
 from ..families import doubled_id_ranges
 from ..modeling.segment_recurrence import (
     SegmentBatch,
@@ -143,14 +143,22 @@ class DocumentStreams(Dataset):
         return {name: value for name, value in vars(batch).items() if value is not None}
 
 
-class SegmentTrainer(Trainer):
+class SegmentTrainer(WholeCheckpoints, Trainer):
     """Trainer over DocumentStreams carrying the memory between steps (module docstring)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         check_segment_model(self.model)
         self.segment_memory = None
-        self.add_callback(_SaveMemory(self))
+
+    def save_extra_files(self, folder):
+        """Each process's memory, into the checkpoint being written (before it is renamed whole)."""
+        if self.segment_memory is None:
+            return
+        tensors = {f"layer_{k}": layer.detach().contiguous().cpu() for k, layer in enumerate(self.segment_memory)}
+        save_file(tensors, str(Path(folder) / memory_file(self.args.process_index)),
+                  metadata={"global_step": json.dumps(self.state.global_step),
+                            "processes": json.dumps(self.args.world_size)})
 
     def get_train_dataloader(self):
         # Each item is already a whole batch, read in order (batches of one item, unwrapped: resuming skips batches
@@ -199,10 +207,10 @@ class SegmentTrainer(Trainer):
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         if resume_from_checkpoint:
-            checkpoint = (get_last_checkpoint(self.args.output_dir) if resume_from_checkpoint is True
+            checkpoint = (checkpoint_to_resume(self.args.output_dir) if resume_from_checkpoint is True
                           else resume_from_checkpoint)
-            if checkpoint is not None:
-                self.restore_memory(checkpoint)
+            self.restore_memory(checkpoint)
+            resume_from_checkpoint = checkpoint
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
 
@@ -228,20 +236,3 @@ def average_gradients(model):
 
 def _only_item(items):
     return items[0]
-
-
-class _SaveMemory(TrainerCallback):
-    """Writes the memory into every checkpoint (after Trainer has written the checkpoint folder)."""
-
-    def __init__(self, trainer):
-        self.trainer = trainer
-
-    def on_save(self, args, state, control, **kwargs):
-        memory = self.trainer.segment_memory
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if memory is None or not folder.is_dir():
-            return control
-        tensors = {f"layer_{k}": layer.detach().contiguous().cpu() for k, layer in enumerate(memory)}
-        save_file(tensors, str(folder / memory_file(args.process_index)),
-                  metadata={"global_step": json.dumps(state.global_step), "processes": json.dumps(args.world_size)})
-        return control

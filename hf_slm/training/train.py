@@ -37,10 +37,10 @@ import torch
 from datasets import Dataset, DatasetDict, load_from_disk
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_pt_utils import LengthGroupedSampler
-from transformers.trainer_utils import get_last_checkpoint
 
 from ..option_types import or_default
 from ..checkpoints.checks import check_tokenizer_matches, linearization_of
+from ..checkpoints.whole import PARTIAL, WholeCheckpoints, checkpoint_to_resume
 from ..data.packing import packed_dataset
 from ..data.prepare import (
     PREPARE_RECORD,
@@ -447,19 +447,17 @@ def _check_output(setup, log):
             raise ValueError(f"output {str(output)!r} holds the checkpoints of an earlier run ({checkpoints[-1].name}); "
                              "pass --resume to continue it, --overwrite to start over, or choose another --output")
     if setup.overwrite:
-        for stale in checkpoints + [output / "eval_results"]:
+        for stale in checkpoints + [output / "eval_results", output / PARTIAL]:
             if stale.is_dir():
                 shutil.rmtree(stale)
                 log(f"removed {stale} (it belonged to the model being replaced)")
 
 
-def resumed_tokenizer(output, tokenizer_dir=None):
-    """The tokenizer of the run being resumed: the one saved in the last checkpoint of `output` (else in
-    `output`). `tokenizer_dir` (--tokenizer), when given, must give the same ids."""
-    checkpoint = get_last_checkpoint(str(output)) if Path(output).is_dir() else None
-    if checkpoint is None:
-        raise ValueError(f"--resume: {str(output)!r} holds no checkpoint-* folder to resume from; leave out --resume "
-                         "to start a new run")
+def resumed_tokenizer(output, tokenizer_dir=None, log=None):
+    """The tokenizer of the run being resumed: the one saved in the last complete checkpoint of `output` (else in
+    `output`); `log` is told of incomplete checkpoints passed over. `tokenizer_dir` (--tokenizer), when given, must
+    give the same ids."""
+    checkpoint = checkpoint_to_resume(output, log)
     source = Path(checkpoint) if (Path(checkpoint) / "tokenizer_config.json").is_file() else Path(output)
     tokenizer = load_syntactic_tokenizer(source)
     if tokenizer_dir is not None:
@@ -513,7 +511,7 @@ def train_grammar_model(setup, log):
             raise ValueError(f"tree file {str(path)!r} does not exist")
     output = Path(setup.output)
     on_main_process(lambda: _check_output(setup, log), f"checking the output folder {setup.output}")
-    resumed, resumed_from = resumed_tokenizer(output, setup.tokenizer) if setup.resume else (None, None)
+    resumed, resumed_from = resumed_tokenizer(output, setup.tokenizer, log) if setup.resume else (None, None)
 
     prepared = prepared_dataset_dir(setup.train)
     if setup.pieces is not None and (setup.resume or setup.tokenizer or prepared is not None):
@@ -807,7 +805,7 @@ def train_and_save(trainer, setup, tokenizer):
     """Train (resuming from the last checkpoint with setup.resume), then save the final model and tokenizer to
     setup.output: safetensors and JSON only. Returns the trainer."""
     output = Path(setup.output)
-    trainer.train(resume_from_checkpoint=True if setup.resume else None)
+    trainer.train(resume_from_checkpoint=checkpoint_to_resume(output) if setup.resume else None)
     trainer.save_model(str(output))  # by the main process only (Trainer's should_save)
     if is_main_process():
         # save_model also pickles the TrainingArguments; the final model folder keeps safetensors and JSON only
@@ -923,7 +921,7 @@ class GlobalLengthGrouping:
         return sampler
 
 
-class SyntacticTrainer(GlobalLengthGrouping, Trainer):
+class SyntacticTrainer(WholeCheckpoints, GlobalLengthGrouping, Trainer):
     """Trainer whose N-process run with K accumulated batches per step takes the steps of a one-process run with
     N x K times the per-device batch.
 

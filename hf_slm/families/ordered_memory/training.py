@@ -50,6 +50,7 @@ import torch
 from datasets import Dataset
 from transformers import Trainer
 
+from ...checkpoints.whole import WholeCheckpoints
 from ...data.numbering import sentence_name
 from ...option_types import or_default
 from ...data.conllu_loader import read_conllu_file
@@ -339,7 +340,7 @@ def train_som(setup, log=print):
         if setup.pieces is not None:
             raise ValueError(f"--pieces {setup.pieces}: it chooses the piece model of a tokenizer trained here, and "
                              "--resume uses the one saved with the run; leave --pieces out")
-        tokenizer, source = resumed_tokenizer(output, setup.tokenizer)
+        tokenizer, source = resumed_tokenizer(output, setup.tokenizer, log)
         _check_given_tokenizer(tokenizer, f"the tokenizer of the run being resumed ({source})")
         log(f"resuming with the tokenizer saved in {source} (not trained again)")
     else:
@@ -373,6 +374,10 @@ def train_som(setup, log=print):
     return trainer, tokenizer
 
 
+class _SomTrainer(WholeCheckpoints, Trainer):
+    """transformers.Trainer whose checkpoints are written whole (hf_slm/checkpoints/whole.py)."""
+
+
 def _run_som_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule):
     """transformers.Trainer over SOM features: training_args as hf_slm.training.train.run_trainer's (Adam with the
     warm-up / cosine schedule, checkpoints, resume, time limit, precision), with the SOM collator; the final model
@@ -387,7 +392,7 @@ def _run_som_trainer(setup, model, tokenizer, train_dataset, eval_dataset, sched
         unused = unused_parameter_names(model, collator, train_dataset, schedule["batch_size"])
         args.ddp_find_unused_parameters = bool(unused)
     callbacks = [_TimeLimit(setup.max_seconds)] if setup.max_seconds else []
-    trainer = Trainer(model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
+    trainer = _SomTrainer(model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
                       data_collator=collator, optimizers=(optimizer, scheduler), callbacks=callbacks,
                       processing_class=tokenizer)
     return train_and_save(trainer, setup, tokenizer)
