@@ -502,10 +502,6 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         self.model = self.base_model_class(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
-        if config.tie_word_embeddings:
-            # The tied output layer is the embedding, saved once: Trainer's reload of the best checkpoint then ties it
-            # again instead of reporting it as a missing key (which reads as a broken save).
-            self._keys_to_ignore_on_save = ["lm_head.weight"]
         self.post_init()
 
     @property

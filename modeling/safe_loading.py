@@ -1,4 +1,4 @@
-"""Loading policy: safetensors weights only, unless the user says they trust a pickle.
+"""Loading policy: safetensors weights only, unless the user says they trust a pickle; tied weights tied again.
 
 Unpickling a weight file (pytorch_model.bin) can run any code it carries, and these checkpoints are often
 someone else's. transformers falls back to pickles when a checkpoint has no safetensors; our models do not,
@@ -55,7 +55,16 @@ def _hub_has_safetensors(repo_id, kwargs):
 
 
 class SafetensorsOnlyLoading:
-    """Mixin for PreTrainedModel classes: `from_pretrained(..., allow_pickle=False)` refuses pickle weights."""
+    """Mixin for PreTrainedModel classes: `from_pretrained(..., allow_pickle=False)` refuses pickle weights; and a
+    tied output layer reloads tied."""
+
+    def post_init(self):
+        super().post_init()
+        if getattr(self.config, "tie_word_embeddings", False) and self._tied_weights_keys:
+            # A tied output layer is the input embedding, saved once. Declared as left out of the save, Trainer's
+            # reload of a checkpoint (the best one at the end, --resume) ties it again instead of reporting it as a
+            # missing key, which reads as a broken save.
+            self._keys_to_ignore_on_save = list(self._tied_weights_keys)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, allow_pickle=False, **kwargs):

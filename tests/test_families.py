@@ -261,6 +261,45 @@ def test_the_card_names_the_variant(trained, tmp_path, capsys):
     assert chosen.display_name in card and f"\n- {chosen.hub_tag}\n" in card
 
 
+def test_a_finished_run_resumed_says_what_it_does_and_reloads_tied(trained, data, tmp_path, capsys):
+    """`--resume` of a finished run says it trains on, and to what step, on which schedule (issue 39: SOM went on
+    silently to its preset's 2,000 steps); Trainer's reload of the checkpoint ties the output layer again instead of
+    reporting lm_head.weight missing; the record is rewritten; a resume with nothing left to train is refused."""
+    import logging
+    import shutil
+
+    from transformers.utils import logging as transformers_logging
+
+    variant, output, _ = trained
+    run = tmp_path / "run"
+    shutil.copytree(output, run)  # the module's checkpoint stays as it is
+    preset, options = CASES[variant]
+    command = ["train", "--preset", preset, "--train", str(_training_input(variant, data, tmp_path)), "--output",
+               str(run), "--batch-size", "4", "--warmup-steps", "1", "--resume", *options]
+    capsys.readouterr()
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = transformers_logging.get_logger("transformers")
+    logger.addHandler(handler)
+    try:
+        assert main([*command, "--max-steps", "3"]) == 0
+    finally:
+        logger.removeHandler(handler)
+    said = capsys.readouterr().out
+    assert ("resuming from checkpoint-2, the end of a finished run of 2 steps: training on to step 3 (--max-steps sets "
+            "it) with the learning-rate schedule of a run of 3 steps, from its step 3") in said
+    assert not [record.getMessage() for record in records if "missing keys" in record.getMessage()]
+    assert json.loads((run / "training_setup.json").read_text())["steps_done"] == 3
+    model, _ = _load(run)
+    if model.config.tie_word_embeddings:
+        assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+
+    assert main([*command, "--max-steps", "3"]) == 2
+    assert ("checkpoint-3 is at step 3 and this run stops at step 3: nothing is left to train; pass a --max-steps above "
+            "3") in capsys.readouterr().err
+
+
 # ---- publishing: every case pushed to a local hub, then loaded from it without hf-slm --------------------------
 
 PULL = ISOLATION_PREAMBLE + r'''

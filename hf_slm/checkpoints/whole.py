@@ -133,3 +133,23 @@ def checkpoint_to_resume(run_dir, log=None):
         raise ValueError(f"--resume: {str(run_dir)!r} holds no complete checkpoint-* folder to resume from{held}; "
                          "leave out --resume to start a new run")
     return checkpoint
+
+
+def resume_plan(checkpoint, max_steps):
+    """The line that says what resuming from `checkpoint` for a run of `max_steps` steps does: a finished run trained
+    further, or an interrupted one with another length, follows the learning-rate schedule of `max_steps` steps from
+    the checkpoint's step on (the schedule is a function of the run's length; the checkpoint keeps only its step).
+    ValueError when nothing is left to train."""
+    state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text())
+    done, planned, name = state["global_step"], state.get("max_steps"), Path(checkpoint).name
+    if max_steps <= done:
+        raise ValueError(f"--resume: {checkpoint} is at step {done} and this run stops at step {max_steps}: nothing is "
+                         f"left to train; pass a --max-steps above {done} to train it further")
+    schedule = f"the learning-rate schedule of a run of {max_steps} steps, from its step {done + 1}"
+    if planned is not None and done >= planned:
+        return (f"resuming from {name}, the end of a finished run of {planned} steps: training on to step {max_steps} "
+                f"(--max-steps sets it) with {schedule}")
+    if planned is not None and planned != max_steps:
+        return (f"resuming from {name}, step {done} of a run of {planned} steps: training to step {max_steps} "
+                f"(--max-steps sets it) with {schedule}")
+    return f"resuming from {name}, step {done} of {max_steps}"

@@ -173,8 +173,8 @@ def _finetune(setup, log):
     if "train" not in dataset:
         raise ValueError(f"prepared dataset {str(setup.train)!r} has no train split; its splits are {list(dataset)}")
     on_main_process(lambda: _check_output(setup, log), f"checking the output folder {setup.output}")
-    if setup.resume:  # (Trainer reads it again, silently)
-        log(f"resuming from {checkpoint_to_resume(setup.output, log)}")
+    if setup.resume:  # what it passes over is said, and a folder without a complete checkpoint refused, before loading
+        checkpoint_to_resume(setup.output, log)
     model, tokenizer = load_base_model(setup.model)
     difference = tokenizer_difference(prepared_tokenizer(setup.train), tokenizer)
     if difference:

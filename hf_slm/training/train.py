@@ -40,7 +40,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from ..option_types import or_default
 from ..checkpoints.checks import check_tokenizer_matches, linearization_of
-from ..checkpoints.whole import PARTIAL, WholeCheckpoints, checkpoint_to_resume
+from ..checkpoints.whole import PARTIAL, WholeCheckpoints, checkpoint_to_resume, resume_plan
 from ..data.packing import packed_dataset
 from ..data.prepare import (
     PREPARE_RECORD,
@@ -805,7 +805,12 @@ def train_and_save(trainer, setup, tokenizer):
     """Train (resuming from the last checkpoint with setup.resume), then save the final model and tokenizer to
     setup.output: safetensors and JSON only. Returns the trainer."""
     output = Path(setup.output)
-    trainer.train(resume_from_checkpoint=checkpoint_to_resume(output) if setup.resume else None)
+    checkpoint = checkpoint_to_resume(output) if setup.resume else None
+    if checkpoint is not None:
+        plan = resume_plan(checkpoint, trainer.args.max_steps)  # (a ValueError on every process)
+        if is_main_process():
+            print(plan)
+    trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(str(output))  # by the main process only (Trainer's should_save)
     if is_main_process():
         # save_model also pickles the TrainingArguments; the final model folder keeps safetensors and JSON only
