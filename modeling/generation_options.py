@@ -26,7 +26,8 @@ HONOURED_FIELDS = {
     "max_new_tokens": "the most new words (words, not pieces or actions: a tree closes after its last word)",
     "min_new_tokens": "at most 1: every tree has at least one new word",
     "use_cache": "beam search keeps a key/value cache (False: re-encode every prefix)",
-    "return_dict_in_generate": "return a GenerateBeamDecoderOnlyOutput instead of the sequences",
+    "return_dict_in_generate": "return a SyntacticGenerateOutput (a GenerateBeamDecoderOnlyOutput with Nb-Up's starts) "
+                               "instead of the sequences",
     "output_scores": "with return_dict_in_generate: sequences_scores, each tree's joint log p(x, y)",
     "pad_token_id": "pads the returned rows",
     "bos_token_id": "must be the model's: every sequence starts with it",

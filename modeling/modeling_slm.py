@@ -29,6 +29,7 @@ over the ones below, with hooks where its inputs or outputs differ; everything e
 Hub code: imports only torch, transformers and its sibling files.
 """
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -480,6 +481,15 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         return self.family_output_class(last_hidden_state=per_action, hidden_states=all_hidden, **cache_output, **outputs)
 
 
+@dataclass
+class SyntacticGenerateOutput(GenerateBeamDecoderOnlyOutput):
+    """generate's output with return_dict_in_generate: transformers' beam output, and for a grammar whose `)` each
+    come with a start (paper 003's Nb-Up) `starts` [N, L], each action's start (-1 elsewhere), without which its
+    trees cannot be read: `tokenizer.decode(sequences[i], starts=starts[i].tolist())`."""
+
+    starts: torch.LongTensor | None = None
+
+
 class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, GenerationMixin):
     """The backbone with the tied output layer (embedding transpose + bias); HF causal-LM contract.
 
@@ -502,11 +512,27 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         self.model = self.base_model_class(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        if not self.grammar.words_only:  # its pipeline reads trees: pipeline_slm.py
+            from .pipeline_slm import TEXT_GENERATION
+
+            config.custom_pipelines = TEXT_GENERATION
         self.post_init()
 
     @property
     def grammar(self):
         return self.model.grammar
+
+    @property
+    def text_generation_pipeline(self):
+        """The class of transformers' text-generation pipeline for this model: `pipeline("text-generation",
+        model=model, tokenizer=tokenizer, pipeline_class=model.text_generation_pipeline)` (pipeline_slm.py)."""
+        if self.grammar.words_only:
+            from transformers import TextGenerationPipeline
+
+            return TextGenerationPipeline
+        from .pipeline_slm import SyntacticTextGenerationPipeline
+
+        return SyntacticTextGenerationPipeline
 
     def get_input_embeddings(self):
         return self.model.decoder.embed_tokens
@@ -580,7 +606,7 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         says why and what to use instead (generation_options.py: HONOURED_FIELDS, REFUSED_FIELDS). max_new_tokens
         counts words. `seed` seeds the sampler; `on_word` is called after each word step with the number of
         sequences that took a word in it (a progress bar's update). `return_dict_in_generate=True` returns a
-        GenerateBeamDecoderOnlyOutput (with `output_scores`, its sequences_scores are each tree's joint
+        SyntacticGenerateOutput (with `output_scores`, its sequences_scores are each tree's joint
         log p(x, y)). Where words begin comes from the config (word_start_ranges, recorded when the model was
         built for its tokenizer); a checkpoint saved before that needs `tokenizer=` (or `word_start_mask=`).
         `beam_options` (a dict) sets any BeamSearchOptions field.
@@ -606,8 +632,9 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         )
         if not settings.get("return_dict_in_generate"):
             return output
-        return GenerateBeamDecoderOnlyOutput(sequences=output,
-                                             sequences_scores=scores if settings.get("output_scores") else None)
+        starts = getattr(output, self.grammar.start_input) if self.grammar.start_input else None
+        return SyntacticGenerateOutput(sequences=output, starts=starts,
+                                       sequences_scores=scores if settings.get("output_scores") else None)
 
     def _word_boundaries(self, tokenizer, word_start_mask):
         """(word_start_mask, incomplete_word_ids) for generate: the tokenizer's if given, else `word_start_mask` if

@@ -133,6 +133,29 @@ def test_beams_through_a_generation_config(checkpoint):
         sequences.append(ids if starts is None else {"input_ids": ids,
                                                       "constituent_starts": starts[index].tolist()[: len(ids)]})
     assert hf_slm.joint_log_probs(model, sequences) == pytest.approx(output.sequences_scores.tolist(), abs=1e-4)
+    # the output's own field holds the starts too (transformers' pipeline passes an output's tensors through)
+    assert (output.starts is None) == (starts is None) and (starts is None or torch.equal(output.starts, starts))
+
+
+def test_the_text_generation_pipeline_answers_with_the_trees_generate_gives(checkpoint):
+    """transformers' text-generation pipeline with the model's own class (a model object: pipeline_class=; a folder
+    finds it in its config, test_families.py) gives the trees of generate and decode, one per returned sequence."""
+    from transformers import pipeline
+
+    _, model, tokenizer = checkpoint
+    generator = pipeline("text-generation", model=model, tokenizer=tokenizer,
+                         pipeline_class=model.text_generation_pipeline)
+    options = dict(num_beams=2, num_return_sequences=2, max_new_tokens=2)
+    answers = generator([" ".join(prompt) for prompt in PROMPTS], **options)
+    for prompt, answer in zip(PROMPTS, answers):
+        output = model.generate(**tokenizer([prompt], is_split_into_words=True, return_tensors="pt"), **options,
+                                return_dict_in_generate=True)
+        expected = []
+        for index, row in enumerate(output.sequences.tolist()):
+            ids = [i for i in row if i != model.config.pad_token_id]
+            starts = {} if output.starts is None else {"starts": output.starts[index].tolist()[: len(ids)]}
+            expected.append(tokenizer.decode(ids, skip_special_tokens=True, **starts))
+        assert [item["generated_text"] for item in answer] == expected
 
 
 def test_options_it_cannot_honour_are_named(checkpoint):
