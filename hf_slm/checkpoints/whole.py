@@ -129,9 +129,9 @@ def checkpoint_to_resume(run_dir, log=None):
                    else f"no readable {TRAINER_STATE_NAME}: its save did not finish")
             log(f"--resume: passing over {folder} ({why})")
     if checkpoint is None:
-        held = f" (only incomplete ones: {', '.join(path.name for path in skipped)})" if skipped else ""
-        raise ValueError(f"--resume: {str(run_dir)!r} holds no complete checkpoint-* folder to resume from{held}; "
-                         "leave out --resume to start a new run")
+        which = (f"no complete checkpoint-* folder to resume from (only incomplete ones: "
+                 f"{', '.join(path.name for path in skipped)})" if skipped else "no checkpoint-* folder to resume from")
+        raise ValueError(f"--resume: {str(run_dir)!r} holds {which}; leave out --resume to start a new run")
     return checkpoint
 
 
