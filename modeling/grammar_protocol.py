@@ -20,7 +20,27 @@ from types import MappingProxyType
 
 import numpy as np
 
+
 IGNORE_INDEX = -100
+
+
+# How a client's sequence that does not begin with its start token once is refused: a grammar's legality
+# (GrammarProtocol._refused) and, for a model without a grammar, padding.check_starts.
+def second_start_token_message(where, start_id):
+    """The error of a sequence whose action `where` is a second start token (id `start_id`) right after the first."""
+    return (f"{where} is a second start token: the sequence starts with two. A client put its own start token before "
+            "ids the tokenizer already starts with it; lm-evaluation-harness does so by default: for "
+            f"loglikelihood_rolling tasks pass add_bos_token=False,prefix_token_id={start_id} in its model_args "
+            "(docs/using-a-checkpoint.md)")
+
+
+def no_start_token_message(refusal, start_id):
+    """The error of a sequence that does not begin with its start token (id `start_id`), after `refusal`, which
+    names the first token."""
+    return (f"{refusal}: every sequence starts with the start token (id {start_id}). A client that encodes text "
+            "without special tokens must put it first; lm-evaluation-harness with add_bos_token=False does not put "
+            "it before a task's context: leave add_bos_token out for tasks with a context (docs/using-a-checkpoint.md)")
+
 
 
 class ActionKind(IntEnum):
@@ -299,6 +319,23 @@ class GrammarProtocol(ABC):
             return None
         if not 0 <= action_id < len(legal):
             raise ValueError(f"{where} is outside the vocabulary of {len(legal)} ids")
+        # Where a client's encoding went wrong, said as such (the grammar's own "expected ..." would not say why):
+        # its own start token before ids that start with one, which lm-evaluation-harness puts unless told
+        # otherwise; no start token; plain words given to a model of trees.
+        if action_id == self.start_action_id and state.num_actions == 1:
+            raise ValueError(second_start_token_message(where, self.start_action_id))
+        if state.num_actions == 0:
+            expected = ActionKind(int(self.action_kinds[self.start_action_id])).name
+            raise ValueError(no_start_token_message(f"{where} is not allowed here; expected {expected}",
+                                                    self.start_action_id))
+        if state.num_actions == 1 and self.action_kinds[action_id] == ActionKind.TERMINAL:
+            raise ValueError(
+                f"{where} is not allowed here; expected "
+                f"{', '.join(sorted(kind.name for kind in self.allowed_next_kinds(state)))}: a word where a tree "
+                "begins, so the ids hold words without their tree, as a client that scores plain sentences encodes "
+                "them. This model scores trees, log p(x, y); p(x) of plain "
+                "sentences comes from search (hf-slm score, hf-slm eval blimp), and a client scores a tree when "
+                "given the tree (docs/using-a-checkpoint.md)")
         return legal
 
     # ---- incremental --------------------------------------------------------------------------------------

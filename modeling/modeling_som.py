@@ -39,7 +39,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .configuration_som import SyntacticOrderedMemoryConfig
-from .padding import check_padding_at_the_ends
+from .padding import check_padding_at_the_ends, check_starts
 from .safe_loading import SafetensorsOnlyLoading
 
 IGNORE_INDEX = -100
@@ -443,6 +443,7 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
         if state is None and input_ids is not None:  # a first call: its rows are padded at either end only
             keep = active if attention_mask is not None else input_ids != self.config.pad_token_id
             check_padding_at_the_ends(keep.cpu(), self.config.pad_token_id, attention_mask is not None)
+            check_starts(input_ids.cpu(), keep.cpu(), self.config.bos_token_id)  # no grammar checks them here
         if state is None:
             state = OrderedMemoryState.initial(self.context, batch, self.config.num_slots, inputs_embeds.device,
                                                inputs_embeds.dtype)

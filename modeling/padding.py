@@ -1,13 +1,21 @@
-"""Where padding may be: at either end of a row, never between real tokens.
+"""Where padding may be: at either end of a row, never between real tokens; and the start token: first, once.
 
 The collators and tokenizers pad only on either side. A pad id between real tokens, without an attention_mask to
 say otherwise, is a hole that would silently join the tokens around it; a 0 of the mask between real tokens, one
 that would silently skip a token. Every family's model refuses both (modeling_slm.py, modeling_som.py).
 
-Hub code: imports only torch.
+A sequence begins with its start token, once. A second one right after the first is what a client gives that puts
+its own start token before ids the tokenizer already began with one (lm-evaluation-harness does unless told
+otherwise), and none what it gives that encodes text without special tokens; every family refuses both with the
+messages of grammar_protocol.py, which say what to pass (a grammar's legality there; SOM, which has no grammar,
+check_starts here).
+
+Hub code: imports only torch and grammar_protocol.py (numpy).
 """
 
 import torch
+
+from .grammar_protocol import no_start_token_message, second_start_token_message
 
 
 def check_padding_at_the_ends(keep, pad_token_id, mask_given):
@@ -26,4 +34,15 @@ def check_padding_at_the_ends(keep, pad_token_id, mask_given):
                          "id as a token)")
 
 
-__all__ = ["check_padding_at_the_ends"]
+def check_starts(input_ids, keep, start_id):
+    """Refuse a row (`input_ids` [B, T], `keep` [B, T] bool: its real tokens, padded at the ends) that does not begin
+    with the start token `start_id`, or begins with it twice: for a model without a grammar to say so."""
+    for row, (ids, real) in enumerate(zip(input_ids.tolist(), torch.as_tensor(keep, dtype=torch.bool).tolist())):
+        tokens = [token for token, kept in zip(ids, real) if kept]
+        if tokens and tokens[0] != start_id:
+            raise ValueError(no_start_token_message(f"input_ids row {row} begins with id {tokens[0]}", start_id))
+        if tokens[:2] == [start_id, start_id]:
+            raise ValueError(second_start_token_message(f"input_ids row {row}, token 1 (id {start_id})", start_id))
+
+
+__all__ = ["check_padding_at_the_ends", "check_starts"]

@@ -202,15 +202,19 @@ def test_the_commands_run_on_the_checkpoint(trained, data, tmp_path, capsys):
 
 def _client_texts(variant):
     """What a client passes for each family (docs/using-a-checkpoint.md, "Scoring with minicons and
-    lm-evaluation-harness"): a tree of its format, or words for a words-only model."""
+    lm-evaluation-harness"): a tree of its format, or for a words-only model the sentence with its end written
+    (`the bird sings </s>`: plain words alone are a prompt, the words without the end)."""
     trees, sentences = _examples(variant)
-    return sentences if variant_family(variant).variant(variant).tree_format == "words" else trees
+    if variant_family(variant).variant(variant).tree_format == "words":
+        return [sentence + " </s>" for sentence in sentences]
+    return trees
 
 
 # Not for the clients: Nb-Up, whose `)` each come with a start (constituent_starts) that the ids do not hold and
 # whose logits do not hold the pointer's p(start) (docs/using-a-checkpoint.md, "Scoring with minicons and
 # lm-evaluation-harness"). Bi-Up is checked besides the families' cases: its starts are implied by the ids.
-CLIENT_CASES = [variant for variant in CASES if variant != "nb-up-ex-m"] + ["bi-up-ex-m"]
+NOT_FOR_CLIENTS = ("nb-up-ex-m",)
+CLIENT_CASES = [variant for variant in CASES if variant not in NOT_FOR_CLIENTS] + ["bi-up-ex-m"]
 
 
 @pytest.mark.parametrize("variant", CLIENT_CASES)
@@ -229,7 +233,7 @@ def test_minicons_and_lm_eval_give_the_projects_log_probs(variant, checkpoints, 
     # the project's number: log p(x, y) of the tokenizer's sequence (log p(x) for a words-only model)
     scorer = scorer_for(model, tokenizer)
     expected = scorer.joint_log_probs([tokenizer(text)["input_ids"] for text in texts]) if scorer.scores_trees \
-        else list(scorer.log_probs([text.split() for text in texts], progress=False))
+        else list(scorer.log_probs([text.split()[:-1] for text in texts], progress=False))  # without "</s>"
     minicons = IncrementalLMScorer(model, "cpu", tokenizer=tokenizer)
     assert minicons.sequence_score(texts, reduction=lambda x: x.sum(0).item()) == pytest.approx(expected, abs=1e-4)
     # token by token: the first token (the start) has no score (0), the others sum to the same number
@@ -250,6 +254,125 @@ def test_minicons_and_lm_eval_give_the_projects_log_probs(variant, checkpoints, 
     pairs = harness.loglikelihood(
         [Instance("loglikelihood", {}, ("", text), index) for index, text in enumerate(after_start)])
     assert [value for value, _ in pairs] == pytest.approx(expected, abs=1e-4)
+
+
+# lm-evaluation-harness as its users run it (issue 39): what its command line runs with the model's folder and
+# nothing else (`--device cpu` on a machine without a GPU), on its own BLiMP task and its LAMBADA task (a context and
+# a continuation), with local data; and its HFLM with defaults on a loglikelihood_rolling request. In an interpreter
+# without hf-slm. The first case goes through the command line itself; the others through simple_evaluate, which it
+# calls with the same arguments, so that lm-eval indexes its thousands of tasks once.
+LM_EVAL_DEFAULTS = ISOLATION_PREAMBLE + r"""
+import glob, json, sys, torch
+from lm_eval import simple_evaluate
+from lm_eval.__main__ import cli_evaluate
+from lm_eval.api.instance import Instance
+from lm_eval.models.huggingface import HFLM
+from lm_eval.tasks import TaskManager
+
+tasks, cases, saved = sys.argv[1], json.loads(open(sys.argv[2]).read()), sys.argv[-1]
+local_tasks = TaskManager(include_path=tasks, include_defaults=False)
+found = {}
+for index, case in enumerate(cases):
+    model_args = f"pretrained={case['directory']},trust_remote_code=True"
+    try:
+        if index == 0:
+            sys.argv = ["lm_eval", "--model", "hf", "--model_args", model_args, "--device", "cpu", "--tasks",
+                        "blimp_local,lambada_local", "--include_path", tasks, "--output_path", case["output"],
+                        "--log_samples"]
+            cli_evaluate()
+            samples = {task: [json.loads(line) for path in glob.glob(f"{case['output']}/*/samples_{task}_*.jsonl")
+                              for line in open(path)] for task in ("blimp_local", "lambada_local")}
+        else:
+            samples = simple_evaluate(model="hf", model_args=model_args, device="cpu",
+                                      tasks=["blimp_local", "lambada_local"], task_manager=local_tasks,
+                                      log_samples=True)["samples"]
+        found[case["variant"]] = {"samples": samples}
+    except ValueError as error:
+        found[case["variant"]] = {"error": str(error)}
+    harness = HFLM(pretrained=case["directory"], trust_remote_code=True, device="cpu")
+    try:
+        harness.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (case["text"],), 0)], disable_tqdm=True)
+        found[case["variant"]]["rolling"] = "no error"
+    except ValueError as error:
+        found[case["variant"]]["rolling"] = str(error)
+torch.save(found, saved)
+"""
+
+
+def _local_lm_eval_tasks(directory, sentences):
+    """lm-eval's own BLiMP and LAMBADA task definitions (its installed yaml files, included) over local data."""
+    import lm_eval
+
+    installed = Path(lm_eval.__file__).parent / "tasks"
+    (directory / "lambada.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in sentences))
+    local = "dataset_path: json\ndataset_name: null\ndataset_kwargs:\n  data_files:\n"
+    (directory / "blimp_local.yaml").write_text(
+        f"include: {installed / 'blimp' / '_template_yaml'}\ntask: blimp_local\n{local}"
+        f"    train: {FIXTURES / 'blimp' / 'wh_island.jsonl'}\n")
+    (directory / "lambada_local.yaml").write_text(
+        f"include: {installed / 'lambada' / 'lambada_openai.yaml'}\ntask: lambada_local\ntag: []\n{local}"
+        f"    test: {directory / 'lambada.jsonl'}\n")
+    return directory
+
+
+def test_lm_eval_with_its_defaults_scores_words_or_says_what_to_pass(checkpoints, tmp_path):
+    """Issue 39: with lm-eval's defaults every family failed ("action 1 (id 1, BOS) is not allowed here"), and its
+    tasks with a context failed on words-only models even with the documented arguments. Now a model that scores
+    words (TXL (terminals), SOM; GPT2-token) gives lm-eval's BLiMP and LAMBADA the numbers of hf-slm's own scorer
+    (log p of the words, nats), and a model of trees stops at the first request with an error naming what gives p(x);
+    a loglikelihood_rolling request with the defaults stops on every family naming the arguments to pass."""
+    cases = {"terminals": checkpoints("terminals")[1]}  # the command line's case: a words-only model
+    cases.update({variant: checkpoints(variant)[1] for variant in CASES})
+    cases["gpt2-token"] = save_tiny_checkpoint(tmp_path / "gpt2-token", GUM.read_text(encoding="utf-8").splitlines()[:30],
+                                               vocab_size=100, grammar="gpt2-token")[0]
+    sentences = ["the students are happy today", "a bird sings in the tree"]
+    tasks = _local_lm_eval_tasks(tmp_path, sentences)
+    listed = [{"variant": variant, "directory": str(directory), "output": str(tmp_path / f"out-{variant}"),
+               "text": _client_texts(variant)[0] if variant in CASES else sentences[0]}
+              for variant, directory in cases.items()]
+    (tmp_path / "cases.json").write_text(json.dumps(listed))
+    found = run_without_hf_slm(LM_EVAL_DEFAULTS, [tasks, tmp_path / "cases.json"], tmp_path)
+    blimp = [json.loads(line) for line in (FIXTURES / "blimp" / "wh_island.jsonl").read_text().splitlines()]
+    for variant, directory in cases.items():
+        answers = found[variant]
+        model, tokenizer = _load(directory)
+        # Nb-Up's `)` need their starts, which lm-eval's ids cannot hold (not a variant for clients): it says so
+        needed = "needs constituent_starts" if variant in NOT_FOR_CLIENTS else \
+            f"add_bos_token=False,prefix_token_id={tokenizer.start_id}"
+        assert needed in answers["rolling"], (variant, answers)
+        if not tokenizer.words_only:
+            assert "plain words without the start token" in answers.get("error", ""), (variant, answers)
+            assert "hf-slm eval blimp" in answers["error"]
+            continue
+        assert "error" not in answers, (variant, answers)
+        scorer = scorer_for(model, tokenizer)
+        words = lambda texts: [text.split() for text in texts]  # noqa: E731
+        surprisals = [result["surprisals"] for result in
+                      scorer.score(words([pair[key] for pair in blimp for key in ("sentence_good", "sentence_bad")]),
+                                   progress=False)]
+        by_doc = {sample["doc_id"]: sample for sample in answers["samples"]["blimp_local"]}
+        got = [float(choice[0][0]) for doc in range(len(blimp)) for choice in by_doc[doc]["resps"]]
+        assert got == pytest.approx([-sum(values) for values in surprisals], abs=1e-4), variant
+        # LAMBADA: the last word given the others, a context and a continuation split where lm-eval splits them
+        last = [result["surprisals"][-1] for result in scorer.score(words(sentences), progress=False)]
+        by_doc = {sample["doc_id"]: sample for sample in answers["samples"]["lambada_local"]}
+        assert [float(by_doc[doc]["resps"][0][0][0]) for doc in range(len(sentences))] == \
+            pytest.approx([-value for value in last], abs=1e-4), variant
+
+
+@pytest.mark.parametrize("variant", [variant for variant in CASES if variant not in NOT_FOR_CLIENTS])
+def test_a_sequence_without_its_start_token_or_with_two_says_what_a_client_passes(variant, checkpoints):
+    """Every family, SOM (which has no grammar) included: a client's ids without the start token, or with its own
+    before the tokenizer's, are refused naming the start token and lm-eval's arguments (issue 39)."""
+    model, tokenizer = _load(checkpoints(variant)[1])
+    ids = tokenizer(_client_texts(variant)[0])["input_ids"]
+    assert ids[0] == tokenizer.start_id
+    with pytest.raises(ValueError, match=rf"starts with the start token \(id {tokenizer.start_id}\).*leave "
+                                         "add_bos_token out for tasks with a context"):
+        model(input_ids=torch.tensor([ids[1:]]))
+    with pytest.raises(ValueError, match=rf"second start token.*add_bos_token=False,prefix_token_id={tokenizer.start_id}"):
+        model(input_ids=torch.tensor([ids[:1] + ids]))
+    model(input_ids=torch.tensor([ids]))  # the tokenizer's own ids
 
 
 # transformers' text-generation pipeline as its users call it, with its defaults, in an interpreter without hf-slm

@@ -5,9 +5,12 @@ takes an id, a list or a batch; `<s>`, `</s>`, `<pad>` and the start token decod
 skip_special_tokens; the start token (`bos_token`: a dependency tokenizer's `<root>`) is the first token of
 every encoded sequence; what decode writes encodes back
 to the same ids, with or without the special tokens, for random sequences of the family's own format (one-word
-constituents, unary chains, words of several pieces, unknown characters); another family's format is refused
-with a message naming the expected one; and a words-only model scores a sentence of plain words the same through
-`hf-slm score` and `hf_slm.joint_log_probs` of its tokenizer's encoding.
+constituents, unary chains, words of several pieces, unknown characters; a words-only sentence's `</s>`, which
+skip_special_tokens leaves out as any HF tokenizer does, excepted); another family's format is refused with a
+message naming the expected one; a string of plain words is a prompt (`<s>` and the pieces, as a GPT-2 or Llama
+tokenizer reads text), which a words-only model scores as `hf-slm score` scores its words (and, with `</s>`
+written, the whole sentence); and only a words-only tokenizer reads plain words without the start token, as a
+client's continuation (issue 39: lm-evaluation-harness's tasks with their defaults).
 """
 
 import contextlib
@@ -134,8 +137,8 @@ def sampled_encodings(variant, tokenizer, seed=0):
     for _ in range(SAMPLES):
         if isinstance(tokenizer, DependencyTokenizer):
             item = random_dependency_tree(rng, words).to_inline()
-        elif kind == "words" and tokenizer.linearization == "terminals":
-            item = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+        elif kind == "words" and tokenizer.linearization == "terminals":  # a prompt, or a sentence with its end
+            item = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6))) + rng.choice(["", " </s>"])
         elif getattr(tokenizer, "nonterminals", None):
             item = random_tree(rng, words, tokenizer.nonterminals)
         else:
@@ -204,7 +207,11 @@ def test_what_decode_writes_encodes_to_the_same_ids(case):
         for skip in (False, True):
             text = decode_of(tokenizer, encoding, skip_special_tokens=skip)
             again = tokenizer(text)
-            assert again["input_ids"] == encoding["input_ids"], (skip, text)
+            expected = encoding["input_ids"]
+            if skip and tokenizer.words_only and expected[-1] == tokenizer.eos_token_id and \
+                    not text.startswith("("):  # plain words: their end left out, they read back as a prompt
+                expected = expected[:-1]
+            assert again["input_ids"] == expected, (skip, text)
             assert again.get(STARTS_FIELD) == encoding.get(STARTS_FIELD)
 
 
@@ -244,7 +251,7 @@ def test_another_familys_format_is_refused_naming_the_expected_one(case):
     assert tokenizer("the 1/2 cat")["input_ids"][0] == tokenizer.start_id
 
 
-# ---- words-only models: plain words are a whole sentence ------------------------------------------------------
+# ---- plain words: a prompt, and a continuation only for a words-only model --------------------------------------
 
 WORDS_ONLY = [v.name for f in registered_families() for v in f.variants
               if tree_format(v.tree_format).name == "words" and v.is_grammar]
@@ -255,11 +262,36 @@ def test_words_only_model_scores_plain_words_as_hf_slm_score_does(grammar, tmp_p
     directory, model, tokenizer = save_tiny_checkpoint(tmp_path / grammar, GUM_TREES, vocab_size=150, grammar=grammar)
     sentence = "the cat sleeps"
     ids = tokenizer(sentence)["input_ids"]
-    assert ids[-1] == tokenizer.eos_token_id  # a complete sequence, as the tree of these words encodes
-    assert ids == tokenizer("(S (NP the cat) (VP sleeps))" if not grammar.startswith("gpt2") else
-                            "( ( the cat ) sleeps )")["input_ids"]
-    api = joint_log_probs(model, [ids])[0]
+    tree = tokenizer("(S (NP the cat) (VP sleeps))" if not grammar.startswith("gpt2") else "( ( the cat ) sleeps )")
+    # a prompt: the sentence's sequence (its tree's) without its end, as GPT-2's tokenizer reads text
+    assert ids == tree["input_ids"][:-1] and tree["input_ids"][-1] == tokenizer.eos_token_id
+    assert tokenizer(sentence + " </s>")["input_ids"] == tree["input_ids"]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         assert main(["score", "--model", str(directory), sentence]) == 0
-    assert json.loads(printed.getvalue().splitlines()[-1])["log_prob"] == pytest.approx(api, abs=1e-5)
+    scored = json.loads(printed.getvalue().splitlines()[-1])
+    assert scored["log_prob"] == pytest.approx(joint_log_probs(model, [tree["input_ids"]])[0], abs=1e-5)
+    # what a client gets for the prompt (the shifted log-probs of its ids) is the words' alone: log p(x) without the
+    # end's surprisal (nats)
+    with torch.no_grad():
+        logits = model(**tokenizer(sentence, return_tensors="pt")).logits[0, :-1]
+    words_alone = float(logits.log_softmax(-1).gather(-1, torch.tensor(ids[1:])[:, None]).sum())
+    assert words_alone == pytest.approx(scored["log_prob"] + scored["end_surprisal"], abs=1e-5)
+    # without the start token: the pieces alone, a continuation
+    assert tokenizer(sentence, add_special_tokens=False)["input_ids"] == ids[1:]
+
+
+def test_only_a_words_only_tokenizer_reads_plain_words_without_the_start_token(case):
+    """Issue 39: lm-evaluation-harness encodes a task's sentence without special tokens after its own prefix token; a
+    tree model's tokenizer says at once that plain words are no part of its sequences, and what gives p(x)."""
+    variant, tokenizer = case
+    words = " ".join(_word_pool(tokenizer)[:3])
+    prompt = tokenizer(words)["input_ids"]
+    assert prompt[0] == tokenizer.start_id and tokenizer.eos_token_id not in prompt
+    if tokenizer.linearization == "terminals":
+        assert tokenizer(words, add_special_tokens=False)["input_ids"] == prompt[1:]
+        return
+    with pytest.raises(ValueError, match=r"plain words without the start token .* hf-slm eval blimp"):
+        tokenizer(words, add_special_tokens=False)
+    # a list of words stays a prompt's pieces, which the search asks for
+    assert tokenizer(words.split(), is_split_into_words=True, add_special_tokens=False)["input_ids"] == prompt[1:]

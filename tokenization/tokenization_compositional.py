@@ -33,7 +33,7 @@ Inputs of `tokenizer(...)`, one or a batch:
   tree form: unary chains are removed and Bi trees binarized at encode time), or an nltk.Tree whose labels
   are all empty;
 - plain words (a string without brackets, or a list with `is_split_into_words=True`): `<s>` and the pieces,
-  a prompt (GPT2-token: a string of plain words is its whole sentence, with `</s>`, as its trees encode).
+  a prompt, without `</s>` (a string without the start token only for GPT2-token, whose sequences are words).
 A labeled tree (PTB brackets, labeled actions, an nltk.Tree with labels) is a ValueError that says how to unlabel
 it: `tokenizer.unlabel(tree)`; a dependency tree (inline `word/head`, CoNLL-U) is a ValueError too. `encode_actions`
 takes the actions of this linearization as written (nb-up: with each `)`'s start; a Bi tokenizer refuses a constituent that is not binary). `decode` gives the unlabeled tree back, between `<s>` (and
@@ -294,7 +294,8 @@ class CompositionalTokenizer(SyntacticTokenizer):
                 raise _labeled_error(where, repr(text[:60]))
             else:
                 words = text.split()
-                written_end |= add_special_tokens and not is_split_into_words and self.plain_words_are_sentences
+                if not (add_special_tokens or written_start or is_split_into_words):
+                    self._check_words_can_stand_alone(text)
         elif isinstance(item, (list, tuple)):
             if not item:
                 raise ValueError("empty input: expected at least one word, got an empty list")

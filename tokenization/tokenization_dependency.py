@@ -141,6 +141,8 @@ class DependencyTokenizer(SyntacticTokenizer):
             ids, starts = self._transition_ids(transitions, where)
             ends = [EOS_ID] if add_special_tokens or written_end else []
         else:  # plain words: a prompt or a sentence to score
+            if isinstance(item, str) and not is_split_into_words and not (add_special_tokens or written_start):
+                self._check_words_can_stand_alone(item)
             ids, starts = super()._encode_one(item, True if isinstance(item, str) else is_split_into_words, False)
             ends = [EOS_ID] if written_end else []
         begins = [self.start_id] if add_special_tokens or written_start else []

@@ -14,9 +14,10 @@ Linearizations (the config key `linearization`):
 - "top_down": `<s>` then the labeled Choe-Charniak actions `(S (NP the bird NP) (VP sings VP) S)`, each word
   replaced by its pieces. No `</s>`: generation ends when the root closes (grammars tg, choe_charniak).
 - "terminals": `<s>` then the pieces of the words, then `</s>` (grammar terminals).
-A list of words (`is_split_into_words=True`) encodes as `<s>` and the pieces only, without `</s>`: a prompt. A
-string of plain words is one too under "top_down" (a tree needs its brackets); under "terminals" it is the whole
-sentence, `<s>` + pieces + `</s>`, as the tree of those words encodes, so that a client scoring text gets log p(x).
+A list of words (`is_split_into_words=True`) or a string of plain words encodes as `<s>` and the pieces only,
+without `</s>`: a prompt, as a GPT-2 or Llama tokenizer reads text, so that a client's context and continuation
+encode as the prefix they are (a sentence's end is written `</s>`, as decode writes it). Without the start token
+(add_special_tokens=False), plain words are a continuation, which only a words-only model ("terminals") reads.
 
 Decoding writes a sequence's boundary tokens (`<pad>`, `<s>`, `</s>`) as themselves unless skip_special_tokens,
 and a tree in a form that encodes back to the same ids (`tree_text`); a string that begins with `<s>` or ends with
@@ -165,7 +166,8 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
       linearized (`<s>` + actions for "top_down", `<s>` + words + `</s>` for "terminals");
     - an nltk.Tree, taken as already normalized, linearized the same way;
     - a list of words with `is_split_into_words=True`, or a string of plain words: `<s>` + the pieces of the
-      words, no `</s>` (under "terminals", a string of plain words ends with `</s>`: module docstring);
+      words, no `</s>`: a prompt (a string of plain words with add_special_tokens=False, which only a words-only
+      model reads, is the pieces alone);
     - not a dependency tree (an inline `word/head` tree, CoNLL-U lines): a ValueError names what it reads.
     Outputs: input_ids, attention_mask (1-D per sequence; the structural mask is the grammar's job), and
     with `return_word_starts=True` "word_starts": True exactly at the first piece of every word. Padding,
@@ -387,7 +389,8 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
                 refuse_dependency_tree(text, "tokenizer input", self._expected_input)
                 read = read_input(text, "tokenizer input", **self.normalization)
                 tree, words = (read, None) if isinstance(read, Tree) else (None, read)
-                ends_with_eos = words is not None and self.plain_words_are_sentences
+                if words is not None and not (add_special_tokens or written_start):
+                    self._check_words_can_stand_alone(text)
         elif isinstance(item, (list, tuple)):
             if not item:
                 raise ValueError("empty input: expected at least one word, got an empty list")
@@ -416,11 +419,25 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         return ids, starts
 
     @property
-    def plain_words_are_sentences(self):
-        """Whether a string of plain words encodes as a whole sequence, with `</s>`: under the terminals
-        linearization (a words-only model) a sentence's sequence is its words, as its tree's is, so that a client
-        scoring the text gets log p(x) with the end. A list of words (is_split_into_words) is always a prompt."""
+    def words_only(self):
+        """Whether this tokenizer's sequences are words only (the terminals linearization: TXL (terminals),
+        GPT2-token, SOM), so that any run of words is a piece of a sequence the model scores."""
         return self.linearization == "terminals"
+
+    def _check_words_can_stand_alone(self, text):
+        """Plain words without the start token: a words-only model's continuation (what lm-evaluation-harness
+        encodes after its own prefix token), but no part of a tree model's sequence, which begins with the start
+        token and its tree. A client scoring plain text (lm-evaluation-harness's BLiMP and other tasks) would
+        otherwise get the probability of words without their tree, or a grammar error that does not say why."""
+        if self.words_only:
+            return
+        raise ValueError(
+            f"tokenizer input {text[:60]!r} is plain words without the start token {self.bos_token}: a tree model "
+            f"scores trees, and plain words are only a prompt, which starts a sequence ({self.bos_token} first: "
+            "add_special_tokens=True, or a list of words with is_split_into_words=True). A client that scores plain "
+            "sentences (lm-evaluation-harness's BLiMP and other tasks) asks for p(x), which a tree model gives by "
+            "search: hf-slm eval blimp, hf-slm score; to score a tree with a client, pass the tree "
+            "(docs/using-a-checkpoint.md)")
 
     # What a string given to this tokenizer may be, for the message that refuses another family's format.
     _expected_input = ("PTB brackets '(S (NP the bird) (VP sings))', a top-down action sequence "
