@@ -39,7 +39,7 @@ Hub code: imports only torch and its sibling files.
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
 import torch
 import torch.nn.functional as F
@@ -370,8 +370,12 @@ class RelativeAttention(nn.Module):
         return torch.einsum("bhts,bhsd->bhtd", weights, values).transpose(1, 2)
 
 
+# config.hidden_act -> the feed-forward activation (configuration_slm.FEED_FORWARD_ACTIVATIONS says whose each is)
+FEED_FORWARD_ACTIVATION = {"gelu": F.gelu, "gelu_pytorch_tanh": partial(F.gelu, approximate="tanh"), "relu": F.relu}
+
+
 class SyntacticTransformerLayer(nn.Module):
-    """Attention (restricted and, optionally, unrestricted heads) then a GELU feed-forward block."""
+    """Attention (restricted and, optionally, unrestricted heads) then a feed-forward block (config.hidden_act)."""
 
     def __init__(self, config, unrestricted_layer):
         super().__init__()
@@ -395,6 +399,7 @@ class SyntacticTransformerLayer(nn.Module):
         self.ln_ffn = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.pre_layer_norm = config.pre_layer_norm
         self.dropout = config.core_dropout
+        self.activation = FEED_FORWARD_ACTIVATION[config.hidden_act]
 
     def attention_modules(self):
         """(module, cache slot) of every attention that keeps keys/values."""
@@ -429,11 +434,14 @@ class SyntacticTransformerLayer(nn.Module):
         attended = F.dropout(attended, self.dropout, self.training)
         if self.pre_layer_norm:
             hidden = hidden + attended
-            inner = F.dropout(F.gelu(self.ffn_in(self.ln_ffn(hidden))), self.dropout, self.training)
-            return hidden + F.dropout(self.ffn_out(inner), self.dropout, self.training)
+            return hidden + self.feed_forward(self.ln_ffn(hidden))
         hidden = self.ln_attention(hidden + attended)
-        inner = F.dropout(F.gelu(self.ffn_in(hidden)), self.dropout, self.training)
-        return self.ln_ffn(hidden + F.dropout(self.ffn_out(inner), self.dropout, self.training))
+        return self.ln_ffn(hidden + self.feed_forward(hidden))
+
+    def feed_forward(self, hidden):
+        """The feed-forward block's output (before its residual): W2 dropout(act(W1 h + b1)) + b2, dropped out."""
+        inner = F.dropout(self.activation(self.ffn_in(hidden)), self.dropout, self.training)
+        return F.dropout(self.ffn_out(inner), self.dropout, self.training)
 
 
 class SyntacticTransformerDecoder(nn.Module):
@@ -516,6 +524,8 @@ class SyntacticTransformerDecoder(nn.Module):
         if self.embed_positions is not None:
             hidden = hidden + self.embed_positions(structure.positions[:, -position_ids.shape[1]:].clamp(min=0))
         hidden = F.dropout(hidden, self.config.embedding_dropout, self.training)
+        if self.config.core_dropout_on_embeddings:  # paper 000's reference: the core's dropout too, after it
+            hidden = F.dropout(hidden, self.config.core_dropout, self.training)
         encodings = self.relative_encodings(hidden.device, hidden.dtype)
         all_hidden = [hidden] if output_hidden_states else None
         layer_inputs = []
@@ -541,11 +551,16 @@ class SyntacticTransformerDecoder(nn.Module):
 
 
 def init_backbone_weights(module, config):
-    """The reference's initialization for one module of the backbone (PreTrainedModel._init_weights)."""
+    """The initialization of one module of the backbone (PreTrainedModel._init_weights): paper 000's reference's
+    (Haiku's VarianceScaling) for the linear layers, LayerNorms at 1 and 0. Two differences, which the family pages
+    and the cards name: the embeddings are N(0, initializer_range), where the reference draws U(+-sqrt(3 / d)); u and
+    v take the linear layers' scale over a head's d_head values, where the reference's is 1 over d_model. (Changing
+    them would change the weights every seeded model draws, which checkpoints saved before rely on in their tests.)"""
     scale = config.init_scale if config.init_scale is not None else 2.0 / config.num_hidden_layers
+    truncated = 0.87962566103423978  # the std of a unit normal truncated at +-2, which VarianceScaling divides by
     if isinstance(module, nn.Linear):
         # Fan-in variance scaling (truncated normal), as the reference's VarianceScaling(scale).
-        std = math.sqrt(scale / module.in_features) / 0.87962566103423978
+        std = math.sqrt(scale / module.in_features) / truncated
         nn.init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
         if module.bias is not None:
             nn.init.zeros_(module.bias)

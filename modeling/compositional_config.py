@@ -13,6 +13,8 @@ from .compositional_grammars import (
     COMPOSITIONAL_SLM_GRAMMARS,
 )
 from .configuration_slm import SyntacticTransformerConfig, family_auto_classes
+from functools import partial
+
 from .preset_settings import TINY, preset
 
 # The hub files of this family's classes (its Auto classes name them: config.auto_map).
@@ -94,6 +96,11 @@ _COMPOSER_TINY = dict(composer_hidden_size=64, composer_num_layers=2, composer_n
                       composer_intermediate_size=256)
 
 
+# Paper 003's released code is GPT-2's, whose configs ask for gelu_new, the tanh approximation (its composer's
+# own feed-forward uses the exact GELU, as composer.py does).
+_preset = partial(preset, model={"hidden_act": "gelu_pytorch_tanh"})
+
+
 def _compositional_presets():
     """`{variant}` (GPT-2 small) and `{variant}-tiny` for every compositional model and both baselines."""
     presets = {}
@@ -103,9 +110,9 @@ def _compositional_presets():
         small, training = _GPT2_SMALL["model"], _GPT2_SMALL["training"]
         if name == "gpt2-token":  # words only: a cutoff of 1024
             small, training = dict(small, max_sequence_length=1024), dict(training, pack_to=1024)
-        presets[name] = preset(dict(model=small, training=training), name,
+        presets[name] = _preset(dict(model=small, training=training), name,
                                f"{what}, paper 003's GPT-2 small setting: 12 layers, d 768, 12 heads")
-        presets[f"{name}-tiny"] = preset(_GPT2_TINY, name, f"{what} for CPUs: 4 layers, d 128")
+        presets[f"{name}-tiny"] = _preset(_GPT2_TINY, name, f"{what} for CPUs: 4 layers, d 128")
         if "-ex-" in name:  # the composer: the paper's (256-d, 4 layers) beside GPT-2 small, a small one beside tiny
             presets[name]["model"].update(_COMPOSER_PAPER)
             presets[name]["description"] += "; composer 256-d, 4 layers"

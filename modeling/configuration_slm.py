@@ -19,6 +19,10 @@ from .segments import MEMORY_UPDATES, check_segments_carry_inputs
 
 RELATIVE_ATTENTION_CHOICES = ("auto", "reference")
 POSITION_ENCODINGS = ("relative", "absolute")
+# The feed-forward activation (transformers' names): "gelu", the exact erf form; "gelu_pytorch_tanh", the tanh
+# approximation (jax.nn.gelu's default, which paper 000's reference uses; GPT-2's gelu_new, paper 003's); "relu"
+# (paper 002's released code).
+FEED_FORWARD_ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "relu")
 
 
 class SyntacticTransformerConfig(PreTrainedConfig):
@@ -48,7 +52,8 @@ class SyntacticTransformerConfig(PreTrainedConfig):
             grammar) or "absolute" (GPT-2: learned embeddings of each position's index, added to the input).
         min_relative_position, max_relative_position: relative positions are clipped to this range before
             their sinusoid embedding. None: the grammar's default (TG: [-1, 62], 64 values as the reference;
-            the causal grammars: [0, max_sequence_length - 1], never clipped).
+            the causal grammars: [0, max_sequence_length - 1], never clipped: with segments, a config whose
+            segment + memory (L + M positions) exceed it is refused, check_segment_position_range).
         max_sequence_length: the longest expanded sequence the model accepts (longer inputs raise).
         document_level: one sequence is a whole document, its sentences' trees after a single `<s>`
             (paper 000, section 3.1; build them with `tokenizer.encode_document`). Under TG each new
@@ -75,6 +80,12 @@ class SyntacticTransformerConfig(PreTrainedConfig):
             differ from core_dropout (None: core_dropout, as the reference). On CPUs, attention-weight
             dropout forces PyTorch's unfused attention kernel, so it is costly.
         final_dropout: dropout on the last hidden states, before the output softmax layer.
+        core_dropout_on_embeddings: apply core_dropout to the embeddings after embedding_dropout, as paper 000's
+            reference does (a rate of e + c - e c in all: 0.19 at BLLIP's 0.1 and 0.1); its presets set it.
+        hidden_act: the feed-forward block's activation: "gelu" (exact, erf; the default, which configs saved
+            before the field computed), "gelu_pytorch_tanh" (the tanh approximation: paper 000's reference, whose
+            jax.nn.gelu approximates by default, and paper 003's GPT-2, gelu_new) or "relu" (paper 002's released
+            code). Each family's presets take its paper's.
         pre_layer_norm: pre-LN layers (LayerNorm before each sub-layer and a final LayerNorm) instead of the
             reference's post-LN.
         num_unrestricted_heads: per layer, the last heads use a plain causal mask with relative position
@@ -122,6 +133,8 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         core_dropout=0.1,
         final_dropout=0.1,
         attention_dropout=None,
+        hidden_act="gelu",
+        core_dropout_on_embeddings=False,
         pre_layer_norm=False,
         num_unrestricted_heads=0,
         num_unrestricted_layers=0,
@@ -148,6 +161,8 @@ class SyntacticTransformerConfig(PreTrainedConfig):
                              f"{list(self.grammar_classes)} ({hint}: hf_slm.config_for_grammar picks it)")
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+        if hidden_act not in FEED_FORWARD_ACTIVATIONS:
+            raise ValueError(f"hidden_act must be one of {FEED_FORWARD_ACTIVATIONS}, got {hidden_act!r}")
         if relative_attention not in RELATIVE_ATTENTION_CHOICES:
             raise ValueError(f"relative_attention must be one of {RELATIVE_ATTENTION_CHOICES}, got {relative_attention!r}")
         if distinct_compose_attention and not self.grammar_classes[grammar].duplicates_closing:
@@ -188,6 +203,8 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         self.core_dropout = core_dropout
         self.final_dropout = final_dropout
         self.attention_dropout = attention_dropout
+        self.hidden_act = hidden_act
+        self.core_dropout_on_embeddings = core_dropout_on_embeddings
         self.pre_layer_norm = pre_layer_norm
         self.num_unrestricted_heads = num_unrestricted_heads
         self.num_unrestricted_layers = num_unrestricted_layers
@@ -199,6 +216,7 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         self.initializer_range = initializer_range
         self.init_scale = init_scale
         self.segment_length, self.memory_length, self.memory_update = segment_length, memory_length, memory_update
+        check_segment_position_range(self)
         # Every Auto class a checkpoint serves, for trust_remote_code loading without hf_slm installed
         # (transformers records only the saved class by itself). This class's own entries replace a loaded
         # config's: a checkpoint saved by older code names the files its classes were in then, and saving it again
@@ -257,6 +275,34 @@ def _check_segment_fields(rules, segment_length, memory_length, memory_update, p
     if memory_update == "structure" and not (rules.has_stack or rules.causal):
         raise ValueError(f"memory_update='structure' needs the grammar's stack, and the {rules.name} grammar has none "
                          "(has_stack); expected 'shift'")
+
+
+def check_segment_position_range(config):
+    """ValueError when segment recurrence would clip a relative position i - j that the reference reads unclipped.
+    A position of a segment attends the memory's M slots and up to L positions of its segment, so the causal
+    distances run to L + M - 1 (the reference builds its sinusoids for that range); the clip range of heads that read
+    i - j must hold it: a causal grammar's (max_relative_position) and the unrestricted heads' (max_sequence_length).
+    The config checks itself, and so do the segment options `hf-slm train` records (a config set up otherwise
+    would compute something else, silently)."""
+    if config.segment_length is None:
+        return
+    memory = config.segment_length if config.memory_length is None else config.memory_length
+    longest = config.segment_length + memory - 1
+    limits = []
+    if type(config).grammar_classes[config.grammar].relative_position_range[1] is None:  # its positions are i - j
+        limits.append((f"the {config.grammar} grammar's heads", "max_relative_position", config.max_relative_position,
+                       longest))
+    if config.num_unrestricted_heads or config.num_unrestricted_layers:
+        limits.append(("the unrestricted (hybrid) heads", "max_sequence_length", config.max_sequence_length - 1,
+                       longest + 1))
+    for whose, field, limit, needed in limits:
+        if longest > limit:
+            raise ValueError(
+                f"segment_length {config.segment_length} + memory_length {memory}: a position attends up to "
+                f"{longest + 1} positions (its segment's and the memory's), so the relative positions i - j of "
+                f"{whose} run to {longest}, beyond their clip range ({field} {getattr(config, field)}; the "
+                f"reference's range covers the segment and the memory): raise {field} to {needed} or more (the "
+                "sinusoids are fixed: it adds no parameters), or shorten the segment or the memory")
 
 
 def _checked_ranges(ranges, vocab_size):

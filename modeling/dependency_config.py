@@ -11,6 +11,8 @@ Hub code: copied into every checkpoint; imports nothing from hf_slm.
 
 from .configuration_slm import SyntacticTransformerConfig, family_auto_classes
 from .dependency_grammars import DTG_GRAMMARS, TXL_TRANS_GRAMMARS
+from functools import partial
+
 from .preset_settings import BLLIP, PTB_SYNTACTIC, TINY, preset
 
 ARC_REPRESENTATIONS = ("w+arc", "arc", "w")  # paper 002, Table 4
@@ -82,20 +84,23 @@ class DependencyTransformerXLConfig(DependencyTransformerGrammarConfig):
 # other presets' multiplier is 1.0 (no separate embedding learning rate, as TG).
 _EMBEDDING_LR_X2 = dict(embedding_learning_rate_multiplier=2.0)
 
+# Paper 002's released code (a PyTorch Transformer-XL) computes its feed-forward block with ReLU.
+_preset = partial(preset, model={"hidden_act": "relu"})
+
 # DTG (paper 002); --set grammar=dtg_eager or dtg_swift for DTG-eager / DTG-swift with the same settings.
 DEPENDENCY_TRANSFORMER_GRAMMAR_PRESETS = {
-    "dtg-ptb": preset(PTB_SYNTACTIC, "dtg", "DTG, tg-ptb's setting, embedding LR x2 (paper 002, section 4)",
+    "dtg-ptb": _preset(PTB_SYNTACTIC, "dtg", "DTG, tg-ptb's setting, embedding LR x2 (paper 002, section 4)",
                       **_EMBEDDING_LR_X2),
-    "dtg-bllip": preset(BLLIP, "dtg", "DTG, paper 002's setting: tg-bllip's (252M parameters), embedding LR x2",
+    "dtg-bllip": _preset(BLLIP, "dtg", "DTG, paper 002's setting: tg-bllip's (252M parameters), embedding LR x2",
                         **_EMBEDDING_LR_X2),
-    "dtg-tiny": preset(TINY, "dtg", "DTG for CPUs: 4 layers, d 128 (the quickstart's sizes), embedding LR x2",
+    "dtg-tiny": _preset(TINY, "dtg", "DTG for CPUs: 4 layers, d 128 (the quickstart's sizes), embedding LR x2",
                        **_EMBEDDING_LR_X2),
 }
 DEPENDENCY_TRANSFORMER_XL_PRESETS = {
-    "txl-trans-ptb": preset(PTB_SYNTACTIC, "txl_trans", "TXL (trans) twin of dtg-ptb", **_EMBEDDING_LR_X2),
-    "txl-trans-bllip": preset(BLLIP, "txl_trans", "TXL (trans) twin of dtg-bllip (paper 002's baseline)",
+    "txl-trans-ptb": _preset(PTB_SYNTACTIC, "txl_trans", "TXL (trans) twin of dtg-ptb", **_EMBEDDING_LR_X2),
+    "txl-trans-bllip": _preset(BLLIP, "txl_trans", "TXL (trans) twin of dtg-bllip (paper 002's baseline)",
                               **_EMBEDDING_LR_X2),
-    "txl-trans-tiny": preset(TINY, "txl_trans", "TXL (trans) twin of dtg-tiny", **_EMBEDDING_LR_X2),
+    "txl-trans-tiny": _preset(TINY, "txl_trans", "TXL (trans) twin of dtg-tiny", **_EMBEDDING_LR_X2),
 }
 
 

@@ -46,8 +46,9 @@ TINY = dict(
 )
 
 
-def preset(base, grammar, description, **training):
+def preset(base, grammar, description, model=None, **training):
     """The preset of `grammar` with the model and training settings of `base` (one of the settings above, or a
-    family's own), its training settings updated with `training`."""
-    return {"description": description, "model": dict(base["model"], grammar=grammar),
+    family's own), its model settings updated with `model` (what the family's paper fixes whatever the size, such as
+    its released code's feed-forward activation) and its training settings with `training`."""
+    return {"description": description, "model": dict(base["model"], grammar=grammar, **(model or {})),
             "training": dict(base["training"], **training)}

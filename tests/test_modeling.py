@@ -67,7 +67,11 @@ def hand_forward(model, ids, mask, relpos):
         mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
         return (x - mu) / np.sqrt(var + cfg.layer_norm_eps) * p[prefix + ".weight"] + p[prefix + ".bias"]
 
-    def gelu(x):
+    def activation(x):  # config.hidden_act, each written from its formula
+        if cfg.hidden_act == "relu":
+            return np.maximum(x, 0)
+        if cfg.hidden_act == "gelu_pytorch_tanh":
+            return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
         return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
 
     h = p["model.decoder.embed_tokens.weight"][ids]
@@ -92,18 +96,20 @@ def hand_forward(model, ids, mask, relpos):
                 out[i, s] = sum(w * val[j, s] for w, j in zip(weights, attended))
         attn = out @ p[f"model.decoder.layers.{k}.o_projs.0.weight"].T + p[f"model.decoder.layers.{k}.o_projs.0.bias"]
         h = layer_norm(h + attn, f"model.decoder.layers.{k}.ln_attention")
-        ffn = gelu(h @ p[f"model.decoder.layers.{k}.ffn_in.weight"].T + p[f"model.decoder.layers.{k}.ffn_in.bias"])
+        ffn = activation(h @ p[f"model.decoder.layers.{k}.ffn_in.weight"].T + p[f"model.decoder.layers.{k}.ffn_in.bias"])
         ffn = ffn @ p[f"model.decoder.layers.{k}.ffn_out.weight"].T + p[f"model.decoder.layers.{k}.ffn_out.bias"]
         h = layer_norm(h + ffn, f"model.decoder.layers.{k}.ln_ffn")
     return h @ p["model.decoder.embed_tokens.weight"].T + p["output_bias"]
 
 
-@pytest.mark.parametrize("grammar", ["tg", "choe_charniak"])
-def test_loss_equals_hand_computation(grammar):
+@pytest.mark.parametrize("grammar,hidden_act", [("tg", "gelu"), ("choe_charniak", "gelu"), ("tg", "gelu_pytorch_tanh"),
+                                                ("choe_charniak", "relu")])
+def test_loss_equals_hand_computation(grammar, hidden_act):
     """The HF contract (labels=input_ids, shifted inside) and the collator's fast path both give the mean NLL
     of the predicted actions, computed here by hand over the grammar's positions (Algorithm 1's masks,
-    relative positions and labels, tested against the paper's figure in test_grammars)."""
-    model = tiny_model(grammar)
+    relative positions and labels, tested against the paper's figure in test_grammars), with each feed-forward
+    activation (issue 39: paper 000's reference uses the tanh approximation)."""
+    model = tiny_model(grammar, hidden_act=hidden_act)
     sequences = [VOCAB.encode(t.split()) for t in TREES[:2]]
     rules = get_grammar(grammar, VOCAB.layout)
     total, count = 0.0, 0

@@ -25,6 +25,7 @@ def _column(name, variants_with_composer):
         "model.core_dropout": PaperValue(0.1, _GPT2),
         "model.final_dropout": PaperValue(0.0, _GPT2),
         "model.pre_layer_norm": PaperValue(True, _GPT2),
+        "model.hidden_act": PaperValue("gelu_pytorch_tanh", "the authors' released GPT-2 configs (gelu_new)"),
         "model.max_sequence_length": PaperValue(cutoff, _APPENDIX_A + " (cutoff length)"),
         "training.batch_size": PaperValue(NOT_GIVEN, _APPENDIX_A + " (not given)", _BATCH),
         "training.max_steps": PaperValue(NOT_GIVEN, _APPENDIX_A + " (not given)", _STEPS),

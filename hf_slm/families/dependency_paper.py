@@ -15,6 +15,10 @@ def _column(grammar):
         64, "paper 000's Figure 9, BLLIP docs. (paper 002 models sentences only: unused by its runs)")
     column["training.embedding_learning_rate_multiplier"] = PaperValue(2.0, "section 4 (training details)")
     column["model.grammar"] = PaperValue(grammar, "sections 3 and 4 (the models)")
+    # Not in the paper: its released code's feed-forward block (a PyTorch Transformer-XL), and paper 000's embedding
+    # dropout, which that code does not apply twice (issue 39)
+    column["model.hidden_act"] = PaperValue("relu", "the authors' released code (nn.ReLU)")
+    column.pop("model.core_dropout_on_embeddings", None)
     return column
 
 

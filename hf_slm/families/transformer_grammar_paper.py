@@ -7,6 +7,7 @@ FIGURE_9 = "Figure 9"
 # Section 3: on PTB, words, the rare ones (singletons, unseen words) replaced by Berkeley unknown-word classes after
 # Dyer et al.'s preprocessing; on BLLIP-LG, 32K SentencePiece pieces (the presets' default vocabulary).
 _PTB_WORDS = "section 3 (Dyer et al.'s preprocessing)"
+_REFERENCE = "the authors' reference implementation"
 
 
 def _figure_9(vocab, d, d_ff, layers, heads, batch, segment, memory, steps, warmup, peak, dropouts, documents=None,
@@ -32,6 +33,10 @@ def _figure_9(vocab, d, d_ff, layers, heads, batch, segment, memory, steps, warm
         "training.learning_rate": PaperValue(peak, FIGURE_9),
         "training.final_learning_rate": PaperValue(3e-7, FIGURE_9),
     }
+    # Not in the paper: its reference implementation's computation (issue 39)
+    column["model.hidden_act"] = PaperValue("gelu_pytorch_tanh", _REFERENCE + " (jax.nn.gelu: the tanh approximation)")
+    column["model.core_dropout_on_embeddings"] = PaperValue(True, _REFERENCE + " (the core dropout after the "
+                                                                  "embedding dropout)")
     if documents is not None:
         column["training.document_batch_size"] = PaperValue(documents, FIGURE_9 + " (BLLIP docs.)")
     if pieces is not None:

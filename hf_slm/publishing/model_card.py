@@ -492,10 +492,17 @@ def model_details(config, parameters, architecture_rows=()):
         ("absolute positions", "learned embeddings of each position's index in the expanded sequence (GPT-2)")
         if config.get("position_encoding") == "absolute"
         else ("relative positions", f"{what}, clipped to [{low}, {high}]"),
-        ("dropout", f"embeddings {config_value(config, 'embedding_dropout')}, layers "
-                    f"{config_value(config, 'core_dropout')}, attention weights "
-                    f"{'as layers' if attention_dropout is None else attention_dropout}, before the output "
-                    f"{config_value(config, 'final_dropout')}"),
+        ("feed-forward activation", _ACTIVATIONS.get(config.get("hidden_act", "gelu"), config.get("hidden_act"))),
+        ("dropout", f"embeddings {config_value(config, 'embedding_dropout')}"
+                    + (" then the layers' rate too (paper 000's reference)" if config.get("core_dropout_on_embeddings")
+                       else "") + f", layers {config_value(config, 'core_dropout')}, attention weights "
+                    f"{'as layers' if attention_dropout is None else attention_dropout} (one dropout mask of the "
+                    "relative-position encodings for the whole batch, where paper 000's reference draws one per "
+                    f"sequence), before the output {config_value(config, 'final_dropout')}"),
+        ("initialization", "linear layers as paper 000's reference (variance scaling); embeddings "
+                           f"N(0, {config.get('initializer_range', 0.02)}), where the reference draws U(+-sqrt(3 / d)); "
+                           "u and v at the linear layers' scale over a head's size, where the reference's is 1 over "
+                           "the hidden size"),
         ("sequences", "documents: the sentences of a document one after another after a single `<s>`"
                       if config.get("document_level") else "single sentences"),
         *_segment_rows(config),
@@ -508,10 +515,17 @@ def model_details(config, parameters, architecture_rows=()):
         unrestricted = [f"{config[key]} {unit}" for key, unit in (("num_unrestricted_heads", "heads per layer"),
                                                                    ("num_unrestricted_layers", "top layers"))
                         if config.get(key)]
-        rows.append(("unrestricted (causal) attention", ", ".join(unrestricted) if unrestricted else "none"))
+        reading = (" (relative position i - j; a memory slot at its true distance, where paper 000's reference "
+                   "reads the memory's slots as the positions just before the segment)"
+                   if unrestricted and config.get("segment_length") else " (relative position i - j)")
+        rows.append(("unrestricted (causal) attention", ", ".join(unrestricted) + reading if unrestricted else "none"))
         rows.append(("separate COMPOSE attention parameters",
                      "yes" if config.get("distinct_compose_attention") else "no"))
     return rows
+
+
+# config.hidden_act, as a card says it (configuration_slm.FEED_FORWARD_ACTIVATIONS)
+_ACTIVATIONS = {"gelu": "GELU, exact (erf)", "gelu_pytorch_tanh": "GELU, tanh approximation", "relu": "ReLU"}
 
 
 def no_card_values(config):

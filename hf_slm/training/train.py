@@ -71,7 +71,7 @@ from ..families import (
 )
 from ..families import preset as preset_of
 from ..families.tree_formats import format_of_grammar, format_of_tokenizer, grammars_of_linearization
-from ..modeling.configuration_slm import word_boundary_fields
+from ..modeling.configuration_slm import check_segment_position_range, word_boundary_fields
 from ..modeling.segment_recurrence import check_segment_model
 from ..modeling.segments import check_segment_options
 from ..runs.journal import output_lock
@@ -975,6 +975,7 @@ def record_segment_options(model, setup):
     check_segment_model(model)
     L, M, rule = check_segment_options(model.grammar, setup.segment_length, setup.memory_length, setup.memory_update)
     model.config.segment_length, model.config.memory_length, model.config.memory_update = L, M, rule
+    check_segment_position_range(model.config)
     setup.segment_length, setup.memory_length, setup.memory_update = L, M, rule
 
 
