@@ -15,7 +15,8 @@ GUM trees whose expansion fits, unlabeled (CompositionalTokenizer). Models: d 25
 the B x T' positions. Peak memory is the growth of the process's peak resident set over the steps, each model measured
 in its own process. Ratios are against GPT-2, measured in the same run. SOM (paper 001), a recurrent model over words,
 reads the words of the same GUM trees (with its structural loss); its tokens/s counts B x T of its own batch
-(measure_som).
+(measure_som), and an LSTM LM of its width reads the same batch (measure_lstm), the line below the table gives SOM's
+ratio to it.
 """
 
 import argparse
@@ -175,29 +176,66 @@ def build_compositional_batch(name, batch_size, length):
     return batch, tokenizer.action_layout, int((batch["position_kinds"] != 0).sum())
 
 
-def measure_som(steps, batch_size, length, device):
-    """SOM (paper 001) reads words, not actions: the same GUM trees' words (SentencePiece pieces, `<s>` ... `</s>`),
-    as long as they fit `length`, with the structural loss from each tree (left-binarized). Its time loop runs
-    over its own T (the longest sentence), so tokens/s counts B x T; 15 slots, d 256, cells' MLP 512."""
-    import torch
-
+def som_batch(batch_size, length):
+    """SOM's batch: the GUM trees' words (SentencePiece pieces, `<s>` ... `</s>`), the longest that fit `length`,
+    with the structural loss's first siblings from each tree (left-binarized)."""
     from hf_slm import SyntacticTokenizer, read_trees
-    from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
-    from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
     from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, som_example
 
-    torch.manual_seed(0)
     trees = read_trees(next(p for p in TREE_SOURCES if p.exists()))
     words = SyntacticTokenizer.train(trees, vocab_size=VOCAB - 600, linearization="terminals")
     features = [som_example(words, constituency=tree) for tree in trees]
     fitting = sorted((f for f in features if len(f["input_ids"]) <= length), key=lambda f: -len(f["input_ids"]))
-    batch = SyntacticOrderedMemoryCollator(words)(fitting[:batch_size])
+    return SyntacticOrderedMemoryCollator(words)(fitting[:batch_size])
+
+
+def measure_som(steps, batch_size, length, device):
+    """SOM (paper 001) reads words, not actions (som_batch). Its time loop runs over its own T (the longest
+    sentence), so tokens/s counts B x T; 15 slots, d 256, cells' MLP 512."""
+    import torch
+
+    from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
+    from hf_slm.modeling.modeling_som import SyntacticOrderedMemoryForCausalLM
+
+    torch.manual_seed(0)
+    batch = som_batch(batch_size, length)
     config = SyntacticOrderedMemoryConfig(vocab_size=VOCAB, hidden_size=MODEL["hidden_size"], num_slots=15,
                                           intermediate_size=512, dropout=0.0, embedding_dropout=0.0, output_dropout=0.0)
     model = SyntacticOrderedMemoryForCausalLM(config).train()
     seconds, peak_mb = time_training_steps(model, batch, steps, device)
     positions = batch["input_ids"].numel()
     return {"model": "som", "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
+            "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
+            "real_tokens": int(batch["attention_mask"].sum()), "threads": torch.get_num_threads(),
+            "positions": positions}
+
+
+def measure_lstm(steps, batch_size, length, device):
+    """An LSTM language model of SOM's width (d 256, two layers, tied embeddings) over SOM's batch (som_batch): the
+    recurrent baseline SOM's row is read against (issue 39 asks SOM's step within 3x of it). tokens/s counts B x T."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from types import SimpleNamespace
+
+    class LSTMLanguageModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, MODEL["hidden_size"])
+            self.lstm = nn.LSTM(MODEL["hidden_size"], MODEL["hidden_size"], num_layers=2, batch_first=True)
+
+        def forward(self, input_ids, attention_mask, labels=None, **ignored):
+            hidden, _ = self.lstm(self.embed(input_ids))
+            logits = hidden @ self.embed.weight.T
+            targets = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, -100)
+            return SimpleNamespace(loss=F.cross_entropy(logits[:, :-1].flatten(0, 1), targets.flatten()))
+
+    torch.manual_seed(0)
+    batch = som_batch(batch_size, length)
+    model = LSTMLanguageModel().train()
+    seconds, peak_mb = time_training_steps(model, batch, steps, device)
+    positions = batch["input_ids"].numel()
+    return {"model": "lstm", "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
             "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
             "real_tokens": int(batch["attention_mask"].sum()), "threads": torch.get_num_threads(),
             "positions": positions}
@@ -217,6 +255,8 @@ def measure(name, steps, batch_size, length, device):
         batches[name], layout, real[name] = build_compositional_batch(name, batch_size, length)
     if name == "som":
         return measure_som(steps, batch_size, length, device)
+    if name == "lstm":
+        return measure_lstm(steps, batch_size, length, device)
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -267,7 +307,7 @@ def main():
     from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS
 
     names += [name for name in COMPOSITIONAL_ROWS if name in COMPOSITIONAL_MODEL_VARIANTS]
-    names.append("som")  # paper 001: a recurrent model over words (measure_som)
+    names += ["som", "lstm"]  # paper 001: a recurrent model over words (measure_som), and an LSTM LM beside it
     if args.only:
         names = ["gpt2"] + [name for name in names if name in args.only and name != "gpt2"]
     for name in names:
@@ -288,7 +328,7 @@ def main():
                 "padding (TXL (terminals) reads the words only, so most of its positions are padding, which its attention "
                 "skips). Ratios are against GPT-2 measured in the same run.")
     labels = {"gpt2": "GPT-2", "tg": "TG", "choe_charniak": "TXL (CC)", "terminals": "TXL (terminals)", "dtg": "DTG",
-              "txl_trans": "TXL (trans)", "som": "SOM (words)",
+              "txl_trans": "TXL (trans)", "som": "SOM (words)", "lstm": "LSTM LM (words)",
               **{name: "-".join(part.capitalize() for part in name.split("-")) for name in COMPOSITIONAL_ROWS}}
     report.table("", ["model", "params", "real", "s/step", "tokens/s", "tokens/s vs GPT-2", "peak MB",
                       "peak vs GPT-2"],
@@ -296,6 +336,9 @@ def main():
                    f"{r['tokens_per_second']:.0f}", f"{r['tokens_per_second'] / base['tokens_per_second']:.2f}x",
                    f"{r['peak_mb']:.0f}", f"{r['peak_mb'] / max(base['peak_mb'], 1e-9):.2f}x"]
                   for name, r in results.items()])
+    if "som" in results and "lstm" in results:
+        report.line(f"SOM against the LSTM LM of its width on the same batch: "
+                    f"{results['som']['tokens_per_second'] / results['lstm']['tokens_per_second']:.2f}x its tokens/s.")
     report.finish(args.markdown, device=args.device)
     return 0
 

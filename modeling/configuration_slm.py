@@ -23,6 +23,9 @@ POSITION_ENCODINGS = ("relative", "absolute")
 # approximation (jax.nn.gelu's default, which paper 000's reference uses; GPT-2's gelu_new, paper 003's); "relu"
 # (paper 002's released code).
 FEED_FORWARD_ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "relu")
+# How hybrid (unrestricted) heads read a memory slot under segment recurrence: at its true distance, or at the
+# reference's (its slots as the positions right before the segment). SyntacticTransformerConfig's docstring says which.
+UNRESTRICTED_MEMORY_READINGS = ("distance", "shift")
 
 
 class SyntacticTransformerConfig(PreTrainedConfig):
@@ -92,6 +95,14 @@ class SyntacticTransformerConfig(PreTrainedConfig):
             i - j (head-level hybrid, paper 000 section 2.4).
         num_unrestricted_layers: the top layers use a plain causal mask with relative position i - j
             (layer-level hybrid).
+        unrestricted_memory_reading: with segment_length, the relative position at which hybrid heads and layers
+            read a memory slot. "distance" (the default): its true distance i - j in the document, the linear
+            distance hybrid heads exist to see. "shift": paper 000's reference's reading, its relative shift over the
+            memory, which reads the memory's real slots, most recent last, as the positions right before the
+            segment (under the structure memory, the most recent stack element is then at distance i + 1 wherever
+            it lies). The two agree under the "shift" memory update, whose slots are those positions. (The beam
+            search continues a document prefix read through the memory at true distances either way: its own
+            positions are not cut into segments.)
         distinct_compose_attention: separate attention parameters for COMPOSE positions ("TG (distinct
             MHA)", paper 000 Table 2).
         relative_attention: how the relative term is computed: "auto" (the fastest exact kernel for the
@@ -138,6 +149,7 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         pre_layer_norm=False,
         num_unrestricted_heads=0,
         num_unrestricted_layers=0,
+        unrestricted_memory_reading="distance",
         distinct_compose_attention=False,
         position_encoding="relative",
         relative_attention="auto",
@@ -161,6 +173,9 @@ class SyntacticTransformerConfig(PreTrainedConfig):
                              f"{list(self.grammar_classes)} ({hint}: hf_slm.config_for_grammar picks it)")
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+        if unrestricted_memory_reading not in UNRESTRICTED_MEMORY_READINGS:
+            raise ValueError(f"unrestricted_memory_reading must be one of {UNRESTRICTED_MEMORY_READINGS}, got "
+                             f"{unrestricted_memory_reading!r}")
         if hidden_act not in FEED_FORWARD_ACTIVATIONS:
             raise ValueError(f"hidden_act must be one of {FEED_FORWARD_ACTIVATIONS}, got {hidden_act!r}")
         if relative_attention not in RELATIVE_ATTENTION_CHOICES:
@@ -208,6 +223,7 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         self.pre_layer_norm = pre_layer_norm
         self.num_unrestricted_heads = num_unrestricted_heads
         self.num_unrestricted_layers = num_unrestricted_layers
+        self.unrestricted_memory_reading = unrestricted_memory_reading
         self.distinct_compose_attention = distinct_compose_attention
         self.position_encoding = position_encoding
         self.relative_attention = relative_attention

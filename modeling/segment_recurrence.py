@@ -14,7 +14,9 @@ whole sequence's (segments.py takes them from the grammar's whole-sequence form)
 what the whole sequence would, wherever the memory holds what it attends: with a memory large enough, segment
 logits equal whole-sequence logits (tests/test_segment_model.py holds them equal). Hybrid (unrestricted) heads
 attend every slot the memory and the segment hold: under the "structure" memory that is the stack, not every
-earlier position, so a hybrid model equals its whole-sequence form only under a "shift" memory of M >= T.
+earlier position, so a hybrid model equals its whole-sequence form only under a "shift" memory of M >= T. They read a
+memory slot at its true distance, or (config.unrestricted_memory_reading "shift") as paper 000's reference reads it:
+the memory's slots as the positions right before the segment (slots_before_the_segment).
 
 Hub code: imports only numpy, torch and its sibling files.
 """
@@ -134,7 +136,10 @@ def segment_forward(model, batch, memory, compute_loss=True):
         coordinates, relative = batch.coordinates - batch.coordinates.amin(1, keepdim=True), None
     else:
         coordinates, relative = torch.zeros_like(batch.positions), batch.relative_positions
-    structure = PositionStructure(batch.attention_mask.bool(), coordinates, _renumbered(batch.positions), kinds,
+    positions = batch.positions
+    if model.config.unrestricted_memory_reading == "shift":  # the reference's reading (the config's docstring)
+        positions = slots_before_the_segment(positions, positions.shape[1] - batch.input_ids.shape[1])
+    structure = PositionStructure(batch.attention_mask.bool(), coordinates, _renumbered(positions), kinds,
                                   model.config.min_relative_position, model.config.relative_attention, relative)
     core = model.model
     extra = core.added_token_embeddings(batch.input_ids, batch.added_token_ids)
@@ -152,6 +157,20 @@ def segment_forward(model, batch, memory, compute_loss=True):
         loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX,
                                reduction="sum") / predicted.sum().clamp(min=1)
     return SegmentOutput(loss, logits, next_memory, int(predicted.sum()))
+
+
+def slots_before_the_segment(positions, memory_slots):
+    """`positions` [B, M + L] (the original position of each memory slot, then of each segment row; -1 for none) as
+    the reference's hybrid heads read them: each row's real memory slots, most recent last, at the positions right
+    before its segment's first (the k-th most recent at first - k), as its relative shift over a right-aligned memory
+    reads them. A row without a real segment position is left as it is."""
+    memory, segment = positions[:, :memory_slots], positions[:, memory_slots:]
+    real = memory >= 0
+    more_recent = ((memory[:, None, :] > memory[:, :, None]) & real[:, None, :]).sum(-1)  # [B, M]
+    unset = torch.iinfo(positions.dtype).max
+    first = torch.where(segment >= 0, segment, torch.full_like(segment, unset)).amin(1, keepdim=True)
+    shifted = torch.where(real & (first != unset), first - 1 - more_recent, memory)
+    return torch.cat([shifted, segment], dim=1)
 
 
 def _renumbered(positions):

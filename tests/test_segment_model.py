@@ -10,7 +10,8 @@ from helpers.random_documents import VOCAB, WORDS, random_case
 from hf_slm.families import config_for_grammar
 from hf_slm.families import get_grammar
 from hf_slm.families import causal_lm_for_config
-from hf_slm.modeling.segment_recurrence import collate_segments, empty_memory, segment_forward, segment_log_probs
+from hf_slm.modeling.segment_recurrence import (collate_segments, empty_memory, segment_forward, segment_log_probs,
+                                               slots_before_the_segment)
 from hf_slm.modeling.segments import segment_sequence, structure_memory_needed
 
 # (grammar, config overrides): TG with and without hybrid heads and distinct COMPOSE attention, the TXL baselines.
@@ -74,6 +75,39 @@ def test_segments_with_a_large_enough_memory_equal_the_whole_sequence(name, over
                 got = segment_log_probs(model, grammar, [ids], L, M, rule)[0]
                 assert got.shape == expected.shape
                 torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_references_reading_puts_the_memorys_slots_right_before_the_segment():
+    """Issue 39: paper 000's reference reads memory slot j of M at i + M - j, over a memory right-aligned with the
+    stack's elements: the k-th most recent real slot is read at the segment's first position - k."""
+    positions = torch.tensor([[3, 7, -1, 9, 12, 13, 14],  # slots of positions 3, 7 and 9, one empty; segment 12..14
+                              [-1, -1, 5, 2, 8, 9, -1],  # unsorted slots, a padded segment row
+                              [-1, -1, -1, -1, -1, -1, -1]])  # a padding row: as it is
+    assert slots_before_the_segment(positions, 4).tolist() == [[9, 10, -1, 11, 12, 13, 14],
+                                                               [-1, -1, 7, 6, 8, 9, -1],
+                                                               [-1, -1, -1, -1, -1, -1, -1]]
+
+
+def test_hybrid_heads_read_the_memory_at_the_true_distance_or_as_the_reference():
+    """The two readings (config.unrestricted_memory_reading) agree on the first segment, whose memory is empty, and
+    under the shift memory, whose slots lie right before the segment; under the structure memory, from the second
+    segment on, they differ."""
+    rng = np.random.default_rng(5)
+    while True:
+        grammar, ids, _ = random_case(rng, "tg")
+        if len(grammar.batch([ids])["input_ids"][0]) > 16:
+            break
+    read = {}
+    for reading in ("distance", "shift"):
+        model = tiny_model(grammar, seed=1, num_unrestricted_heads=1, unrestricted_memory_reading=reading)
+        for rule in ("structure", "shift"):
+            read[reading, rule] = segment_log_probs(model, grammar, [ids], 4, 4, rule)[0]
+    torch.testing.assert_close(read["distance", "shift"], read["shift", "shift"], rtol=1e-5, atol=1e-5)
+    first = int((segment_sequence(grammar, ids, 4, 4, "structure").labels[0] != -100).sum())
+    torch.testing.assert_close(read["distance", "structure"][:first], read["shift", "structure"][:first])
+    assert (read["distance", "structure"][first:] - read["shift", "structure"][first:]).abs().max() > 1e-4
+    with pytest.raises(ValueError, match="unrestricted_memory_reading must be one of"):
+        tiny_model(grammar, unrestricted_memory_reading="slots")
 
 
 def test_streams_in_one_batch_equal_each_alone():

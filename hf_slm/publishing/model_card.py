@@ -515,9 +515,13 @@ def model_details(config, parameters, architecture_rows=()):
         unrestricted = [f"{config[key]} {unit}" for key, unit in (("num_unrestricted_heads", "heads per layer"),
                                                                    ("num_unrestricted_layers", "top layers"))
                         if config.get(key)]
-        reading = (" (relative position i - j; a memory slot at its true distance, where paper 000's reference "
-                   "reads the memory's slots as the positions just before the segment)"
-                   if unrestricted and config.get("segment_length") else " (relative position i - j)")
+        reading = " (relative position i - j)"
+        if unrestricted and config.get("segment_length"):
+            reading = (" (relative position i - j; a memory slot read as paper 000's reference reads it, the memory's "
+                       "slots as the positions just before the segment)"
+                       if config.get("unrestricted_memory_reading") == "shift" else
+                       " (relative position i - j; a memory slot at its true distance, where paper 000's reference "
+                       "reads the memory's slots as the positions just before the segment)")
         rows.append(("unrestricted (causal) attention", ", ".join(unrestricted) + reading if unrestricted else "none"))
         rows.append(("separate COMPOSE attention parameters",
                      "yes" if config.get("distinct_compose_attention") else "no"))
