@@ -25,6 +25,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hf_slm import joint_log_probs
 from hf_slm.cli import main
 from hf_slm.families import family_for_config, family_named, grammar_class, registered_families
 from hf_slm.families.tree_formats import tree_format
@@ -234,6 +235,8 @@ def test_minicons_and_lm_eval_give_the_projects_log_probs(variant, checkpoints, 
     scorer = scorer_for(model, tokenizer)
     expected = scorer.joint_log_probs([tokenizer(text)["input_ids"] for text in texts]) if scorer.scores_trees \
         else list(scorer.log_probs([text.split()[:-1] for text in texts], progress=False))  # without "</s>"
+    # hf_slm.joint_log_probs of the tokenizer's ids, every family's (its record's collator: SOM's too)
+    assert joint_log_probs(model, [tokenizer(text)["input_ids"] for text in texts]) == pytest.approx(expected, abs=1e-4)
     minicons = IncrementalLMScorer(model, "cpu", tokenizer=tokenizer)
     assert minicons.sequence_score(texts, reduction=lambda x: x.sum(0).item()) == pytest.approx(expected, abs=1e-4)
     # token by token: the first token (the start) has no score (0), the others sum to the same number

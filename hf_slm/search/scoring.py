@@ -10,16 +10,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..data.collator import SyntacticDataCollator, takes_host_counts
-from ..modeling.grammars import ActionLayout, grammar_for_config
+from ..families import family_for_config
+from ..modeling.grammars import grammar_for_config
 from ..modeling.segment_recurrence import segment_log_probs
 
 
 def collator_for(model, **kwargs):
-    """The data collator matching a model's grammar and id layout."""
-    kwargs.setdefault("host_counts", takes_host_counts(model))
-    return SyntacticDataCollator(grammar_for_config(model.config), ActionLayout.from_config(model.config),
-                                 max_length=model.config.max_sequence_length, **kwargs)
+    """The data collator that batches a model's sequences: its family record's (Family.collator; a family with a
+    grammar: the grammar's SyntacticDataCollator for the config's id layout; SOM: its own)."""
+    return family_for_config(model.config).collator(model, **kwargs)
 
 
 @torch.no_grad()
@@ -41,7 +40,8 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
     if getattr(model.config, "segment_length", None):
         return _segment_action_log_probs(model, sequences, batch_size, progress)
     collate = collator_for(model)
-    grammar = grammar_for_config(model.config)
+    takes_start = family_for_config(model.config).grammar_classes is not None and \
+        grammar_for_config(model.config).takes_start
     device = next(model.parameters()).device
     results = []
     batches = range(0, len(sequences), batch_size)
@@ -52,8 +52,8 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
         log_probs = torch.log_softmax(output.logits[:, :-1].float(), dim=-1).cpu()
         targets = batch["labels"][:, 1:]
         picked = log_probs.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
-        if grammar.takes_start:  # an action that comes with a start: p(action) p(start | action) (the search's score)
-            picked = picked + _start_log_probs(output, batch[grammar.start_input][:, 1:])
+        if takes_start:  # an action that comes with a start: p(action) p(start | action) (the search's score)
+            picked = picked + _start_log_probs(output, batch[grammar_for_config(model.config).start_input][:, 1:])
         for row in range(len(targets)):
             results.append(picked[row][targets[row] != -100].numpy().astype(np.float64))
     return results

@@ -101,8 +101,9 @@ class SyntacticOrderedMemoryCollator:
         labels             [B, T] long, input_ids with -100 on padding (the model shifts them)
         som_first_siblings [B, T] long, first_sibling(t) as a token index, -1 for the first token and padding
 
-    Features are dicts with "input_ids" and "som_first_siblings" (som_example), or raw sentences with "words"
-    and "heads" (converted here with `tokenizer`). Features without "som_first_siblings" train the LM only.
+    Features are dicts with "input_ids" and "som_first_siblings" (som_example), raw sentences with "words"
+    and "heads" (converted here with `tokenizer`), or id sequences. Features without "som_first_siblings" train the
+    LM only.
     """
 
     def __init__(self, tokenizer=None, pad_token_id=0, tree="dependency", eos=True):
@@ -110,6 +111,8 @@ class SyntacticOrderedMemoryCollator:
         self.pad_token_id = tokenizer.pad_token_id if tokenizer is not None else pad_token_id
 
     def _feature(self, feature, index):
+        if not isinstance(feature, dict):  # a sequence of ids, as the other families' collators take them
+            return {"input_ids": [int(i) for i in feature]}
         if "input_ids" in feature:
             return feature
         if "words" not in feature:
@@ -150,7 +153,7 @@ class SyntacticOrderedMemoryCollator:
 
 def collator_for_model(model, tokenizer=None, **options):
     """SOM's Family.collator: the SyntacticOrderedMemoryCollator that trains `model` with transformers.Trainer
-    (features with som_first_siblings, or words and heads converted with `tokenizer`; `model` is not needed: SOM's
-    collator reads nothing of its config)."""
-    del model
+    (features with som_first_siblings, or words and heads converted with `tokenizer`); without a tokenizer it pads
+    with the model's pad id (scoring id sequences: hf_slm.joint_log_probs)."""
+    options.setdefault("pad_token_id", model.config.pad_token_id)
     return SyntacticOrderedMemoryCollator(tokenizer, **options)
