@@ -5,7 +5,8 @@ in that file's own folder. That serves hf-slm's families, whose hub code is one 
 in another package (registered with hf_slm.register_family) defines its classes in its own file, over hf-slm's
 classes: its file and hf-slm's hub files lie in two folders, and the checkpoint needs both. `SavesHubCode`
 copies, after the weights are saved, the file of every class in the model's, its config's and its grammar's
-class hierarchies up to transformers' own, and the files each of them imports relatively from its own folder.
+class hierarchies up to transformers' own, and every file they import relatively: from its own folder, or, for a
+family's own file, from hf-slm's (any hub module it imports, not only its base classes' files).
 All of them land flat in the checkpoint, where relative imports find one another. A family's own file imports
 hf-slm's classes relatively inside a `try:` block (transformers' import check skips those) and absolutely from
 hf_slm in the `except ImportError:` branch, for use with hf-slm installed.
@@ -24,8 +25,10 @@ _FRAMEWORK_PACKAGES = ("builtins", "torch", "transformers", "huggingface_hub", "
 
 
 def hub_code_files(objects):
-    """The source files of the classes of `objects` (their whole hierarchies below the framework's) and the sibling
-    files they import relatively, each path once, in a stable order."""
+    """The source files of the classes of `objects` (their whole hierarchies below the framework's) and the files
+    they import relatively, each path once, in a stable order. A relative import is found beside the importing file,
+    or else among the folders of the files found so far: a family outside hf-slm imports hf-slm's hub modules
+    relatively (in a checkpoint they lie beside its file), any of them, not only its base classes' files."""
     files = []
     for obj in objects:
         cls = obj if isinstance(obj, type) else type(obj)
@@ -35,6 +38,15 @@ def hub_code_files(objects):
             path = getattr(sys.modules.get(base.__module__), "__file__", None)
             if path is not None:
                 _add_with_relative_imports(Path(path), files)
+    folders = list(dict.fromkeys(path.parent for path in files))
+    for path in list(files):
+        for name in sorted(get_relative_imports(path)):
+            relative = f"{name.replace('.', '/')}.py"
+            if (path.parent / relative).is_file():
+                continue
+            found = next((folder / relative for folder in folders if (folder / relative).is_file()), None)
+            if found is not None:
+                _add_with_relative_imports(found, files)
     return files
 
 

@@ -171,3 +171,38 @@ def test_tokenizer_that_does_not_match_the_model_is_refused(tmp_path):
     words = SyntacticTokenizer.train(TREES, vocab_size=40, linearization="terminals")
     with pytest.raises(ValueError, match="linearizes 'terminals' but the tg grammar reads 'top_down'"):
         check_tokenizer_matches(model.config, words)
+
+
+OUTSIDE_FAMILY = '''
+try:  # inside a checkpoint: hf-slm's hub files lie beside this one
+    from .configuration_slm import SyntacticTransformerConfig
+    from .span_crf import log_partition  # noqa: F401  (a hub module that no base class's file imports)
+except ImportError:  # with hf-slm installed
+    from hf_slm.modeling.configuration_slm import SyntacticTransformerConfig
+
+
+class OutsideConfig(SyntacticTransformerConfig):
+    model_type = "outside_family_test"
+'''
+
+
+def test_an_outside_familys_relative_imports_of_hf_slm_hub_modules_are_copied(tmp_path):
+    """Issue 40: a family in its own folder imports hf-slm hub modules relatively (beside it in a checkpoint);
+    transformers asks for every one of them at load, so each is copied, with what it imports, not only the files of
+    its base classes."""
+    import importlib.util
+
+    from hf_slm.modeling.hub_code import hub_code_files
+
+    (tmp_path / "outside_family.py").write_text(OUTSIDE_FAMILY)
+    spec = importlib.util.spec_from_file_location("outside_family", tmp_path / "outside_family.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["outside_family"] = module
+    try:
+        spec.loader.exec_module(module)
+        names = [path.name for path in hub_code_files([module.OutsideConfig])]
+    finally:
+        del sys.modules["outside_family"]
+    assert names[0] == "outside_family.py" and "configuration_slm.py" in names
+    assert "span_crf.py" in names and "crf_semirings.py" in names  # and what span_crf.py imports
+    assert len(names) == len(set(names))
