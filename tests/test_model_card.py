@@ -340,6 +340,15 @@ def test_details_and_training_come_from_the_checkpoint(evaluated, grammar):
     assert training["steps"] == f"{record['steps_done']} of {record['max_steps']}"
     assert training["final training loss"] == f"{record['final_train_loss']:.4f}"
     assert training["tree normalization"] == "strip function tags"
+    # the code trust_remote_code runs, as the folder holds it (issue 40: the card named TG's files for every family)
+    warning = text[text.index("Pin a revision"):text.index("## What this model is")]
+    held = sorted(path.name for path in directory.glob("*.py"))
+    assert held and all(f"`{name}`" in warning for name in held)
+    assert warning.count(".py`") == len(held)
+    details_of = {"activation": details["feed-forward activation"], "initialization": details["initialization"]}
+    assert details_of["activation"] == {"gelu": "GELU, exact (erf)", "gelu_pytorch_tanh": "GELU, tanh approximation",
+                                        "relu": "ReLU"}[config.get("hidden_act", "gelu")]
+    assert "where the reference draws" in details_of["initialization"]
 
 
 def test_usage_examples_run(evaluated, tmp_path, monkeypatch):

@@ -721,6 +721,8 @@ def build_model_card(checkpoint_dir, repo_id=None, revision=None, license=DEFAUL
         repo_given=repo_id is not None,
         revision=revision or REVISION_PLACEHOLDER,
         revision_given=revision is not None,
+        # the Python files the checkpoint holds: what trust_remote_code runs (the pin-revision warning names them)
+        code_files=sorted(path.name for path in directory.glob("*.py")) or ["(none found)"],
         details=family.card_details(config, count_parameters(directory)),
         training=training_details(training) if training is not None else None,
         training_data=_files(training.get("train_data")) if training and training.get("train_data") else None,
