@@ -49,6 +49,45 @@ def test_every_registered_family_has_a_case():
     assert family_named(TOY.name) is TOY
 
 
+def test_a_record_and_its_config_must_name_the_same_grammars():
+    """Issue 40: the record and the config class each name the family's grammars (the record's for commands that
+    import no torch), and nothing checked that they agree. Every registered family's do; a family whose differ is
+    refused when a config is mapped to it, naming both."""
+    import toy_family
+    from hf_slm import Family, Variant, register_family
+    from hf_slm.families import family_for_config, unregister_family
+
+    for family in registered_families():
+        config_class = family.config_class
+        declared = getattr(config_class, "grammar_classes", None)
+        assert {name: cls.__name__ for name, cls in (declared or {}).items()} == \
+            {name: cls.__name__ for name, cls in (family.grammar_classes or {}).items()}, family.name
+
+    class MismatchedConfig(toy_family.ToyConfig):
+        model_type = "toy_mismatched_grammars"
+
+    class MismatchedModel(toy_family.ToyModel):
+        config_class = MismatchedConfig
+
+    class MismatchedForCausalLM(toy_family.ToyForCausalLM):
+        config_class = MismatchedConfig
+        base_model_class = MismatchedModel
+
+    mismatched = Family(
+        name="toy_mismatched", model_type=MismatchedConfig.model_type, paper="tests", config_class=MismatchedConfig,
+        model_class=MismatchedModel, causal_lm_class=MismatchedForCausalLM, tokenizer_classes=TOY.tokenizer_classes,
+        variants=(Variant("toy-mismatched", "Toy, mismatched", "toy-mismatched", str(FIXTURES / "toy_card.md")),),
+        grammar_classes={"toy-mismatched": toy_family.CausalRules})
+    register_family(mismatched)
+    try:
+        with pytest.raises(ValueError, match=r"MismatchedConfig.grammar_classes \{'toy-depth': 'DepthCausalRules'\} "
+                                             r"and the record's grammar_classes \{'toy-mismatched': 'CausalRules'\} "
+                                             "differ"):
+            family_for_config(MismatchedConfig(vocab_size=12, hidden_size=8, num_attention_heads=2))
+    finally:
+        unregister_family(mismatched.name)
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Training files: 40 GUM trees (bracketed), and CoNLL-U prepared for each dependency grammar."""

@@ -139,7 +139,7 @@ class Family:
     train_options: tuple = ()
     training_setup: object = "hf_slm.training.train:TrainingSetup"
     paper_table: object = None
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # a replace() starts its own
 
     def __getattribute__(self, name):
         # A class or function field is resolved (imported) when first read: the record itself stays cheap.
@@ -331,8 +331,26 @@ def family_for_model_type(model_type, source="config"):
 
 
 def family_for_config(config, source="config"):
-    """The Family of a config (a config object or config.json's dict), by its model_type."""
-    return family_for_model_type(_field(config, "model_type"), source)
+    """The Family of a config (a config object or config.json's dict), by its model_type. A config object's class
+    and the record each name the family's grammars (the record's are read without importing the config, for
+    commands that import no torch); they must agree, or generic code would read another grammar than the model."""
+    family = family_for_model_type(_field(config, "model_type"), source)
+    declared = None if isinstance(config, dict) else getattr(type(config), "grammar_classes", None)
+    if declared is not None:
+        _check_grammars_agree(family, type(config).__name__, declared)
+    return family
+
+
+def _check_grammars_agree(family, config_name, declared):
+    """ValueError when a config class's grammar_classes and its family record's name other grammars or classes
+    (compared by name: a checkpoint's remote code holds copies of the classes)."""
+    def named(classes):
+        return {name: grammar.__name__ for name, grammar in (classes or {}).items()}
+
+    if named(declared) != named(family.grammar_classes):
+        raise ValueError(f"family {family.name!r}: {config_name}.grammar_classes {named(declared)} and the record's "
+                         f"grammar_classes {named(family.grammar_classes)} differ; a family names its grammars once: "
+                         "give the record the config's mapping")
 
 
 def variant_for_config(config, source="config"):
