@@ -189,6 +189,18 @@ def som_batch(batch_size, length):
     return SyntacticOrderedMemoryCollator(words)(fitting[:batch_size])
 
 
+def _word_batch_result(name, model, batch, steps, device):
+    """The row of a model timed on som_batch: tokens/s counts B x T of that batch."""
+    import torch
+
+    seconds, peak_mb = time_training_steps(model, batch, steps, device)
+    positions = batch["input_ids"].numel()
+    return {"model": name, "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
+            "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
+            "real_tokens": int(batch["attention_mask"].sum()), "threads": torch.get_num_threads(),
+            "positions": positions}
+
+
 def measure_som(steps, batch_size, length, device):
     """SOM (paper 001) reads words, not actions (som_batch). Its time loop runs over its own T (the longest
     sentence), so tokens/s counts B x T; 15 slots, d 256, cells' MLP 512."""
@@ -202,12 +214,7 @@ def measure_som(steps, batch_size, length, device):
     config = SyntacticOrderedMemoryConfig(vocab_size=VOCAB, hidden_size=MODEL["hidden_size"], num_slots=15,
                                           intermediate_size=512, dropout=0.0, embedding_dropout=0.0, output_dropout=0.0)
     model = SyntacticOrderedMemoryForCausalLM(config).train()
-    seconds, peak_mb = time_training_steps(model, batch, steps, device)
-    positions = batch["input_ids"].numel()
-    return {"model": "som", "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
-            "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
-            "real_tokens": int(batch["attention_mask"].sum()), "threads": torch.get_num_threads(),
-            "positions": positions}
+    return _word_batch_result("som", model, batch, steps, device)
 
 
 def measure_lstm(steps, batch_size, length, device):
@@ -233,12 +240,7 @@ def measure_lstm(steps, batch_size, length, device):
     torch.manual_seed(0)
     batch = som_batch(batch_size, length)
     model = LSTMLanguageModel().train()
-    seconds, peak_mb = time_training_steps(model, batch, steps, device)
-    positions = batch["input_ids"].numel()
-    return {"model": "lstm", "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
-            "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
-            "real_tokens": int(batch["attention_mask"].sum()), "threads": torch.get_num_threads(),
-            "positions": positions}
+    return _word_batch_result("lstm", model, batch, steps, device)
 
 
 def measure(name, steps, batch_size, length, device):

@@ -37,12 +37,19 @@ def check_padding_at_the_ends(keep, pad_token_id, mask_given):
 def check_starts(input_ids, keep, start_id):
     """Refuse a row (`input_ids` [B, T], `keep` [B, T] bool: its real tokens, padded at the ends) that does not begin
     with the start token `start_id`, or begins with it twice: for a model without a grammar to say so."""
-    for row, (ids, real) in enumerate(zip(input_ids.tolist(), torch.as_tensor(keep, dtype=torch.bool).tolist())):
-        tokens = [token for token, kept in zip(ids, real) if kept]
-        if tokens and tokens[0] != start_id:
-            raise ValueError(no_start_token_message(f"input_ids row {row} begins with id {tokens[0]}", start_id))
-        if tokens[:2] == [start_id, start_id]:
-            raise ValueError(second_start_token_message(f"input_ids row {row}, token 1 (id {start_id})", start_id))
+    keep = torch.as_tensor(keep, dtype=torch.bool)
+    rows, length = torch.arange(len(keep)), keep.shape[1]
+    first = keep.int().argmax(1)  # each row's first real token (the padding sits at the ends only)
+    second = (first + 1).clamp(max=length - 1)
+    missing = keep.any(1) & (input_ids[rows, first] != start_id)
+    doubled = ~missing & keep[rows, second] & (first + 1 < length) & (input_ids[rows, second] == start_id)
+    if missing.any():
+        row = int(torch.nonzero(missing)[0])
+        raise ValueError(no_start_token_message(f"input_ids row {row} begins with id {int(input_ids[row, first[row]])}",
+                                                start_id))
+    if doubled.any():
+        row = int(torch.nonzero(doubled)[0])
+        raise ValueError(second_start_token_message(f"input_ids row {row}, token 1 (id {start_id})", start_id))
 
 
 __all__ = ["check_padding_at_the_ends", "check_starts"]

@@ -1,5 +1,6 @@
 """Helpers shared by the tests: a tiny saved checkpoint, and an interpreter where hf_slm cannot be imported."""
 
+import contextlib
 import os
 
 import pytest
@@ -126,3 +127,22 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def transformers_messages():
+    """The messages transformers' logger gives inside the block (a list filled as they come): Trainer's reload
+    warnings, which pytest's caplog does not see (transformers' logger does not propagate)."""
+    import logging
+
+    from transformers.utils import logging as transformers_logging
+
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logger = transformers_logging.get_logger("transformers")
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)

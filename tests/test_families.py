@@ -33,7 +33,7 @@ from hf_slm.search.scorers import scorer_for
 from hf_slm.tokenization.dependency_trees import DependencyTree
 
 from conftest import (DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, run_without_hf_slm, save_tiny_checkpoint,
-                      write_conllu_treebank)
+                      transformers_messages, write_conllu_treebank)
 from family_cases import CASES, FIXTURES, TOY, toy_registered, variant_family  # noqa: F401 (a fixture)
 from hub_server import LocalHub
 
@@ -417,6 +417,20 @@ def test_a_sequence_without_its_start_token_or_with_two_says_what_a_client_passe
     model(input_ids=torch.tensor([ids]))  # the tokenizer's own ids
 
 
+def test_a_model_without_a_grammar_finds_the_start_token_of_rows_padded_either_side():
+    """padding.check_starts (SOM's check): the first real token, wherever the padding puts it, is the start token
+    (1), once; a row of padding only passes."""
+    from hf_slm.modeling.padding import check_starts
+
+    ids = torch.tensor([[1, 5, 6, 0], [0, 0, 1, 7], [0, 0, 0, 0]])
+    check_starts(ids, ids != 0, 1)
+    check_starts(torch.tensor([[0, 0, 0, 1]]), torch.tensor([[False, False, False, True]]), 1)  # <s> alone, at the end
+    with pytest.raises(ValueError, match="input_ids row 1 begins with id 7"):
+        check_starts(torch.tensor([[1, 5, 0], [0, 7, 1]]), torch.tensor([[1, 1, 0], [0, 1, 1]]).bool(), 1)
+    with pytest.raises(ValueError, match="input_ids row 1, token 1 .* second start token"):
+        check_starts(torch.tensor([[1, 5, 0], [0, 1, 1]]), torch.tensor([[1, 1, 0], [0, 1, 1]]).bool(), 1)
+
+
 # transformers' text-generation pipeline as its users call it, with its defaults, in an interpreter without hf-slm
 PIPELINE = ISOLATION_PREAMBLE + r'''
 import json, sys, torch
@@ -482,10 +496,7 @@ def test_a_finished_run_resumed_says_what_it_does_and_reloads_tied(trained, data
     """`--resume` of a finished run says it trains on, and to what step, on which schedule (issue 39: SOM went on
     silently to its preset's 2,000 steps); Trainer's reload of the checkpoint ties the output layer again instead of
     reporting lm_head.weight missing; the record is rewritten; a resume with nothing left to train is refused."""
-    import logging
     import shutil
-
-    from transformers.utils import logging as transformers_logging
 
     variant, output, _ = trained
     run = tmp_path / "run"
@@ -494,19 +505,12 @@ def test_a_finished_run_resumed_says_what_it_does_and_reloads_tied(trained, data
     command = ["train", "--preset", preset, "--train", str(_training_input(variant, data, tmp_path)), "--output",
                str(run), "--batch-size", "4", "--warmup-steps", "1", "--resume", *options]
     capsys.readouterr()
-    records = []
-    handler = logging.Handler()
-    handler.emit = records.append
-    logger = transformers_logging.get_logger("transformers")
-    logger.addHandler(handler)
-    try:
+    with transformers_messages() as messages:
         assert main([*command, "--max-steps", "3"]) == 0
-    finally:
-        logger.removeHandler(handler)
     said = capsys.readouterr().out
     assert ("resuming from checkpoint-2, the end of a finished run of 2 steps: training on to step 3 (--max-steps sets "
             "it) with the learning-rate schedule of a run of 3 steps, from its step 3") in said
-    assert not [record.getMessage() for record in records if "missing keys" in record.getMessage()]
+    assert not [message for message in messages if "missing keys" in message]
     assert json.loads((run / "training_setup.json").read_text())["steps_done"] == 3
     model, _ = _load(run)
     if model.config.tie_word_embeddings:

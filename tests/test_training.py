@@ -474,25 +474,16 @@ def test_a_compositional_model_trains_on_byte_level_bpe_pieces(small_trees, tmp_
 def test_reloading_the_best_checkpoint_reports_no_missing_keys(small_trees, tmp_path):
     """Issue 39: the quickstart printed "There were missing keys in the checkpoint model loaded: ['lm_head.weight']"
     when Trainer reloaded its best checkpoint: the tied output layer is the embedding, saved once, and tied again."""
-    import logging
+    from conftest import transformers_messages
 
-    from transformers.utils import logging as transformers_logging
-
-    records = []
-    handler = logging.Handler()
-    handler.emit = records.append
-    logger = transformers_logging.get_logger("transformers")
-    logger.addHandler(handler)
-    try:
+    with transformers_messages() as messages:
         trainer, _ = train(setup_for(small_trees, tmp_path / "run", max_steps=4, eval_steps=2, save_steps=2),
                            log=lambda *_: None)
-    finally:
-        logger.removeHandler(handler)
     assert trainer.state.best_model_checkpoint is not None  # the best checkpoint was reloaded
     # by its name once whole (hf_slm/checkpoints/whole.py), as its own trainer_state.json says
     assert Path(trainer.state.best_model_checkpoint).parent == tmp_path / "run"
     best = Path(trainer.state.best_model_checkpoint)
     assert json.loads((best / "trainer_state.json").read_text())["best_model_checkpoint"] == str(best)
-    assert not [record.getMessage() for record in records if "missing keys" in record.getMessage()]
+    assert not [message for message in messages if "missing keys" in message]
     model = trainer.model
     assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()  # still tied
