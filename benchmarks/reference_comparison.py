@@ -323,9 +323,10 @@ def main():
                 f"{DOCUMENT_TREES} trees from the GUM sample's test split; documents in segments of "
                 f"L = {SEGMENT_LENGTH} with M = {SEGMENT_LENGTH} memory slots. Compared: log p over the whole "
                 "vocabulary at each action's output (sentences, the model's forward) and at every position of every "
-                "segment (documents, COMPOSE copies too); the largest |difference| in nats, agreement meaning at most "
-                f"{TOLERANCE:.0e}. The reference's settings are fields of its configs/config_tg.py and config_txl.py.")
-    report.table("", ["case", "level", "reference settings", "positions", "largest |Δ log p|", "verdict"], rows)
+                "segment (documents, COMPOSE copies too); Δ is the largest absolute difference in nats, agreement "
+                f"meaning at most {TOLERANCE:.0e}. The reference's settings are fields of its configs/config_tg.py "
+                "and config_txl.py.")
+    report.table("", ["case", "level", "reference settings", "positions", "largest Δ log p", "verdict"], rows)
     report.finish(args.markdown)
     if any(row[-1] == "DIFFERS" or "unexpected" in row[-1] for row in rows):
         sys.exit(1)
