@@ -68,12 +68,15 @@ def is_numeric(cell):
 
 
 class Report:
-    def __init__(self, title):
+    def __init__(self, title, echo=True):
+        """echo: print lines and tables as they come (False: a page rewritten as rows arrive, printed once)."""
         self.title = title
+        self.echo = echo
         self.markdown = []
 
     def line(self, text=""):
-        print(text, flush=True)
+        if self.echo:
+            print(text, flush=True)
         self.markdown += [text, ""]
 
     def table(self, title, columns, rows):
@@ -85,10 +88,11 @@ class Report:
         def text_row(cells):
             return " ".join(cell.rjust(w) if right else cell.ljust(w) for cell, w, right in zip(cells, widths, numeric))
 
-        print(f"\n{title}" if title else "")
-        print(text_row(columns))
-        for row in rows:
-            print(text_row(row))
+        if self.echo:
+            print(f"\n{title}" if title else "")
+            print(text_row(columns))
+            for row in rows:
+                print(text_row(row))
         if title:
             self.markdown += ["", f"**{title}**"]
         self.markdown += ["", "| " + " | ".join(columns) + " |",
@@ -112,4 +116,5 @@ class Report:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(header + self.markdown).rstrip() + "\n")
-        print(f"\nwrote {path}", file=sys.stderr)
+        if self.echo:
+            print(f"\nwrote {path}", file=sys.stderr)

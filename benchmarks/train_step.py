@@ -1,7 +1,8 @@
 """Training-step throughput and peak memory: TG, TXL (CC), TXL (terminals), DTG, TXL (trans) and paper 003's
 compositional SLMs against GPT-2.
 
-    python benchmarks/train_step.py [--steps 5] [--batch-size 16] [--length 256] [--device cuda] [--markdown PATH]
+    python benchmarks/train_step.py [--steps 5] [--batch-size 16] [--length 256] [--device cuda] [--dtype bf16]
+                                    [--size small|paper|tiny] [--only NAME ...] [--budget SECONDS] [--markdown PATH]
 
 Every model gets the same shape of batch, B x T' = 16 x 256 by default, built from the same GUM trees
 (TG: its expanded actions; TXL (CC): the same actions without duplication; TXL (terminals): the words;
@@ -17,9 +18,17 @@ in its own process. Ratios are against GPT-2, measured in the same run. SOM (pap
 reads the words of the same GUM trees (with its structural loss); its tokens/s counts B x T of its own batch
 (measure_som), and an LSTM LM of its width reads the same batch (measure_lstm), the line below the table gives SOM's
 ratio to it.
+
+`--dtype bf16` runs each step under torch.autocast in bfloat16 (as Trainer's `--bf16` does), weights and the optimizer
+in float32. `--budget` bounds the whole run: a model that cannot start before it runs out is listed as left out, and
+the page is rewritten after every model, so a run stopped from outside keeps what it measured. On a GPU (or with
+`--in-process`) every model is measured in this process, its peak taken after the previous one is freed (the
+children exist for the CPU's resident set, which a process never gives back). `--size tiny` is the dry run's shape.
 """
 
 import argparse
+import functools
+import gc
 import json
 import os
 import subprocess
@@ -31,8 +40,11 @@ from report import Report, add_markdown_option
 
 REPO = Path(__file__).resolve().parents[1]
 TREE_SOURCES = [REPO.parent / "shared" / "data" / "gum_const" / "const",
-                REPO / "hf_slm" / "sample_data" / "gum" / "train.txt"]
-DEPENDENCY_SOURCE = REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-train.conllu"
+                REPO / "hf_slm" / "sample_data" / "gum" / "train.txt"]  # --dry-run: the sample only
+# The whole UD English EWT when ../shared/data has it, else the sample shipped in the package (a GPU machine has only the
+# repository): its longest trees fill the batch either way.
+DEPENDENCY_SOURCES = [REPO.parent / "shared" / "data" / "ud_english_ewt" / "en_ewt-ud-train.conllu",
+                      REPO / "hf_slm" / "sample_data" / "ud_english_ewt_sample" / "en_ewt-sample-ud-train.conllu"]
 DEPENDENCY_MODELS = ("dtg", "txl_trans")
 # Paper 003 (issue 14, Speed): an In-M variant should reach 0.9x GPT-2's tokens/s, an Ex variant (composer included)
 # 0.75x. Nb-Up-In-M adds the start pointer (section 2.2), whose scores are [B, T, T'] per step.
@@ -40,7 +52,8 @@ COMPOSITIONAL_ROWS = ("nb-dn-in-m", "nb-dn-ex-m", "nb-up-in-m")
 # `--size`: "small" (the default) for every row; "paper" is GPT-2 small's shape (paper 003's backbone), where the
 # Ex composer (256-d, 4 layers, whatever the size) costs the main model what it does in the paper.
 MODEL_SIZES = {"small": dict(hidden_size=256, num_attention_heads=8, num_hidden_layers=4, intermediate_size=1024),
-               "paper": dict(hidden_size=768, num_attention_heads=12, num_hidden_layers=12, intermediate_size=3072)}
+               "paper": dict(hidden_size=768, num_attention_heads=12, num_hidden_layers=12, intermediate_size=3072),
+               "tiny": dict(hidden_size=32, num_attention_heads=2, num_hidden_layers=2, intermediate_size=64)}
 MODEL = dict(MODEL_SIZES["small"])  # the shape of this run's models (main() sets it from --size)
 VOCAB = 8192
 
@@ -61,26 +74,33 @@ def reset_peak_rss():
         pass
 
 
-def time_training_steps(model, batch, steps, device="cpu"):
+def time_training_steps(model, batch, steps, device="cpu", dtype="float32"):
     """(seconds per step, peak memory growth in MB) of `steps` training steps (forward, backward, an Adam update)
     of `model` on `batch`, after one warm-up step (allocations, kernels). On a GPU the memory is the device's peak
     allocation during the steps (torch.cuda.max_memory_allocated), on the CPU the growth of the process's peak
-    resident set."""
+    resident set. dtype "bf16": forward and backward under torch.autocast in bfloat16."""
+    import contextlib
+
     import torch
 
     model.to(device)
+    precision = (torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if dtype == "bf16"
+                 else contextlib.nullcontext())
     batch = {name: value.to(device) if torch.is_tensor(value) else value for name, value in batch.items()}
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     on_gpu = str(device).startswith("cuda")
 
     def step():
-        model(**batch).loss.backward()
+        with precision:
+            loss = model(**batch).loss
+        loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
     step()
     if on_gpu:
         torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
         before = 0
     else:
@@ -94,9 +114,10 @@ def time_training_steps(model, batch, steps, device="cpu"):
     seconds = (time.perf_counter() - start) / steps
     if on_gpu:
         return seconds, torch.cuda.max_memory_allocated(device) / 2**20
-    return seconds, (peak_rss_kb() - before) / 1024
+    return seconds, max(peak_rss_kb() - before, 0) / 1024
 
 
+@functools.cache  # one build per run when every model is measured in this process
 def build_batches(batch_size, length):
     """The same trees, as inputs of each model: dict name -> (input dict, labels present)."""
     import numpy as np
@@ -130,6 +151,7 @@ def build_batches(batch_size, length):
     return batches, tokenizer.action_layout, words.action_layout, real
 
 
+@functools.cache
 def build_dependency_batches(batch_size, length):
     """The longest projective EWT training trees whose DTG expansion fits: dict name -> input dict, and the
     tokenizer's id layout."""
@@ -139,7 +161,8 @@ def build_dependency_batches(batch_size, length):
     from hf_slm.data import load_conllu
     from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 
-    examples = load_conllu({"train": str(DEPENDENCY_SOURCE)}, non_projective="skip")["train"]
+    source = next(path for path in DEPENDENCY_SOURCES if path.exists())
+    examples = load_conllu({"train": str(source)}, non_projective="skip")["train"]
     trees = [{"words": words, "heads": heads} for words, heads in zip(examples["words"], examples["heads"])]
     tokenizer = DependencyTokenizer.train(trees, vocab_size=VOCAB - 600)
     ids = tokenizer(trees)["input_ids"]
@@ -176,6 +199,7 @@ def build_compositional_batch(name, batch_size, length):
     return batch, tokenizer.action_layout, int((batch["position_kinds"] != 0).sum())
 
 
+@functools.cache
 def som_batch(batch_size, length):
     """SOM's batch: the GUM trees' words (SentencePiece pieces, `<s>` ... `</s>`), the longest that fit `length`,
     with the structural loss's first siblings from each tree (left-binarized)."""
@@ -189,11 +213,11 @@ def som_batch(batch_size, length):
     return SyntacticOrderedMemoryCollator(words)(fitting[:batch_size])
 
 
-def _word_batch_result(name, model, batch, steps, device):
+def _word_batch_result(name, model, batch, steps, device, dtype):
     """The row of a model timed on som_batch: tokens/s counts B x T of that batch."""
     import torch
 
-    seconds, peak_mb = time_training_steps(model, batch, steps, device)
+    seconds, peak_mb = time_training_steps(model, batch, steps, device, dtype)
     positions = batch["input_ids"].numel()
     return {"model": name, "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
             "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
@@ -201,7 +225,7 @@ def _word_batch_result(name, model, batch, steps, device):
             "positions": positions}
 
 
-def measure_som(steps, batch_size, length, device):
+def measure_som(steps, batch_size, length, device, dtype):
     """SOM (paper 001) reads words, not actions (som_batch). Its time loop runs over its own T (the longest
     sentence), so tokens/s counts B x T; 15 slots, d 256, cells' MLP 512."""
     import torch
@@ -214,10 +238,10 @@ def measure_som(steps, batch_size, length, device):
     config = SyntacticOrderedMemoryConfig(vocab_size=VOCAB, hidden_size=MODEL["hidden_size"], num_slots=15,
                                           intermediate_size=512, dropout=0.0, embedding_dropout=0.0, output_dropout=0.0)
     model = SyntacticOrderedMemoryForCausalLM(config).train()
-    return _word_batch_result("som", model, batch, steps, device)
+    return _word_batch_result("som", model, batch, steps, device, dtype)
 
 
-def measure_lstm(steps, batch_size, length, device):
+def measure_lstm(steps, batch_size, length, device, dtype):
     """An LSTM language model of SOM's width (d 256, two layers, tied embeddings) over SOM's batch (som_batch): the
     recurrent baseline SOM's row is read against (issue 39 asks SOM's step within 3x of it). tokens/s counts B x T."""
     import torch
@@ -240,25 +264,26 @@ def measure_lstm(steps, batch_size, length, device):
     torch.manual_seed(0)
     batch = som_batch(batch_size, length)
     model = LSTMLanguageModel().train()
-    return _word_batch_result("lstm", model, batch, steps, device)
+    return _word_batch_result("lstm", model, batch, steps, device, dtype)
 
 
-def measure(name, steps, batch_size, length, device):
-    """Run in a child process: build the model and batch, time `steps` training steps, report JSON."""
+def measure(name, steps, batch_size, length, device, dtype="float32"):
+    """Build the model and its batch, time `steps` training steps: the row, as a dict."""
     import torch
 
     torch.manual_seed(0)
+    if name == "som":
+        return measure_som(steps, batch_size, length, device, dtype)
+    if name == "lstm":
+        return measure_lstm(steps, batch_size, length, device, dtype)
     batches, layout, words_layout, real = build_batches(batch_size, length)
+    batches, real = dict(batches), dict(real)
     if name in DEPENDENCY_MODELS:
         dependency_batches, layout = build_dependency_batches(batch_size, length)
         batches[name] = dependency_batches[name]
         real[name] = int((batches[name]["position_kinds"] != 0).sum())
     if name in COMPOSITIONAL_ROWS:
         batches[name], layout, real[name] = build_compositional_batch(name, batch_size, length)
-    if name == "som":
-        return measure_som(steps, batch_size, length, device)
-    if name == "lstm":
-        return measure_lstm(steps, batch_size, length, device)
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -277,10 +302,87 @@ def measure(name, steps, batch_size, length, device):
                                           **MODEL, **chosen_layout)
         model = causal_lm_for_config(config)
         batch = batches[name]
-    seconds, peak_mb = time_training_steps(model.train(), batch, steps, device)
+    seconds, peak_mb = time_training_steps(model.train(), batch, steps, device, dtype)
     return {"model": name, "seconds_per_step": seconds, "tokens_per_second": batch_size * length / seconds,
             "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
             "real_tokens": real[name], "threads": torch.get_num_threads()}
+
+
+def measure_in_child(name, args, seconds_left):
+    """measure(name, ...) in a child process of its own (its resident set is its own), stopped after `seconds_left`:
+    the row, or None when it ran out of time."""
+    command = [sys.executable, __file__, "--child", name, "--steps", str(args.steps), "--batch-size",
+               str(args.batch_size), "--length", str(args.length), "--size", args.size, "--device", args.device,
+               "--dtype", args.dtype]
+    try:
+        child = subprocess.run(command, check=False, capture_output=True, text=True, env=dict(os.environ),
+                               timeout=seconds_left)
+    except subprocess.TimeoutExpired:
+        return None
+    if child.returncode != 0:
+        raise SystemExit(f"measuring {name} failed (exit {child.returncode}):\n{child.stderr[-4000:]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def measure_here(name, args):
+    """measure(name, ...) in this process, the previous model's memory freed first (a GPU's peak allocation is
+    then this model's own)."""
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return measure(name, args.steps, args.batch_size, args.length, args.device, args.dtype)
+
+
+LABELS = {"gpt2": "GPT-2", "tg": "TG", "choe_charniak": "TXL (CC)", "terminals": "TXL (terminals)", "dtg": "DTG",
+          "txl_trans": "TXL (trans)", "som": "SOM (words)", "lstm": "LSTM LM (words)",
+          **{name: "-".join(part.capitalize() for part in name.split("-")) for name in COMPOSITIONAL_ROWS}}
+
+
+def write_report(results, left_out, args, echo=True):
+    """The page of the rows measured so far (GPT-2's first: the ratios' base), and the models left out; printed
+    too when `echo`."""
+    base = results["gpt2"]
+    report = Report("Training-step throughput and peak memory against GPT-2", echo=echo)
+    memory = "GPU peak allocation" if args.device.startswith("cuda") else "growth of the peak resident set"
+    precision = "bf16 autocast" if args.dtype == "bf16" else "float32"
+    if args.dry_run:
+        report.line("DRY RUN (tiny models, one step, the shipped samples): the figures mean nothing.")
+    report.line(f"B {args.batch_size}, T' {args.length}, d {MODEL['hidden_size']}, {MODEL['num_attention_heads']} heads, "
+                f"{MODEL['num_hidden_layers']} layers, d_ff {MODEL['intermediate_size']}, vocab {VOCAB}, dropout 0, "
+                f"{precision}, device {args.device}, {base['threads']} threads, {args.steps} steps; peak MB = {memory}.")
+    report.line(f"tokens/s counts all {args.batch_size * args.length} positions of a batch; 'real' says how many are not "
+                "padding (TXL (terminals) reads the words only, so most of its positions are padding, which its attention "
+                "skips). Ratios are against GPT-2 measured in the same run.")
+    report.table("", ["model", "params", "real", "s/step", "tokens/s", "tokens/s vs GPT-2", "peak MB",
+                      "peak vs GPT-2"],
+                 [[LABELS[name], f"{r['parameters']:,}", r["real_tokens"], f"{r['seconds_per_step']:.3f}",
+                   f"{r['tokens_per_second']:.0f}", f"{r['tokens_per_second'] / base['tokens_per_second']:.2f}x",
+                   f"{r['peak_mb']:.0f}", f"{r['peak_mb'] / max(base['peak_mb'], 1e-9):.2f}x"]
+                  for name, r in results.items()])
+    if "som" in results and "lstm" in results:
+        report.line(f"SOM against the LSTM LM of its width on the same batch: "
+                    f"{results['som']['tokens_per_second'] / results['lstm']['tokens_per_second']:.2f}x its tokens/s.")
+    if left_out:
+        report.line(f"Left out: {', '.join(LABELS[name] for name in left_out)} (the {args.budget:.0f} s budget ran out "
+                    "before or while measuring them).")
+    report.finish(args.markdown, device=args.device)
+
+
+def model_names(only):
+    """The rows, GPT-2 first: every model, or GPT-2 and `only`."""
+    from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS
+
+    names = ["gpt2", "tg", "choe_charniak", "terminals", *DEPENDENCY_MODELS]
+    names += [name for name in COMPOSITIONAL_ROWS if name in COMPOSITIONAL_MODEL_VARIANTS]
+    names += ["som", "lstm"]  # paper 001: a recurrent model over words (measure_som), and an LSTM LM beside it
+    if only:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise SystemExit(f"--only {' '.join(unknown)}: expected some of {', '.join(names)}")
+        names = ["gpt2"] + [name for name in names if name in only and name != "gpt2"]
+    return names
 
 
 def main():
@@ -290,58 +392,49 @@ def main():
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--only", nargs="+", help="measure only these models (grammar names), with GPT-2")
     parser.add_argument("--size", choices=sorted(MODEL_SIZES), default="small",
-                        help="the models' shape: small (d 256, 4 layers) or paper (GPT-2 small: d 768, 12 layers, 12 "
-                             "heads, d_ff 3072; slow on CPU: pair it with --only and a smaller --batch-size)")
+                        help="the models' shape: small (d 256, 4 layers), paper (GPT-2 small: d 768, 12 layers, 12 "
+                             "heads, d_ff 3072; slow on CPU: pair it with --only and a smaller --batch-size) or tiny "
+                             "(d 32, 2 layers: a dry run)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (peak memory is then the GPU's peak allocation)")
+    parser.add_argument("--dtype", choices=["float32", "bf16"], default="float32",
+                        help="bf16: each step under torch.autocast in bfloat16")
+    parser.add_argument("--budget", type=float, default=float("inf"), metavar="SECONDS",
+                        help="stop starting models after this many seconds; those left are listed as left out")
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure every model in this process (the default on a GPU)")
     add_markdown_option(parser)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="seconds on the CPU in float32 whatever --device and --dtype say: --size tiny, B 2, T' 32, "
+                             "one step, in this process, the samples shipped in the package; measures nothing")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.dry_run:
+        args.size, args.batch_size, args.length, args.steps, args.in_process = "tiny", 2, 32, 1, True
+        args.device, args.dtype = "cpu", "float32"
+        del TREE_SOURCES[:-1], DEPENDENCY_SOURCES[:-1]
+        import torch
+
+        torch.set_num_threads(1)  # the suite runs it beside other work: one thread spins on no other's core
     MODEL.update(MODEL_SIZES[args.size])
     if args.child:
-        print(json.dumps(measure(args.child, args.steps, args.batch_size, args.length, args.device)))
+        print(json.dumps(measure(args.child, args.steps, args.batch_size, args.length, args.device, args.dtype)))
         return 0
-    results = {}
-    names = ["gpt2", "tg", "choe_charniak", "terminals"]
-    if DEPENDENCY_SOURCE.exists():
-        names += DEPENDENCY_MODELS
-    else:
-        print(f"{DEPENDENCY_SOURCE} is absent: no DTG and TXL (trans) rows", file=sys.stderr)
-    from hf_slm.modeling.compositional_config import COMPOSITIONAL_MODEL_VARIANTS
-
-    names += [name for name in COMPOSITIONAL_ROWS if name in COMPOSITIONAL_MODEL_VARIANTS]
-    names += ["som", "lstm"]  # paper 001: a recurrent model over words (measure_som), and an LSTM LM beside it
-    if args.only:
-        names = ["gpt2"] + [name for name in names if name in args.only and name != "gpt2"]
-    for name in names:
-        child = subprocess.run(
-            [sys.executable, __file__, "--child", name, "--steps", str(args.steps), "--batch-size", str(args.batch_size),
-             "--length", str(args.length), "--size", args.size, "--device", args.device], check=False, capture_output=True,
-            text=True, env=dict(os.environ))
-        if child.returncode != 0:
-            raise SystemExit(f"measuring {name} failed (exit {child.returncode}):\n{child.stderr[-4000:]}")
-        results[name] = json.loads(child.stdout.strip().splitlines()[-1])
-    base = results["gpt2"]
-    report = Report("Training-step throughput and peak memory against GPT-2")
-    memory = "GPU peak allocation" if args.device.startswith("cuda") else "growth of the peak resident set"
-    report.line(f"B {args.batch_size}, T' {args.length}, d {MODEL['hidden_size']}, {MODEL['num_attention_heads']} heads, "
-                f"{MODEL['num_hidden_layers']} layers, d_ff {MODEL['intermediate_size']}, vocab {VOCAB}, dropout 0, "
-                f"device {args.device}, {base['threads']} threads, {args.steps} steps; peak MB = {memory}.")
-    report.line(f"tokens/s counts all {args.batch_size * args.length} positions of a batch; 'real' says how many are not "
-                "padding (TXL (terminals) reads the words only, so most of its positions are padding, which its attention "
-                "skips). Ratios are against GPT-2 measured in the same run.")
-    labels = {"gpt2": "GPT-2", "tg": "TG", "choe_charniak": "TXL (CC)", "terminals": "TXL (terminals)", "dtg": "DTG",
-              "txl_trans": "TXL (trans)", "som": "SOM (words)", "lstm": "LSTM LM (words)",
-              **{name: "-".join(part.capitalize() for part in name.split("-")) for name in COMPOSITIONAL_ROWS}}
-    report.table("", ["model", "params", "real", "s/step", "tokens/s", "tokens/s vs GPT-2", "peak MB",
-                      "peak vs GPT-2"],
-                 [[labels[name], f"{r['parameters']:,}", r["real_tokens"], f"{r['seconds_per_step']:.3f}",
-                   f"{r['tokens_per_second']:.0f}", f"{r['tokens_per_second'] / base['tokens_per_second']:.2f}x",
-                   f"{r['peak_mb']:.0f}", f"{r['peak_mb'] / max(base['peak_mb'], 1e-9):.2f}x"]
-                  for name, r in results.items()])
-    if "som" in results and "lstm" in results:
-        report.line(f"SOM against the LSTM LM of its width on the same batch: "
-                    f"{results['som']['tokens_per_second'] / results['lstm']['tokens_per_second']:.2f}x its tokens/s.")
-    report.finish(args.markdown, device=args.device)
+    started = time.perf_counter()
+    in_process = args.in_process or args.device.startswith("cuda")
+    results, left_out = {}, []
+    for name in model_names(args.only):
+        seconds_left = args.budget - (time.perf_counter() - started)
+        row = None
+        if seconds_left > 0:
+            row = measure_here(name, args) if in_process else measure_in_child(name, args, seconds_left)
+        if row is None:
+            if name == "gpt2":
+                raise SystemExit(f"GPT-2, the base of every ratio, did not finish within the {args.budget:.0f} s budget")
+            left_out.append(name)
+            continue
+        results[name] = row
+        write_report(results, left_out, args, echo=False)  # after every model: a run stopped from outside keeps them
+    write_report(results, left_out, args)
     return 0
 
 
