@@ -129,6 +129,16 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def host_reads(monkeypatch):
+    """A HostReads mode (helpers/host_reads.py) that also catches the reads that bypass the dispatcher (tolist, numpy;
+    cpu, a no-op on the CPU) and tensors made from host data inside the model (a copy from the host that waits on the
+    device): the training step's and the beam search's tests count with it."""
+    from helpers.host_reads import HostReads, watch_host_reads
+
+    return watch_host_reads(monkeypatch, HostReads())
+
+
 @contextlib.contextmanager
 def transformers_messages():
     """The messages transformers' logger gives inside the block (a list filled as they come): Trainer's reload

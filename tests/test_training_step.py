@@ -4,19 +4,18 @@ and gradient accumulation that averages over the actions of the whole step.
 - One training forward + backward of every family, on the collator's batch, with every way of reading a tensor's
   values on the host watched (item, int, bool, float, index, tolist, numpy, cpu, tensors made from host data,
   and the operators whose output size is data: nonzero, boolean indexing, masked_select, unique,
-  repeat_interleave): none happens outside the listed exceptions, each with its reason. On the CPU the model runs its
-  device paths (backbone.on_host set to False: on the CPU itself reading costs nothing, and the CPU kernel plans its
-  chunks on the host); on CUDA, where there is one, the real ones. The collator runs outside and may use the host.
+  repeat_interleave; helpers/host_reads.py, the conftest fixture `host_reads`): none happens outside the listed
+  exceptions, each with its reason. On the CPU the model runs its device paths (backbone.on_host set to False: on
+  the CPU itself reading costs nothing, and the CPU kernel plans its chunks on the host); on CUDA, where there is
+  one, the real ones. The collator runs outside and may use the host.
 - K accumulated batches of B/K rows of uneven lengths take the optimizer step of one batch of B rows (the
   gradient of the sum of the action NLLs over all the actions), the start pointer's loss (Nb-Up) included.
 """
 
-import traceback
 from pathlib import Path
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import save_tiny_checkpoint
 
@@ -40,72 +39,6 @@ DEVICES = [
 # which the test below checks is caught. (Listed here: "file.py:function" of the innermost reader of this
 # repository -> (the families it may read in, why).)
 ALLOWED_READS = {}
-# Operators whose output size depends on the values: they wait for the device.
-DATA_SIZED = {"nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_dim", "unique_consecutive",
-              "repeat_interleave", "_local_scalar_dense"}  # (the last: item, int, bool, float, index)
-
-
-def _reader():
-    """The innermost frame of this repository's code on the stack, as "file.py:function": not the tests', and not a
-    library's installed under the repository (the README's set-up puts a virtual environment in `.venv/` there)."""
-    for frame in reversed(traceback.extract_stack()[:-2]):
-        path = Path(frame.filename)
-        if REPOSITORY in path.parents and path.parent.name != "tests" and not any(
-                part.startswith(".") or part == "site-packages" for part in path.relative_to(REPOSITORY).parts):
-            return f"{path.name}:{frame.name}"
-    return "(outside the repository)"
-
-
-class HostReads(TorchDispatchMode):
-    """Records every operator that reads values back to the host (a device sync off the CPU), with its reader."""
-
-    def __init__(self):
-        super().__init__()
-        self.reads, self.active = [], False
-
-    def __enter__(self):
-        self.active = True
-        return super().__enter__()
-
-    def __exit__(self, *exception):
-        self.active = False
-        return super().__exit__(*exception)
-
-    def note(self, how):
-        if self.active:
-            self.reads.append((_reader(), how))
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        boolean_index = name in ("index", "index_put", "index_put_") and any(
-            torch.is_tensor(index) and index.dtype == torch.bool for index in (args[1] or ()))
-        if name in DATA_SIZED or boolean_index:
-            self.note(name)
-        return func(*args, **(kwargs or {}))
-
-
-@pytest.fixture
-def host_reads(monkeypatch):
-    """A HostReads mode that also catches the reads that bypass the dispatcher (tolist, numpy; cpu, a no-op on the
-    CPU) and tensors made from host data inside the model (a copy from the host that waits on the device)."""
-    mode = HostReads()
-    for name in ("tolist", "numpy", "cpu"):
-        original = getattr(torch.Tensor, name)
-
-        def watched(self, *args, _original=original, _name=name, **kwargs):
-            mode.note(f"Tensor.{_name}")
-            return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, name, watched)
-    for name in ("tensor", "as_tensor", "from_numpy"):
-        original = getattr(torch, name)
-
-        def made(*args, _original=original, _name=name, **kwargs):
-            mode.note(f"torch.{_name}")
-            return _original(*args, **kwargs)
-
-        monkeypatch.setattr(torch, name, made)
-    return mode
 
 
 def _tiny(family, tmp_path):
