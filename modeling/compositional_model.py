@@ -129,28 +129,33 @@ class CompositionalInputs:
         if self.composer is None:
             return None, None
         device = input_ids.device
-        new = torch.from_numpy(new_slots).to(device)
-        pool.write_values("inputs", new, self.decoder.embed_tokens(input_ids[:, 0]))
+        to_device = lambda array: torch.from_numpy(array).to(device)  # noqa: E731
+        # Each round's children as packed rows (compose_packed's), counted on the host and sent to the device before
+        # the first kernel: the host waits for nothing until the decoder's transfer back.
+        rounds = []
         if references is not None:
             composing = np.flatnonzero((references >= 0).any(1))
             for index in np.unique(order[composing]):
                 which = composing[order[composing] == index]
                 children = references[which]
-                real = children >= 0
-                most = int(real.sum(1).max())
-                children, real = children[:, :most], real[:, :most]
-                child_slots = np.where(real, children, 0)
-                composed = self.composer.compose(pool.read_values("inputs", torch.from_numpy(child_slots).to(device)),
-                                                 torch.from_numpy(real).to(device))
-                pool.write_values("inputs", torch.from_numpy(new_slots[which]).to(device), composed)
+                constituent, rank = np.nonzero(children >= 0)  # row by row, as compose's nonzero
+                rounds.append((to_device(new_slots[which]), to_device(children[constituent, rank]),
+                               to_device(constituent), to_device(rank), len(which), int(rank.max()) + 1))
+        new = to_device(new_slots)
+        pool.write_values("inputs", new, self.decoder.embed_tokens(input_ids[:, 0]))
+        for slots, child_slots, constituent, rank, count, widest in rounds:
+            composed = self.composer.compose_packed(pool.read_values("inputs", child_slots), constituent, rank, count,
+                                                    widest=widest)
+            pool.write_values("inputs", slots, composed)
         return None, pool.read_values("inputs", new)[:, None]
 
     def after_search_forward(self, pool, structure, new_slots):
         """Nb-Up: keep every new position's h, which later `)` read (as candidates or queries)."""
         if self.start_pointer is None:
             return
+        new = torch.from_numpy(new_slots).to(structure.kinds.device)  # before the kernels (a copy waits for them)
         heads = self.final_heads.take(structure.kinds)[:, 0]
-        pool.write_values("pointer_states", torch.from_numpy(new_slots).to(heads.device), heads)
+        pool.write_values("pointer_states", new, heads)
 
     def search_start_log_probs(self, pool, query_slots, candidate_slots, candidates):
         """[H, C] log p(s = i) (start_pointer.py) of the candidates at `candidate_slots` [H, C] (where `candidates`
@@ -158,9 +163,12 @@ class CompositionalInputs:
         if self.start_pointer is None:
             return super().search_start_log_probs(pool, query_slots, candidate_slots, candidates)
         device = self.start_pointer.theta.device
-        query = pool.read_values("pointer_states", torch.from_numpy(query_slots).to(device))[:, None]  # [H, 1, D]
-        keys = pool.read_values("pointer_states", torch.from_numpy(candidate_slots).to(device))  # [H, C, D]
-        return self.start_pointer.log_probs(query, keys, torch.from_numpy(candidates).to(device)[:, None])[:, 0]
+        # every input before the first kernel (a copy from the host waits for the work queued before it)
+        query_slots, candidate_slots, candidates = (torch.from_numpy(array).to(device) for array in
+                                                    (query_slots, candidate_slots, candidates))
+        query = pool.read_values("pointer_states", query_slots)[:, None]  # [H, 1, D]
+        keys = pool.read_values("pointer_states", candidate_slots)  # [H, C, D]
+        return self.start_pointer.log_probs(query, keys, candidates[:, None])[:, 0]
 
 
 class StartPointerLoss:

@@ -243,12 +243,14 @@ class TransformerSearchDecoder(SearchDecoder):
         rows, columns = np.nonzero(found["positions"] >= 0)
         held = slots[rows, found["positions"][rows, columns]]
         self.pool.readable[held] = True
-        held_slots = torch.from_numpy(held).to(self.device)
+        # the slots and the memory's rows and columns go to the device before the loop's kernels (a copy from the
+        # host waits for the work queued before it)
+        held_slots, rows, columns = (torch.from_numpy(array).to(self.device) for array in (held, rows, columns))
         layers = model.model.decoder.layers
         slots_per_layer = max(len(layer.attention_modules()) for layer in layers)
         with torch.no_grad():
             for index, (layer, memory) in enumerate(zip(layers, found["memory"])):
-                states = memory[torch.from_numpy(rows).to(self.device), torch.from_numpy(columns).to(self.device)]
+                states = memory[rows, columns]
                 states = layer.ln_attention(states) if layer.pre_layer_norm else states
                 for position, attention in enumerate(layer.attention_modules()):
                     keys, values = attention.project(states[None])  # [1, heads, N, head_dim]
@@ -339,6 +341,9 @@ class TransformerSearchDecoder(SearchDecoder):
         output = np.full(count, -1, dtype=np.int64)
         np.maximum.at(output, owner[predicts], np.flatnonzero(predicts))
 
+        # Every input goes to the device before the first kernel of the call, so that the host waits for the
+        # device once, for the log-probabilities (a copy from the host waits for the work queued before it). The
+        # counts the attention asks for are the host's (the device would be read for them: a sync).
         device = self.device
         to_device = lambda array: torch.from_numpy(array).to(device)  # noqa: E731
         config = self.model.config
@@ -347,13 +352,14 @@ class TransformerSearchDecoder(SearchDecoder):
             to_device(steps.kind[owner, slot][:, None]),
             config.min_relative_position, config.relative_attention,
             None if relative is None else to_device(relative), segmented=self.reads_memory,
+            coordinate_bound=int(coordinates.max()) + 1, position_bound=int(positions.max()) + 1,
         )
         input_ids = to_device(input_ids[:, None])
-        extra, inputs_embeds = self.model.model.search_embeddings(self.pool, input_ids, new_slots, references, slot)
         cache = _GatheredCache(self.pool, to_device(reads), to_device(new_slots))
+        output_index = (to_device(output), to_device(np.zeros(count, dtype=np.int64)))
+        extra, inputs_embeds = self.model.model.search_embeddings(self.pool, input_ids, new_slots, references, slot)
         log_probs = self._log_probs(self.model.forward_positions, input_ids, structure, cache, extra,
-                                    output_index=(to_device(output), torch.zeros(count, dtype=torch.long, device=device)),
-                                    inputs_embeds=inputs_embeds)
+                                    output_index=output_index, inputs_embeds=inputs_embeds)
         self.model.model.after_search_forward(self.pool, structure, new_slots)
         self.peak_cache_bytes = max(self.peak_cache_bytes, self.pool.nbytes())
         return _KeyValueRows(slots), log_probs

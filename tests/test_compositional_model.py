@@ -404,12 +404,13 @@ def test_ex_beam_search_with_cache_equals_reencoding(grammar, one_thread):
     model, tokenizer = tiny(grammar, vocab_size=30)
     words = ["a", "dog", "barks", "at", "the", "moon"]
     search = dict(beam_size=12, word_beam_size=4, progress=False)
-    calls = []
-    compose = model.model.composer.compose
-    model.model.composer.compose = lambda *arguments: calls.append(len(arguments[0])) or compose(*arguments)
+    calls = []  # compositions per composer call (compose_packed's `count`)
+    compose = model.model.composer.compose_packed
+    model.model.composer.compose_packed = lambda *arguments, **options: (calls.append(arguments[3]) or
+                                                                          compose(*arguments, **options))
     cached = hf_slm.score(model, tokenizer, [words], **search)[0]
     assert max(calls) > 1  # several hypotheses' compositions in one call
-    del model.model.composer.compose
+    del model.model.composer.compose_packed
     reencoded = hf_slm.score(model, tokenizer, [words], use_cache=False, **search)[0]
     assert cached["tree"] == reencoded["tree"]
     assert cached["log_prob"] == pytest.approx(reencoded["log_prob"], abs=1e-4)
