@@ -149,6 +149,17 @@ class CompositionalRules(Grammar):
                              f"has {layout.open_nt_stop - layout.open_nt_start}")
         self._close_id = layout.close_nt_start
 
+    @staticmethod
+    def report_fields(sequence):
+        """An Ex `)`'s inputs (`composes`: its children's positions) and, at the position that predicts a Nb-Up `)`,
+        the start it points at (`starts`); either only where the sequence holds it."""
+        fields, given = {}, vars(sequence)
+        if given.get("composition_children") is not None:
+            fields["composes"] = [[int(j) for j in row.nonzero()[0]] or None for row in given["composition_children"]]
+        if given.get("start_labels") is not None:
+            fields["starts"] = [None if label == IGNORE_INDEX else int(label) for label in given["start_labels"]]
+        return fields
+
     @property
     def pointer_action_id(self):
         """Nb-Up: the `)`, whose start the pointer chooses (takes_start); None for the other variants."""
@@ -937,6 +948,7 @@ def _grammar_class(name):
                          + (() if binary or top_down else ("start_candidates",)),
         "host_input_names": () if internal else ("composition_schedule", "composition_schedule_levels"),
         "input_references": MappingProxyType({"constituent_starts": "actions"} if not (binary or top_down) else {}),
+        "auxiliary_losses": MappingProxyType({"start_loss": "constituent_starts"} if not (binary or top_down) else {}),
         # an external composition reads children that an earlier segment may hold: no segment recurrence
         "supports_segments": internal,
         "takes_start": not (binary or top_down),

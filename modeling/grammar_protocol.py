@@ -195,6 +195,11 @@ class GrammarProtocol(ABC):
     # them, one array per sequence}. A field is the tokenizer's (a dataset column), one value per action, -1 where
     # there is none (paper 003's Nb-Up: {"constituent_starts": "starts"}). The collator and the model pass them on.
     action_inputs = MappingProxyType({})
+    # The losses the model's output holds beside lm_loss (its family_losses hook), each the mean over the predicted
+    # actions whose entry in an action input is not -1: {loss name: that action input} (paper 003's Nb-Up:
+    # {"start_loss": "constituent_starts"}, the start pointer's loss over the `)` starts). The trainer weights each
+    # by its own count when batches of a step hold unequal shares of it (gradient accumulation, several processes).
+    auxiliary_losses = MappingProxyType({})
     # The arrays batch() gives beside the generic fields, for the family's model hooks (modeling_slm.py): the
     # collator passes them on by these names (DTG: head_token_index; Ex: composition_children, composition_level;
     # Nb-Up: start_candidates).
@@ -255,6 +260,13 @@ class GrammarProtocol(ABC):
         """{name: value} for host_input_names, counted on the host from batch()'s arrays: sizes the model would
         otherwise read back from the device (a sync per training step off the CPU). The collator adds them (numpy
         arrays as tensors, other values as they are); a model without them reads the same numbers itself."""
+        return {}
+
+    @staticmethod
+    def report_fields(sequence):
+        """What a mask report (`hf-slm mask`, hf_slm/families/mask_examples.py) adds about a GrammarSequence of
+        this grammar beyond its mask and positions, per position: none here (paper 003's Ex: what each `)`
+        composes; Nb-Up: the start each `)` points at)."""
         return {}
 
     # ---- derived capabilities -------------------------------------------------------------------------------

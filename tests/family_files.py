@@ -63,6 +63,18 @@ def _class_names(family):
             for reference in references}
 
 
+def family_field_names(family):
+    """The names of what a family's grammars carry beside the generic inputs (issue 40): their per-action inputs,
+    family inputs, host inputs and auxiliary losses (Nb-Up's constituent_starts and start_loss, DTG's
+    head_token_index...). Generic code reads them from the grammar's declarations, never by name."""
+    names = set()
+    for grammar in family.grammars:
+        rules = family.grammar_class(grammar)
+        names |= set(rules.action_inputs) | set(rules.family_inputs) | set(rules.host_input_names)
+        names |= set(rules.input_references) | set(rules.auxiliary_losses)
+    return names
+
+
 def family_words():
     """Every name of a family or of one of its variants, and the classes of one paper's families (a class the
     families of several papers share, such as the base tokenizer, is generic)."""
@@ -72,6 +84,7 @@ def family_words():
         words |= {family.name, family.model_type}
         words |= {variant.name for variant in family.variants}
         words |= {variant.display_name for variant in family.variants}
+        words |= family_field_names(family)
     papers = {}
     for family in families:
         for name in _class_names(family):

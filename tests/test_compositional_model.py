@@ -504,7 +504,7 @@ def test_processes_weight_the_start_loss_by_their_share_of_starts(one_thread):
     """Under N processes each one's loss is weighted (training.process_share_loss) so that the average of their
     gradients, what DistributedDataParallel takes, is the whole batch's gradient, the pointer's loss included:
     rows split unevenly between two processes give the gradient of the batch read at once."""
-    from hf_slm.training.train import predicted_actions, predicted_starts, process_share_loss
+    from hf_slm.training.train import auxiliary_losses_of, predicted_counts, process_share_loss
 
     model, tokenizer = tiny("nb-up-in-m", vocab_size=30, sentencepiece_options={"model_type": "word"})
     trees = unlabeled_trees(tokenizer)
@@ -521,15 +521,18 @@ def test_processes_weight_the_start_loss_by_their_share_of_starts(one_thread):
     expected = gradient(model(**batch(trees)).loss)
     halves = [batch(trees[:2]), batch(trees[2:])]
     pad = model.config.pad_token_id
-    counts = {"actions": torch.stack([predicted_actions(h, pad) for h in halves]),
-              "starts": torch.stack([predicted_starts(h, pad) for h in halves])}
+    auxiliary = auxiliary_losses_of(model.config)
+    assert dict(auxiliary) == {"start_loss": "constituent_starts"}  # the grammar declares the pointer's loss
+    per_half = torch.stack([predicted_counts(h, pad, auxiliary) for h in halves])  # [2, actions and starts]
+    counts = {"actions": per_half[:, 0], "starts": per_half[:, 1]}
     shares = [counts[kind] / counts[kind].sum() for kind in ("actions", "starts")]
     assert not torch.allclose(shares[0], shares[1])  # weighting the pointer by actions would be wrong here
     total = 0
     for half in halves:
         answers = iter([counts["actions"], counts["starts"]])  # what gathering from both processes gives
         outputs = model(**half)
-        total = total + gradient(process_share_loss(outputs.loss, outputs, half, pad, lambda _: next(answers), 2))
+        total = total + gradient(process_share_loss(outputs.loss, outputs, half, pad, lambda _: next(answers), 2,
+                                                    auxiliary_losses=auxiliary))
     torch.testing.assert_close(total / 2, expected, rtol=1e-4, atol=1e-6)
 
 

@@ -265,6 +265,11 @@ class CompositionalTokenizer(SyntacticTokenizer):
         ids, starts, _ = self._encode_with_pointers(item, is_split_into_words, add_special_tokens)
         return ids, starts
 
+    @property
+    def action_input_fields(self):
+        """Nb-Up: each `)`'s start (constituent_starts) beside the ids; no field for the other linearizations."""
+        return (STARTS_FIELD,) if self.points_at_starts else ()
+
     def _encode_record(self, item, is_split_into_words, add_special_tokens):
         """(ids, word_starts, fields): a Nb-Up tokenizer's fields hold constituent_starts (module docstring)."""
         ids, starts, pointers = self._encode_with_pointers(item, is_split_into_words, add_special_tokens)

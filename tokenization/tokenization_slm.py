@@ -301,6 +301,13 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
         }
 
     @property
+    def action_input_fields(self):
+        """The per-action fields this tokenizer's encodings carry beside input_ids (one value per id, -1 where there
+        is none), which a dataset keeps as columns and the collator hands the grammar (its `action_inputs`): none
+        here; paper 003's Nb-Up tokenizer gives constituent_starts."""
+        return ()
+
+    @property
     def word_start_mask(self):
         """For every id, whether it begins a word (the first piece of a word); False for specials and NTs.
 

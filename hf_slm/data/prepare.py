@@ -113,8 +113,9 @@ def encode_trees(batch, tokenizer):
     trees = trees_for_tokenizer(tokenizer, [parse_tree(tree) for tree in batch["tree"]])
     try:
         encoded = tokenizer(trees)
-        # A Nb-Up tokenizer (paper 003) also gives each `)`'s start: the model cannot read its ids without them.
-        return {name: encoded[name] for name in ("input_ids", "constituent_starts") if name in encoded}
+        # The tokenizer's per-action fields (paper 003's Nb-Up: each `)`'s start) travel with the ids: the model
+        # cannot read them without.
+        return {name: encoded[name] for name in ("input_ids", *tokenizer.action_input_fields)}
     except ValueError:
         for position, tree in enumerate(trees):  # find the example to blame
             try:
@@ -125,17 +126,16 @@ def encode_trees(batch, tokenizer):
 
 
 def encode_documents(batch, tokenizer):
-    """input_ids of a batch of documents: each document's trees after one `<s>` (and a Nb-Up tokenizer's
-    constituent_starts)."""
+    """input_ids of a batch of documents: each document's trees after one `<s>` (and the tokenizer's per-action
+    fields)."""
     columns = {}
     for position, trees in enumerate(batch["trees"]):
         try:
             encoded = tokenizer.encode_document(trees_for_tokenizer(tokenizer, [parse_tree(tree) for tree in trees]))
         except ValueError as error:
             raise locate_error(error, batch, position, "trees") from error
-        for name in ("input_ids", "constituent_starts"):
-            if name in encoded:
-                columns.setdefault(name, []).append(encoded[name])
+        for name in ("input_ids", *tokenizer.action_input_fields):
+            columns.setdefault(name, []).append(encoded[name])
     return columns
 
 

@@ -14,7 +14,6 @@ Light: numpy and the readers of tokenization/ only (`hf-slm masks` imports no to
 """
 
 from .action_vocab import ActionVocabulary
-from ..modeling.grammars import IGNORE_INDEX
 from ..tokenization.linearizers import (
     UNLABELED_CLOSE,
     bottom_up_actions,
@@ -111,16 +110,7 @@ def unlabelled_example(text, grammar, tree_format="auto", several=False, **norma
     vocab = ActionVocabulary(words, [""])  # one `(`, one `)`
     options = {"starts": starts} if any(start >= 0 for start in starts) else {}
     return MaskExample(get_grammar(grammar, vocab.layout), vocab.tokens, [vocab.ids[a] for a in actions], options,
-                       report_fields=_composition_fields)
-
-
-def _composition_fields(sequence):
-    fields, given = {}, vars(sequence)  # what this grammar's sequence holds beyond GrammarSequence's fields
-    if given.get("composition_children") is not None:
-        fields["composes"] = [[int(j) for j in row.nonzero()[0]] or None for row in given["composition_children"]]
-    if given.get("start_labels") is not None:
-        fields["starts"] = [None if label == IGNORE_INDEX else int(label) for label in given["start_labels"]]
-    return fields
+                       report_fields=rules.report_fields)
 
 
 DEPENDENCY_SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<root>")

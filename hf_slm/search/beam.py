@@ -459,7 +459,8 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
         words, pieces, _ = check_sentences(model, tokenizer, [prompt], ["the prompt"], on_error="raise")
         words, pieces = words[0], pieces[0]
         inputs = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"]
-    words_only = grammar_for_config(model.config).words_only  # transformers' own generate: a step a token
+    grammar = grammar_for_config(model.config)
+    words_only = grammar.words_only  # transformers' own generate: a step a token
     # the search's steps (a word, or the end), per row (sampling draws each tree as a row of its own); transformers'
     # steps (a token each)
     rows = num_trees if top_k is not None and not words_only else 1
@@ -476,7 +477,8 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
             top_k=top_k, num_return_sequences=num_trees, max_new_tokens=max_new_words,
             beam_options=beam_options or None, **seeded,
         )
-    starts = getattr(output, "constituent_starts", None)  # a Nb-Up model's (syntactic_generate)
+    # a grammar whose action comes with a start (Nb-Up): syntactic_generate's output holds them under its start_input
+    starts = getattr(output, grammar.start_input) if grammar.takes_start else None
     return [tree_string(tokenizer, row.tolist(), words, pieces, None if starts is None else starts[index].tolist())
             for index, row in enumerate(output)]
 
@@ -515,7 +517,7 @@ def gold_tree_coverage(tokenizer, trees, grammar=None, **beam_options):
                     pieces[-1].append(piece)
         sequences.append(encoded["input_ids"])
         words.append(pieces)
-        starts.append(encoded.get("constituent_starts"))
+        starts.append(encoded[rules_class.start_input] if rules_class.takes_start else None)
     found = constraints.reachable_all(sequences, words, starts if all(s is not None for s in starts) else None)
     unreachable = [index for index, reached in enumerate(found) if not reached]
     return 1 - len(unreachable) / max(len(trees), 1), unreachable

@@ -119,8 +119,8 @@ class SummarizationPreparation:
             f"{self.summary_format.max_summary_words}, {counts['sentences_left_out']} sentences the parser left out")
         columns = {name: [row[name] for row in rows] for name in rows[0]} if rows else {}
         for name in ("input_ids", "labels", "summary_start", "document_truncated", "summary_truncated",
-                     "constituent_starts"):
-            if examples and name in examples[0]:  # constituent_starts: a Nb-Up tokenizer's
+                     *tokenizer.action_input_fields):  # the tokenizer's per-action fields (Nb-Up: the starts)
+            if examples and name in examples[0]:
                 columns[name] = [example[name] for example in examples]
         return Dataset.from_dict(columns)
 

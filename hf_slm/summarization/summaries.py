@@ -209,18 +209,28 @@ def document_grammar(tokenizer):
                          f"the {readers[0]} grammar cannot read several trees in one: {error}") from None
 
 
+def start_field(tokenizer):
+    """The field of the tokenizer's encodings that holds each action's start, where its grammar's actions come with
+    one (grammar.start_input: paper 003's Nb-Up `)`); None otherwise."""
+    readers = grammars_of_linearization(tokenizer.linearization)
+    rules = grammar_class(readers[0]) if readers else None
+    return rules.start_input if rules is not None and rules.takes_start else None
+
+
 def encoded_document(tokenizer, sentences, add_special_tokens=True):
-    """`tokenizer.encode_document`'s ids, as ActionIds carrying their constituent starts for a Nb-Up tokenizer
-    (a plain list otherwise)."""
+    """`tokenizer.encode_document`'s ids, as ActionIds carrying each action's start where the grammar's actions
+    come with one (start_field; a plain list otherwise)."""
     encoded = tokenizer.encode_document(sentences, add_special_tokens=add_special_tokens)
     ids = list(encoded["input_ids"])
-    return ActionIds(ids, encoded["constituent_starts"]) if "constituent_starts" in encoded else ids
+    field = start_field(tokenizer)
+    return ids if field is None else ActionIds(ids, encoded[field])
 
 
-def _starts_of(ids):
-    """The keyword that passes `ids`' constituent starts to a grammar (none for ids without them)."""
+def _starts_of(ids, grammar):
+    """The keyword that passes `ids`' starts to `grammar` (the one its action_inputs give its start_input; none
+    for ids without them)."""
     starts = getattr(ids, "starts", None)
-    return {} if starts is None else {"starts": starts}
+    return {} if starts is None else {grammar.action_inputs[grammar.start_input]: starts}
 
 
 def prompt_ids(tokenizer, prompt, grammar):
@@ -232,7 +242,7 @@ def prompt_ids(tokenizer, prompt, grammar):
         raise ValueError(f"the summary prompt {prompt!r} cannot be encoded by this tokenizer: {error}; give a prompt "
                          "tree whose labels and words the tokenizer knows (e.g. --prompt '(S Summary :)')") from None
     try:
-        grammar.validate(encoded, require_complete=True, **_starts_of(encoded))
+        grammar.validate(encoded, require_complete=True, **_starts_of(encoded, grammar))
         state = grammar.start()
         for action, start in zip(encoded, getattr(encoded, "starts", [-1] * len(encoded))):
             grammar.step(state, action, **({"start": start} if hasattr(encoded, "starts") else {}))
@@ -284,7 +294,7 @@ def summarization_sequence(tokenizer, document, summary, document_id, summary_fo
         context = context_ids(tokenizer, document, summary_format.prompt)
         sentences = [as_sentence(sentence, tokenizer) for sentence in [*document, summary_format.prompt, *summary]]
         ids = encoded_document(tokenizer, sentences)
-        grammar.validate(ids, require_complete=True, **_starts_of(ids))
+        grammar.validate(ids, require_complete=True, **_starts_of(ids, grammar))
     except ValueError as error:
         raise ValueError(f"{where}: cannot encode its trees as one sequence: {error}") from None
     start = len(context)
@@ -294,8 +304,8 @@ def summarization_sequence(tokenizer, document, summary, document_id, summary_fo
     labels = list(ids) if summary_format.labels == "all" else [-100] * start + list(ids[start:])
     example = {"input_ids": list(ids), "labels": labels, "summary_start": start,
                "document_truncated": document_truncated, "summary_truncated": summary_truncated}
-    if hasattr(ids, "starts"):
-        example["constituent_starts"] = list(ids.starts)
+    if hasattr(ids, "starts"):  # the grammar's field for each action's start (Nb-Up)
+        example[grammar.start_input] = list(ids.starts)
     return example
 
 

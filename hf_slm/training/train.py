@@ -72,6 +72,7 @@ from ..families import (
 from ..families import preset as preset_of
 from ..families.tree_formats import format_of_grammar, format_of_tokenizer, grammars_of_linearization
 from ..modeling.configuration_slm import check_segment_position_range, word_boundary_fields
+from ..modeling.grammars import grammar_for_config
 from ..modeling.segment_recurrence import check_segment_model
 from ..modeling.segments import check_segment_options
 from ..runs.journal import output_lock
@@ -134,8 +135,8 @@ def tree_dataset(tokenizer, trees, grammar, max_length, source="trees"):
                 f"the model's max_sequence_length {max_length}; raise it or remove the tree"
             )
     columns = {"input_ids": encoded}
-    if "constituent_starts" in encoding:  # a grammar whose `)` points at its start: the starts travel with the ids
-        columns["constituent_starts"] = encoding["constituent_starts"]
+    for name in tokenizer.action_input_fields:  # per-action fields (Nb-Up: each `)`'s start) travel with the ids
+        columns[name] = encoding[name]
     return Dataset.from_dict(columns)
 
 
@@ -286,10 +287,10 @@ def ids_dataset(data, tokenizer, grammar, max_length, source):
             f"{grammar} grammar, more than the model's max_sequence_length {max_length}; raise it or remove "
             "the example"
         )
-    # Per-action labels (summarization: only the summary is trained) travel with the ids to the collator.
-    # Nb-Up trees (paper 003) carry each `)`'s start beside the ids.
-    return data.select_columns(["input_ids"] + [name for name in ("labels", "constituent_starts")
-                                                if name in data.column_names])
+    # Per-action labels (summarization: only the summary is trained) and the grammar's per-action inputs (Nb-Up:
+    # each `)`'s start) travel with the ids to the collator.
+    kept = ("labels", *grammar_class(grammar).action_inputs)
+    return data.select_columns(["input_ids"] + [name for name in kept if name in data.column_names])
 
 
 @dataclass
@@ -868,49 +869,56 @@ def predicted_actions(inputs, pad_token_id):
     return _predicted(inputs, pad_token_id).sum()
 
 
-def predicted_starts(inputs, pad_token_id):
-    """How many `)` starts the start pointer's loss averages over (paper 003's Nb-Up; the model's _start_loss):
-    the predicted actions that have a start."""
-    return (_predicted(inputs, pad_token_id) & (inputs["constituent_starts"][:, 1:] >= 0)).sum()
+def auxiliary_losses_of(config):
+    """{loss name: action input} of the model's grammar (grammar.auxiliary_losses: the losses its output holds
+    beside lm_loss, each a mean over the predicted actions whose entry in that input is not -1); none for a family
+    without a grammar."""
+    return grammar_for_config(config).auxiliary_losses if family_for_config(config).grammars else {}
 
 
-def predicted_counts(inputs, pad_token_id):
-    """[2] long: what the model's losses of a collated batch average over, the actions and the `)` starts (0 without
-    constituent_starts: a model without the start pointer)."""
-    starts = predicted_starts(inputs, pad_token_id) if "constituent_starts" in inputs else None
-    actions = predicted_actions(inputs, pad_token_id)
-    return torch.stack([actions, torch.zeros_like(actions) if starts is None else starts])
+def predicted_counts(inputs, pad_token_id, auxiliary_losses=None):
+    """[1 + A] long: what the model's losses of a collated batch average over, the actions and then, for each of
+    the A `auxiliary_losses` ({loss name: action input}), the predicted actions that have an entry in its input
+    (paper 003's Nb-Up: the `)` starts; 0 when the batch does not hold the input)."""
+    predicted = _predicted(inputs, pad_token_id)
+    counts = [predicted.sum()]
+    for field in (auxiliary_losses or {}).values():
+        counts.append((predicted & (inputs[field][:, 1:] >= 0)).sum() if field in inputs else torch.zeros_like(counts[0]))
+    return torch.stack(counts)
 
 
-def step_counts(batches, pad_token_id, gather):
-    """[2] long: the actions and `)` starts of a whole optimizer step, over its K accumulated batches and (`gather`
-    collects a [1, 2] tensor from every process) over every process: what the step's mean losses divide by. One
+def step_counts(batches, pad_token_id, gather, auxiliary_losses=None):
+    """[1 + A] long: predicted_counts of a whole optimizer step, over its K accumulated batches and (`gather`
+    collects a [1, 1 + A] tensor from every process) over every process: what the step's mean losses divide by. One
     collective per step; counted on the device the batches are on, so nothing is read back to the host."""
-    counts = torch.stack([predicted_counts(batch, pad_token_id) for batch in batches]).sum(0)
+    counts = torch.stack([predicted_counts(batch, pad_token_id, auxiliary_losses) for batch in batches]).sum(0)
     return gather(counts[None]).sum(0)
 
 
-def process_share_loss(loss, outputs, inputs, pad_token_id, gather, processes, totals=None):
+def process_share_loss(loss, outputs, inputs, pad_token_id, gather, processes, totals=None, auxiliary_losses=None):
     """The loss of one batch of one process (`loss`, the model's `outputs`: means over the batch), weighted so that
     the gradients summed over the batches of an optimizer step (gradient accumulation) and averaged over the
     processes (DistributedDataParallel) are the gradient of the step's loss, the mean over all of the step's
     actions, as one batch holding all its rows would give: each mean is weighted by this batch's share of what it
-    averages over, times the number of processes (the actions for the language-model loss; for a start pointer's
-    loss, the `)` starts, its own count). `totals` are the step's counts (step_counts); without them the batch is
-    the step's only one, and `gather` (which collects a 1-element tensor from every process) sums them here."""
-    start_loss = outputs.get("start_loss") if hasattr(outputs, "get") else None
+    averages over, times the number of processes (the actions for the language-model loss, lm_loss; each of the
+    grammar's `auxiliary_losses` by its own count, e.g. Nb-Up's start pointer by the `)` starts). `totals` are the
+    step's counts (step_counts); without them the batch is the step's only one, and `gather` (which collects a
+    1-element tensor from every process) sums them here."""
+    auxiliary = {name: field for name, field in (auxiliary_losses or {}).items()
+                 if hasattr(outputs, "get") and outputs.get(name) is not None}
     if totals is None:
-        actions = process_share(predicted_actions(inputs, pad_token_id), gather, processes)
-        starts = None
-        if start_loss is not None:
-            starts = process_share(predicted_starts(inputs, pad_token_id), gather, processes)
+        mine = predicted_counts(inputs, pad_token_id, auxiliary)
+        shares = [process_share(count, gather, processes) for count in mine]
     else:
-        mine = predicted_counts(inputs, pad_token_id).to(totals.device)
-        shares = mine * processes / totals.clamp(min=1)
-        actions, starts = shares[0], shares[1]
-    if start_loss is None:
-        return loss * actions.to(loss.dtype)
-    return outputs["lm_loss"] * actions.to(start_loss.dtype) + start_loss * starts.to(start_loss.dtype)
+        mine = predicted_counts(inputs, pad_token_id, auxiliary_losses).to(totals.device)
+        shares = list(mine * processes / totals.clamp(min=1))
+        shares = [shares[0]] + [share for name, share in zip(auxiliary_losses or {}, shares[1:]) if name in auxiliary]
+    if not auxiliary:
+        return loss * shares[0].to(loss.dtype)
+    weighted = outputs["lm_loss"] * shares[0].to(loss.dtype)
+    for name, share in zip(auxiliary, shares[1:]):
+        weighted = weighted + outputs[name] * share.to(loss.dtype)
+    return weighted
 
 
 class GlobalLengthGrouping:
@@ -934,8 +942,8 @@ class SyntacticTrainer(WholeCheckpoints, GlobalLengthGrouping, Trainer):
     And the model's loss is a mean over the actions of its own rows, while the step sums the gradients of the K
     batches and DistributedDataParallel averages the processes': each batch's loss is weighted by its share of the
     step's actions (x N, which the averaging divides again), so that the step follows the mean over all the step's
-    actions, however unevenly they fall into batches; a start pointer's loss (paper 003's Nb-Up) by its share of
-    the step's `)` starts (process_share_loss). The step's counts are what Trainer hands compute_loss as
+    actions, however unevenly they fall into batches; each of the grammar's auxiliary losses by its share of what it
+    averages over (paper 003's Nb-Up start pointer: the step's `)` starts; process_share_loss). The step's counts are what Trainer hands compute_loss as
     `num_items_in_batch`: get_batch_samples counts them (step_counts) when it fetches the step's batches.
     """
 
@@ -950,22 +958,26 @@ class SyntacticTrainer(WholeCheckpoints, GlobalLengthGrouping, Trainer):
         batches, _ = super().get_batch_samples(epoch_iterator, num_batches, device)
         if not batches or "labels" not in batches[0]:
             return batches, None
-        pad_token_id = self.accelerator.unwrap_model(self.model).config.pad_token_id
+        config = self.accelerator.unwrap_model(self.model).config
+        auxiliary = auxiliary_losses_of(config)
         gather = self.accelerator.gather if self.args.world_size > 1 else (lambda counts: counts)
-        return batches, step_counts([_on(batch, device) for batch in batches], pad_token_id, gather)
+        return batches, step_counts([_on(batch, device, auxiliary) for batch in batches], config.pad_token_id, gather,
+                                    auxiliary)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         # num_items_in_batch: the step's counts (get_batch_samples), not Trainer's; the model's loss is its batch mean
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True)
         if model.training and "labels" in inputs:
-            loss = process_share_loss(loss, outputs, inputs, self.accelerator.unwrap_model(model).config.pad_token_id,
-                                      self.accelerator.gather, self.args.world_size, totals=num_items_in_batch)
+            config = self.accelerator.unwrap_model(model).config
+            loss = process_share_loss(loss, outputs, inputs, config.pad_token_id, self.accelerator.gather,
+                                      self.args.world_size, totals=num_items_in_batch,
+                                      auxiliary_losses=auxiliary_losses_of(config))
         return (loss, outputs) if return_outputs else loss
 
 
-def _on(batch, device):
+def _on(batch, device, auxiliary_losses):
     """The tensors of a batch that step_counts reads, on `device` (the processes' counts are gathered there)."""
-    names = ("labels", "attention_mask", "constituent_starts")
+    names = ("labels", "attention_mask", *auxiliary_losses.values())
     return {name: batch[name].to(device) for name in names if name in batch}
 
 
