@@ -27,7 +27,10 @@ stacks as arrays, stepped for all successors at once) and knows no model family:
 log-probabilities. Legality comes from the grammar, the decoding limits from search_constraints.py.
 The model runs only on what is used: successors that complete the word wait until the word beam is pruned
 (the kept ones then run in one call, which gives the next word's frontier its log-probabilities), and a
-sentence whose word just ended sends no more rows.
+sentence whose word just ended sends no more rows. Nothing per round or per word loops over sentences: the action
+beam, the fast track, each sentence's pruning and marginal are tensor operations over all of them, and equal scores
+go to the hypothesis that came first (stable sorts), so that a sentence searched with others keeps what a search
+of it alone keeps.
 
 Hub code: imports only numpy, torch and its sibling files.
 """
@@ -182,15 +185,36 @@ class _Beam:
         return _Beam(DecodingStatus.concat([b.status for b in beams]), torch.cat([b.score for b in beams]),
                      padded("actions"), starts=None if beams[0].starts is None else padded("starts"))
 
-    def ids(self, row):
-        """Row `row`'s action ids (ActionIds with their starts, Nb-Up)."""
-        real = self.actions[row] >= 0
-        ids = self.actions[row][real].tolist()
-        return ids if self.starts is None else ActionIds(ids, self.starts[row][real].tolist())
+    def ids_of(self, rows):
+        """The action ids of rows `rows` (a long tensor), a list each (ActionIds with their starts, Nb-Up): the rows
+        read back in one piece, not one at a time."""
+        actions = self.actions[rows].tolist()
+        if self.starts is None:
+            return [[action for action in row if action >= 0] for row in actions]
+        starts = self.starts[rows].tolist()
+        return [ActionIds([a for a in row if a >= 0], [s for a, s in zip(row, row_starts) if a >= 0])
+                for row, row_starts in zip(actions, starts)]
 
 
 def _rows(mask):
     return torch.nonzero(mask).squeeze(1)
+
+
+def _best(values, k):
+    """The k largest of each row of `values` [S, N] and their columns, best first and equal ones by column: a stable
+    descending sort's first k. torch.topk alone leaves ties to its kernel, which orders them by the row's length and
+    padding: a sentence searched with others would keep other hypotheses than searched alone. A sort costs more,
+    so it runs only where finite values tie inside the k or across its boundary."""
+    best, columns = torch.topk(values, k, dim=1)
+    if not best.numel():
+        return best, columns
+    last = best[:, -1:]
+    tied_inside = (best[:, 1:] == best[:, :-1]) & torch.isfinite(best[:, 1:])
+    tied_across = torch.isfinite(last[:, 0]) & ((values == last).sum(1) > (best == last).sum(1))
+    if bool(tied_inside.any()) or bool(tied_across.any()):
+        best, columns = torch.sort(values, dim=1, descending=True, stable=True)
+        best, columns = best[:, :k], columns[:, :k]
+    return best, columns
 
 
 class WordSynchronousBeamSearch:
@@ -328,16 +352,18 @@ class WordSynchronousBeamSearch:
         words = SentenceWords(task.words, task.max_new_words)
         calls_before = self.decoder.forward_calls
         frontier = self._start(task)
-        marginals = [[0.0] for _ in range(count)]
+        marginals = []  # per word step: (the sentences [S'] that had a word beam, their marginals [S'] float64)
         finished = [[] for _ in range(count)]  # per sentence: (joint log-probability, action ids) of complete trees
         generator = torch.Generator().manual_seed(task.seed) if task.seed is not None else None
         while len(frontier):
-            advancing = int(torch.unique(frontier.status.sentence).numel()) if self.on_word is not None else 0
+            if self.on_word is not None:
+                advancing = int(torch.count_nonzero(torch.bincount(frontier.status.sentence, minlength=count)))
             candidates, finished_candidates = self._next_word(frontier, words, task, finished, generator)
             frontier = self._prune(candidates, finished_candidates, marginals, task)
             if self.on_word is not None:
                 self.on_word(advancing)
         calls = self.decoder.forward_calls - calls_before
+        marginals = self._marginals_by_sentence(marginals, count)
         results = []
         sampling = task.top_k is not None
         for s in range(count):
@@ -347,7 +373,7 @@ class WordSynchronousBeamSearch:
                     "max_consecutive_open or max_structural_per_word, or widen the beam"
                 )
             n = len(task.words[s])
-            m = marginals[s]
+            m = [0.0] + marginals[s]
             ranked = finished[s] if sampling else sorted(finished[s], key=lambda item: -item[0])[: options.word_beam_size]
             log_prob = float(torch.logsumexp(torch.tensor([score for score, _ in ranked], dtype=torch.float64), 0))
             surprisals = [m[t - 1] - m[t] for t in range(1, min(n, len(m) - 1) + 1)]
@@ -356,19 +382,34 @@ class WordSynchronousBeamSearch:
             results.append(SentenceResult(surprisals, end, log_prob, trees, calls))
         return results
 
+    @staticmethod
+    def _marginals_by_sentence(steps, count):
+        """Per sentence, its marginals in word order (a list of floats) from the word steps' (sentences, values)."""
+        if not steps:
+            return [[] for _ in range(count)]
+        sentence = torch.cat([sentences for sentences, _ in steps])
+        values = torch.cat([values for _, values in steps])
+        order = torch.argsort(sentence, stable=True)  # sentence by sentence, each in word order
+        sizes = torch.bincount(sentence, minlength=count).tolist()
+        flat, start, by_sentence = values[order].tolist(), 0, []
+        for size in sizes:
+            by_sentence.append(flat[start : start + size])
+            start += size
+        return by_sentence
+
     def _next_word(self, frontier, words, task, finished, generator):
         """Rounds of expansion until every sentence has its word beam for the next word (module docstring).
 
         Returns the word-completing successors (a list of _Pending, not yet run through the decoder: only
-        those that survive pruning will be) and, per sentence, the scores of those that completed their tree
-        in doing so (they take part in pruning and marginals).
+        those that survive pruning will be) and those that completed their tree in doing so, which take part in
+        pruning and marginals: (their sentences [C] long, their scores [C] float64), in the order they came.
         """
         options = self.options
         count = len(task.words)
         sampling = task.top_k is not None
         reached = torch.zeros(count, dtype=torch.long)  # word-completing successors per sentence
         reached_in_beam = torch.zeros(count, dtype=torch.long)  # ... of them within the action beam
-        pending, finished_completed = [], [[] for _ in range(count)]
+        pending, completed_sentence, completed_score = [], [], []
         active = frontier
         while len(active):
             allowed, completing, columns = self.constraints.allowed_columns(active.status, words)
@@ -397,11 +438,14 @@ class WordSynchronousBeamSearch:
             sentence = children.status.sentence
             reached += torch.bincount(sentence[completes_round], minlength=count)
             reached_in_beam += torch.bincount(sentence[completes_round & ~fast], minlength=count)
-            for row in _rows(complete).tolist():  # complete trees need no more model calls
-                s = int(sentence[row])
-                finished[s].append((float(children.score[row]), children.ids(row)))
-                if completes_round[row]:
-                    finished_completed[s].append(float(children.score[row]))
+            ended = _rows(complete)  # complete trees need no more model calls
+            if len(ended):
+                for s, score, ids in zip(sentence[ended].tolist(), children.score[ended].tolist(),
+                                         children.ids_of(ended)):
+                    finished[s].append((score, ids))
+                completed = ended[completes_round[ended]]
+                completed_sentence.append(sentence[completed])
+                completed_score.append(children.score[completed])
             done = _rows(completes_round & ~complete)
             if len(done):
                 pending.append(_Pending(children.select(done), active.decoder_state, parents[done], steps.select(done)))
@@ -415,7 +459,9 @@ class WordSynchronousBeamSearch:
             next_active.decoder_state, next_active.log_probs = self.decoder.advance(
                 active.decoder_state, parents[going_on], actions[going_on], steps.select(going_on))
             active = next_active
-        return pending, finished_completed
+        completed = (torch.cat(completed_sentence) if completed_sentence else torch.zeros(0, dtype=torch.long),
+                     torch.cat(completed_score) if completed_score else torch.zeros(0, dtype=torch.float64))
+        return pending, completed
 
     def _children(self, parents_beam, parents, actions, words, picked_starts=None):
         """The successors (parents[i], actions[i]): their beam rows (without decoder state yet), what the
@@ -480,43 +526,65 @@ class WordSynchronousBeamSearch:
         return (torch.cat([scores, start_scores], 1), torch.cat([completing, closes_round], 1),
                 torch.cat([columns, columns[close].repeat(starts.shape[1])]), (all_starts, all_pointer))
 
-    def _prune(self, pending, finished_completed, marginals, task):
-        """Prune each sentence's word beam to `word_beam_size` (sampling keeps all), record the marginal, and
-        run the kept hypotheses through the decoder (one call): the frontier of the next word."""
+    def _prune(self, pending, completed, marginals, task):
+        """Prune each sentence's word beam to `word_beam_size` (sampling keeps all), record the marginals (appended
+        to `marginals` as (sentences, values)), and run the kept hypotheses through the decoder (one call): the
+        frontier of the next word. Every sentence at once: no work per sentence."""
         options = self.options
         sampling = task.top_k is not None
-        candidates = _Beam.concat([p.beam for p in pending]) if pending else None
-        kept_rows = []
-        for s in range(len(task.words)):
-            rows = _rows(candidates.status.sentence == s) if candidates is not None else torch.zeros(0, dtype=torch.long)
-            scores = torch.cat([candidates.score[rows] if candidates is not None else torch.zeros(0, dtype=torch.float64),
-                                torch.tensor(finished_completed[s], dtype=torch.float64)])
-            if not len(scores):
-                continue
-            order = torch.argsort(scores, descending=True, stable=True)
-            if not sampling:
-                order = order[: self.word_beam_cap]  # the word beam holds at most min(2b, b + 5 fast_track) before pruning
-            kept = order if sampling else order[: options.word_beam_size]
-            scored = kept if options.marginal == "after_pruning" else order
-            marginals[s].append(float(torch.logsumexp(scores[scored], 0)))
-            kept_rows.append(rows[kept[kept < len(rows)]])  # complete trees do not go on
-        kept = torch.sort(torch.cat(kept_rows)).values if kept_rows else torch.zeros(0, dtype=torch.long)
+        count = len(task.words)
+        held = sum(len(group.beam) for group in pending)
+        # A sentence's word beam: its candidates (the pending groups' rows, one after the other), then its complete
+        # trees (as they came); row i < held is a candidate, the others complete trees.
+        completed_sentence, completed_score = completed
+        sentence = torch.cat([group.beam.status.sentence for group in pending] + [completed_sentence])
+        score = torch.cat([group.beam.score for group in pending] + [completed_score])
+        # Best first within each sentence, ties in that order: a stable sort by score, then a stable one by sentence.
+        order = torch.argsort(score, descending=True, stable=True)
+        order = order[torch.argsort(sentence[order], stable=True)]
+        sentence = sentence[order]
+        sizes = torch.bincount(sentence, minlength=count)
+        rank = torch.arange(len(order)) - (torch.cumsum(sizes, 0) - sizes)[sentence]
+        # The word beam holds at most min(2b, b + 5 fast_track) before pruning (sampling keeps all).
+        held_before = sizes if sampling else sizes.clamp(max=self.word_beam_cap)
+        kept_size = sizes if sampling else sizes.clamp(max=options.word_beam_size)
+        scored_size = kept_size if options.marginal == "after_pruning" else held_before
+        marginals.append(self._segment_logsumexp(score[order], sizes, scored_size))
+        kept = order[(rank < kept_size[sentence]) & (order < held)]  # complete trees do not go on
+        kept = torch.sort(kept).values
         if not len(kept):
             return _EMPTY
-        # Run the kept ones: each pending group's rows from its parents' decoder state, all in one call.
-        parent_states, actions, steps, start = [], [], [], 0
+        # Run the kept ones: each pending group's rows from its parents' decoder state, all in one call (only the kept
+        # rows of each group are taken and joined, not every candidate).
+        beams, parent_states, actions, steps, start = [], [], [], [], 0
         for group in pending:
             mine = kept[(kept >= start) & (kept < start + len(group.beam))] - start
             start += len(group.beam)
             if len(mine):
+                beams.append(group.beam.select(mine))
                 parent_states.append(self.decoder.select(group.parent_state, group.parents[mine]))
                 actions.append(group.beam.status.last_action[mine])
                 steps.append(group.steps.select(mine))
-        frontier = candidates.select(kept)
+        frontier = _Beam.concat(beams)
         frontier.decoder_state, frontier.log_probs = self.decoder.advance(
             self.decoder.concat(parent_states), torch.arange(len(kept)), torch.cat(actions), NewPositions.concat(steps))
         frontier.decoder_state = self.decoder.retain(frontier.decoder_state)
         return frontier
+
+    @staticmethod
+    def _segment_logsumexp(values, sizes, taken):
+        """(sentences, marginals): for each sentence s with values, the logsumexp (float64) of its first taken[s] of
+        `values` (sentence by sentence, sizes[s] each). Sentences taking as many go through one logsumexp of a
+        [G, n] table: each row's reduction is that of its own n values, so a sentence's marginal is the number a
+        search of it alone finds, whatever the other sentences hold."""
+        first = torch.cumsum(sizes, 0) - sizes
+        present = torch.nonzero(sizes).squeeze(1)
+        marginal = torch.empty(len(present), dtype=torch.float64)
+        for n in torch.unique(taken[present]).tolist():
+            group = torch.nonzero(taken[present] == n).squeeze(1)
+            table = values[first[present[group]][:, None] + torch.arange(n)]
+            marginal[group] = torch.logsumexp(table, 1)
+        return present, marginal
 
     def _select(self, scores, completing, sentence, count):
         """Per sentence, the `beam_size` best successors and the fast track: up to `fast_track` round-completing
@@ -540,7 +608,7 @@ class WordSynchronousBeamSearch:
             completing_flat = torch.zeros((count, width, vocab), dtype=torch.bool)
             completing_flat[sentence, within] = completing
             completing_flat = completing_flat.view(count, -1)
-        top_scores, top = torch.topk(flat, min(options.beam_size, flat.shape[1]), dim=1)
+        top_scores, top = _best(flat, min(options.beam_size, flat.shape[1]))
         picked_sentence, rank = torch.nonzero(torch.isfinite(top_scores), as_tuple=True)
         picked = top[picked_sentence, rank]
         fast = torch.zeros(len(picked), dtype=torch.bool)

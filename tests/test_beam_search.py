@@ -87,6 +87,8 @@ def test_results_are_well_formed_trees_over_the_input_words():
     ("choe_charniak", {"num_unrestricted_heads": 1}),
 ])
 def test_batch_equals_one_at_a_time_and_cache_equals_reencoding(grammar_name, options):
+    """A Transformer's numbers move in the last bits with the rows of its batch: the trees are the same, the numbers
+    close (exactly the same with a decoder whose rows are independent: the test after this one)."""
     model = tiny_model(grammar_name, seed=2, **options)
     sentences = [SENTENCE, SENTENCE[:2], [SENTENCE[2], SENTENCE[1]], SENTENCE + SENTENCE]
     options = dict(beam_size=12, word_beam_size=4, fast_track=2, num_trees=3)
@@ -97,7 +99,112 @@ def test_batch_equals_one_at_a_time_and_cache_equals_reencoding(grammar_name, op
         for other in (together[index], reencoded[index]):
             assert other.log_prob == pytest.approx(alone.log_prob, abs=1e-5)
             assert other.surprisals == pytest.approx(alone.surprisals, abs=1e-5)
+            assert other.end_surprisal == pytest.approx(alone.end_surprisal, abs=1e-5)
             assert [ids for ids, _ in other.trees] == [ids for ids, _ in alone.trees]
+            assert [score for _, score in other.trees] == pytest.approx([score for _, score in alone.trees], abs=1e-5)
+
+
+# Sentences of 1 to 7 words ("b" is two pieces), so that they end at different word steps.
+MANY = [[SENTENCE[i] for i in words] for words in
+        [(0,), (1, 2, 0, 1, 2, 0, 1), (2, 1, 0), (0, 0), (1, 0, 2, 2, 1), (2, 2, 1, 0), (0, 1, 2, 0, 1, 2), (1,),
+         (2, 0, 1), (1, 1), (0, 2, 1, 1, 0, 2, 0), (2, 1, 0, 1, 2)]]
+
+
+@pytest.mark.parametrize("options", [
+    dict(beam_size=10, word_beam_size=3, fast_track=2, num_trees=3),
+    dict(beam_size=20, word_beam_size=6, fast_track=5, num_trees=6, marginal="before_pruning"),
+    dict(beam_size=6, word_beam_size=6, fast_track=1, num_trees=6, max_consecutive_open=2),
+], ids=["fast-track", "marginal-before-pruning", "word-beam-as-wide"])
+def test_many_sentences_in_one_search_find_exactly_what_each_finds_alone(options, monkeypatch):
+    """Sentences of different lengths, ending at different steps, searched in one batch: each one's trees, their scores,
+    its surprisals, log p(x) and the marginal after each word are, bit for bit, those of a search of it alone. The
+    decoder's numbers depend on each row alone (BigramDecoder: a Transformer's move in the last bits with the batch)
+    and tie often (quarters), so ties in the action beam, the fast track and the word beam are broken alike."""
+    from helpers.beam_search_models import BigramDecoder
+
+    model = tiny_model("tg")  # the grammar and vocabulary; the decoder scores
+    starts = [token in ("a", "b1", "c") for token in VOCAB.tokens]
+    marginals, fast_tracked = [], []
+    by_sentence = WordSynchronousBeamSearch._marginals_by_sentence
+    monkeypatch.setattr(WordSynchronousBeamSearch, "_marginals_by_sentence",
+                        staticmethod(lambda steps, count: marginals.append(by_sentence(steps, count)) or marginals[-1]))
+    select = WordSynchronousBeamSearch._select
+
+    def selecting(self, *arguments):
+        picked = select(self, *arguments)
+        fast_tracked.append(int(picked[2].sum()))
+        return picked
+
+    monkeypatch.setattr(WordSynchronousBeamSearch, "_select", selecting)
+
+    def search(sentences):
+        decoder = BigramDecoder(len(VOCAB.tokens), seed=3)
+        found = WordSynchronousBeamSearch(model, BeamSearchOptions(**options), word_start_mask=starts,
+                                          decoder=decoder).search(sentences)
+        return [(r.trees, r.surprisals, r.end_surprisal, r.log_prob, m) for r, m in zip(found, marginals[-1])]
+
+    together = search(MANY)
+    assert sum(fast_tracked) > 0  # the fast track admitted successors
+    assert len({len(m) for *_, m in together}) > 3  # the sentences' word steps: they ended at different steps
+    assert any(len({score for _, score in trees}) < len(trees) for trees, *_ in together)  # tied trees
+    for sentence, found in zip(MANY, together):
+        assert search([sentence])[0] == found
+
+
+def test_many_prompts_in_one_generation_find_exactly_what_each_finds_alone():
+    """Free generation (beam) after prompts of different lengths: the same exactness, generated words included."""
+    from helpers.beam_search_models import BigramDecoder
+
+    model = tiny_model("tg")
+    starts = [token in ("a", "b1", "c") for token in VOCAB.tokens]
+    prompts = [[], MANY[2], MANY[3], MANY[0]]
+
+    def generate(chosen):
+        decoder = BigramDecoder(len(VOCAB.tokens), seed=4)
+        search = WordSynchronousBeamSearch(model, BeamSearchOptions(beam_size=10, word_beam_size=4, num_trees=4),
+                                           word_start_mask=starts, decoder=decoder)
+        return search.generate(chosen, max_new_words=3)
+
+    together = generate(prompts)
+    assert [generate([prompt])[0] for prompt in prompts] == together
+
+
+def test_the_best_of_each_row_are_a_stable_sorts_first_whatever_the_padding():
+    """The action beam's top-k (generation_slm._best) keeps, of equal scores, the earlier columns, best first, as a
+    stable descending sort: the same hypotheses for a sentence whether its row is padded by the others' (-inf) or not."""
+    from hf_slm.modeling.generation_slm import _best
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        width = int(torch.randint(1, 40, (1,), generator=generator))
+        row = (torch.randint(-6, 1, (width,), generator=generator) / 2).float()  # many ties
+        row[torch.rand(width, generator=generator) < 0.2] = float("-inf")
+        k = int(torch.randint(1, width + 1, (1,), generator=generator))
+        expected = torch.sort(row, descending=True, stable=True)
+        finite = torch.isfinite(expected.values[:k])
+        for padding in (0, 1, 7, 50):
+            values = torch.cat([row, torch.full((padding,), float("-inf"))])[None].repeat(3, 1)
+            best, columns = _best(values, k)
+            assert torch.equal(best[0][finite], expected.values[:k][finite])
+            assert torch.equal(columns[0][finite], expected.indices[:k][finite])
+    plain = torch.tensor([[3.0, 1.0, 2.0, 0.5]])  # no ties: torch.topk's own answer
+    assert [t.tolist() for t in _best(plain, 2)] == [t.tolist() for t in torch.topk(plain, 2)]
+
+
+def test_each_sentences_marginal_is_the_logsumexp_of_its_own_scores():
+    """The word beams' marginals, all sentences at once (_segment_logsumexp), are bit for bit torch.logsumexp of each
+    sentence's taken scores alone, for any mix of sizes: what a search of the sentence alone records."""
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(50):
+        count = int(torch.randint(1, 70, (1,), generator=generator))
+        sizes = torch.randint(0, 40, (count,), generator=generator)
+        taken = torch.minimum(sizes, torch.randint(1, 40, (count,), generator=generator))
+        values = torch.randn(int(sizes.sum()), generator=generator, dtype=torch.float64) * 5 - 30
+        sentences, marginals = WordSynchronousBeamSearch._segment_logsumexp(values, sizes, taken)
+        assert sentences.tolist() == [s for s in range(count) if sizes[s] > 0]
+        first = (torch.cumsum(sizes, 0) - sizes).tolist()
+        expected = [float(torch.logsumexp(values[first[s] : first[s] + int(taken[s])], 0)) for s in sentences.tolist()]
+        assert marginals.tolist() == expected
 
 
 def test_terminals_model_surprisals_are_exact():

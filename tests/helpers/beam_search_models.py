@@ -1,11 +1,13 @@
-"""Tiny TG-style models over a four-word action vocabulary, and every tree of a sentence: the exhaustive search
-that word-synchronous beam search is checked against (test_beam_search, test_search_decoders)."""
+"""Tiny TG-style models over a four-word action vocabulary, every tree of a sentence (the exhaustive search that
+word-synchronous beam search is checked against: test_beam_search, test_search_decoders), and a decoder whose numbers
+do not depend on the batch (BigramDecoder)."""
 
 import torch
 
 from hf_slm.families import causal_lm_for_config, config_for_grammar
 from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.modeling.grammars import ActionKind
+from hf_slm.modeling.search_decoders import SearchDecoder
 
 
 # Words "a" and "c" are one piece each; "b" is two pieces, b1 b2.
@@ -58,3 +60,30 @@ def all_trees(grammar, words, max_nonterminals):
     grammar.step(start, VOCAB.layout.bos_token_id)
     extend([VOCAB.layout.bos_token_id], start, 0, 0)
     return found
+
+
+class BigramDecoder(SearchDecoder):
+    """A search decoder whose log-probabilities of the next action are a fixed table's row of the last action [V, V],
+    rounded to quarters (so that scores tie, exactly: sums of quarters are exact in float32 and float64). A row's
+    numbers depend on its own last action only, never on the other rows of a call: a search of many sentences must
+    find, bit for bit, what a search of each alone finds (a Transformer's numbers move in the last bits with the rows
+    of its batch). Its state is the rows' last actions [H]."""
+
+    def __init__(self, vocab_size, seed=0):
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        table = torch.log_softmax(torch.randn(vocab_size, vocab_size, generator=generator), -1)
+        self.table = (table * 4).round() / 4
+
+    def _start(self, sequences, steps):
+        last = torch.tensor([sequence[-1] for sequence in sequences])
+        return last, self.table[last]
+
+    def _advance(self, state, rows, actions, steps):
+        return actions.clone(), self.table[actions]
+
+    def select(self, state, rows):
+        return state[rows]
+
+    def concat(self, states):
+        return torch.cat(states)
