@@ -15,8 +15,9 @@ module counts is every other moment the host would wait for the device, with the
 On the CPU the model runs its device paths (backbone.on_host set to False, as the training step's test) and "on the
 device" is followed through the dispatcher: the model's parameters and buffers, what the decoder's calls compute and
 upload, and what is computed from those, until the planned transfer brings a tensor back; on CUDA, where there is one,
-it is the tensor's device. Every registered family whose LM the search drives has a case (a test says so); SOM has no
-grammar (its LM is a words-only recurrent model that transformers' own generate searches), so no case.
+it is the tensor's device. Every registered family whose LM the search drives has a case (a test says so), and so has
+an ensemble (a model with its own decoder, which runs its members'); SOM has no grammar (its LM is a words-only
+recurrent model that transformers' own generate searches), so no case.
 The last tests show the count is not blind: an `.item()`, a `nonzero` or an upload after the model's work in the
 model's path, and log-probabilities left on the device for the search loop, are each caught and named.
 """
@@ -230,6 +231,15 @@ def _document_case():
     return model, None, words, prefixes
 
 
+def _ensemble_case():
+    """A uniform mixture of a TG and a TXL (CC) (paper 000's ensembles): its own decoder runs each member's."""
+    from hf_slm.search.ensemble import UniformMixture
+
+    model, starts, words, prefixes = _vocabulary_case("tg")
+    other, *_ = _vocabulary_case("choe_charniak")
+    return UniformMixture([model, other]), starts, words, prefixes
+
+
 CASES = {
     "tg": lambda: _vocabulary_case("tg"),
     "tg-hybrid": lambda: _vocabulary_case("tg", num_unrestricted_heads=1),
@@ -245,6 +255,7 @@ CASES = {
     "bi-dn-ex-m": lambda: _compositional_case("bi-dn-ex-m"),  # external composition (the composer)
     "nb-up-in-m": lambda: _compositional_case("nb-up-in-m"),  # the start pointer
     "nb-up-ex-m": lambda: _compositional_case("nb-up-ex-m"),  # both
+    "ensemble": _ensemble_case,
 }
 OPTIONS = BeamSearchOptions(beam_size=12, word_beam_size=4, fast_track=2, num_trees=2)
 
@@ -254,7 +265,8 @@ def test_every_family_the_search_drives_has_a_case():
     searched = {family.name for family in registered_families() if family.grammar_classes}
     covered = set()
     for case in CASES:
-        name = {"tg-hybrid": "tg", "tg-distinct-compose": "tg", "tg-document-memory": "tg"}.get(case, case)
+        name = {"tg-hybrid": "tg", "tg-distinct-compose": "tg", "tg-document-memory": "tg",
+                "ensemble": "tg"}.get(case, case)
         covered |= {family.name for family in registered_families()
                     if family.grammar_classes and name in family.grammar_classes}
     assert covered == searched
