@@ -202,8 +202,8 @@ def _rows(mask):
 
 def _best(values, k):
     """The k largest of each row of `values` [S, N] and their columns, best first and equal ones by column: a stable
-    descending sort's first k. torch.topk alone leaves ties to its kernel, which orders them by the row's length and
-    padding: a sentence searched with others would keep other hypotheses than searched alone. A sort costs more,
+    descending sort's first k. torch.topk alone leaves ties to its kernel, whose choice among them depends on the row's
+    length and padding: a sentence searched with others kept other hypotheses than searched alone. A sort costs more,
     so it runs only where finite values tie inside the k or across its boundary."""
     best, columns = torch.topk(values, k, dim=1)
     if not best.numel():
