@@ -497,28 +497,63 @@ def train_grammar_model(setup, log):
     """Train a model of a family with grammars (Family.train's default; `train` checked the setup and locked the
     output folder)."""
     _, preset = preset_of(setup.preset)
-    # `--set grammar=dtg_swift` trains another grammar with the preset's sizes (the data, the collator and the
-    # checks follow it, not only the config).
+    grammar = grammar_to_train(setup, preset)
+    schedule = training_schedule(setup, preset)
+    _check_data_paths(setup)
+    output = Path(setup.output)
+    on_main_process(lambda: _check_output(setup, log), f"checking the output folder {setup.output}")
+    resumed_run = resumed_tokenizer(output, setup.tokenizer, log) if setup.resume else (None, None)
+    prepared = prepared_dataset_dir(setup.train)
+    _check_vocabulary_and_data_format(setup, preset, grammar, prepared)
+    data = training_data(setup, preset, grammar, prepared, resumed_run, log)
+    config = model_config(setup, preset, grammar, data, schedule, log)
+    setup.pack_to = packing_length(setup, preset["training"], config)
+    model = new_model(setup, preset, grammar, config, log)
+    train_dataset, eval_dataset = training_datasets(setup, grammar, config, data, log)
+    trainer = run_trainer(setup, model, data.tokenizer, train_dataset, eval_dataset, schedule,
+                          packed=bool(setup.pack_to))
+    if is_main_process():
+        write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset),
+                              len(eval_dataset or []), prepared=data.description())
+    return trainer, data.tokenizer
+
+
+def grammar_to_train(setup, preset):
+    """The grammar the run trains: the preset's, or `--set grammar=dtg_swift`'s with the preset's sizes (the data, the
+    collator and the checks follow it, not only the config)."""
     grammar = setup.model_overrides.get("grammar", preset["model"]["grammar"])
     if not isinstance(grammar, str):
         raise ValueError(f"--set grammar={grammar!r}: expected a grammar name")
     grammar_class(grammar)  # an unknown name: the error lists them
+    return grammar
+
+
+# The schedule's entries the command may set (TrainingSetup's fields of the same names), over the preset's.
+SCHEDULE_OPTIONS = ("max_steps", "batch_size", "learning_rate", "warmup_steps", "embedding_learning_rate_multiplier")
+
+
+def training_schedule(setup, preset):
+    """The preset's training schedule with the command's values where it gives them."""
     schedule = {"embedding_learning_rate_multiplier": 1.0, **preset["training"]}
-    for name in ("max_steps", "batch_size", "learning_rate", "warmup_steps", "embedding_learning_rate_multiplier"):
+    for name in SCHEDULE_OPTIONS:
         if getattr(setup, name) is not None:
             schedule[name] = getattr(setup, name)
+    return schedule
+
+
+def _check_data_paths(setup):
     for path in list(setup.train) + list(setup.eval):
         if not Path(path).exists():
             raise ValueError(f"tree file {str(path)!r} does not exist")
-    output = Path(setup.output)
-    on_main_process(lambda: _check_output(setup, log), f"checking the output folder {setup.output}")
-    resumed, resumed_from = resumed_tokenizer(output, setup.tokenizer, log) if setup.resume else (None, None)
 
-    prepared = prepared_dataset_dir(setup.train)
+
+def _check_vocabulary_and_data_format(setup, preset, grammar, prepared):
+    """Refuse, before any work, a vocabulary option for a tokenizer this run does not train, and tree files for a
+    grammar whose trees they do not hold (`prepared`: the prepared dataset folder of --train, or None)."""
     if setup.pieces is not None and (setup.resume or setup.tokenizer or prepared is not None):
         raise ValueError(f"--pieces {setup.pieces}: it chooses the piece model of a tokenizer trained here, and this run "
                          "uses a given one (--tokenizer, --resume or the prepared dataset's); leave --pieces out")
-    new_vocabulary(setup, preset)  # --pieces words with --vocab-size: refused before any work
+    new_vocabulary(setup, preset)  # --pieces words with --vocab-size
     trees = format_of_grammar(grammar)
     if prepared is None and not trees.from_tree_files:
         raise ValueError(
@@ -526,110 +561,185 @@ def train_grammar_model(setup, log):
             f"prepared by `hf-slm data prepare --loader {trees.data_loader} --grammar {grammar} ...`; pass that folder "
             "(tree files hold bracketed trees)"
         )
+
+
+@dataclass
+class TrainingData:
+    """What a run trains on: a prepared dataset (`prepared`) or tree files (`train_trees`), evaluation trees when
+    --eval gives tree files, and the tokenizer that encodes them."""
+
+    tokenizer: object
+    prepared: PreparedInputs | None = None
+    train_trees: list = field(default_factory=list)
+    eval_trees: list = field(default_factory=list)
+
+    @property
+    def document_level(self):
+        return self.prepared is not None and self.prepared.document_level
+
+    def description(self):
+        """training_setup.json's prepared_dataset entry: None for tree files."""
+        return self.prepared.description() if self.prepared is not None else None
+
+
+def training_data(setup, preset, grammar, prepared, resumed_run, log):
+    """The run's data and tokenizer, from the prepared dataset folder `prepared` or from tree files. `resumed_run`:
+    the (tokenizer, folder) of the run being resumed (resumed_tokenizer), or (None, None)."""
     if prepared is not None:
-        inputs = prepared_inputs(prepared, setup, grammar, log)
-        tokenizer, eval_trees = inputs.tokenizer, inputs.eval_trees
-        difference = tokenizer_difference(resumed, tokenizer) if resumed is not None else None
-        if difference:
-            raise ValueError(f"the prepared dataset {str(prepared)!r} was made with another tokenizer than the run "
-                             f"being resumed ({resumed_from}): {difference}; resume on data prepared with that one")
+        return _prepared_training_data(setup, grammar, prepared, resumed_run, log)
+    log(f"reading trees from {', '.join(map(str, setup.train))}")
+    train_trees = read_trees(setup.train, **setup.normalize_options)
+    eval_trees = read_trees(setup.eval, **setup.normalize_options) if setup.eval else []
+    tokenizer = tree_file_tokenizer(setup, preset, grammar, resumed_run, train_trees, eval_trees, log)
+    return TrainingData(tokenizer, train_trees=train_trees, eval_trees=eval_trees)
+
+
+def _prepared_training_data(setup, grammar, prepared, resumed_run, log):
+    """A prepared dataset's data with its tokenizer, which must be that of the run being resumed, if any."""
+    inputs = prepared_inputs(prepared, setup, grammar, log)
+    resumed, resumed_from = resumed_run
+    difference = tokenizer_difference(resumed, inputs.tokenizer) if resumed is not None else None
+    if difference:
+        raise ValueError(f"the prepared dataset {str(prepared)!r} was made with another tokenizer than the run "
+                         f"being resumed ({resumed_from}): {difference}; resume on data prepared with that one")
+    return TrainingData(inputs.tokenizer, prepared=inputs, eval_trees=inputs.eval_trees)
+
+
+def tree_file_tokenizer(setup, preset, grammar, resumed_run, train_trees, eval_trees, log):
+    """The tokenizer that encodes tree files: the resumed run's, the given one (--tokenizer) or one trained here on
+    the training trees; a resumed or given one must linearize the trees as the grammar reads them."""
+    resumed, resumed_from = resumed_run
+    if resumed is not None:
+        log(f"resuming with the tokenizer saved in {resumed_from} (not trained again)")
+        if resumed.linearization != linearization_of(grammar):
+            raise ValueError(f"the run being resumed ({resumed_from}) linearizes {resumed.linearization!r}; "
+                             f"the {grammar} grammar of preset {setup.preset!r} needs "
+                             f"{linearization_of(grammar)!r}")
+        return resumed
+    if setup.tokenizer:
+        tokenizer = load_syntactic_tokenizer(setup.tokenizer)
+        if tokenizer.linearization != linearization_of(grammar):
+            raise ValueError(
+                f"tokenizer {setup.tokenizer!r} linearizes {tokenizer.linearization!r}; the {grammar} grammar "
+                f"needs {linearization_of(grammar)!r}"
+            )
+        return tokenizer
+    return new_tokenizer(setup, preset, grammar, train_trees, eval_trees, log)
+
+
+def new_tokenizer(setup, preset, grammar, train_trees, eval_trees, log):
+    """A tokenizer trained on the training trees (by the main process only: trained_once): of the class the grammar's
+    family trains, in the grammar's linearization, with the vocabulary the run asks for (new_vocabulary)."""
+    family = family_for_grammar(grammar)
+    piece_model = new_vocabulary(setup, preset)
+    if setup.pieces is None and piece_model not in family.piece_models:
+        piece_model = None  # `--set grammar=...` of another family: the preset's vocabulary is not its own
+    tokenizer_class = family.tokenizer_class_for(piece_model)
+    size = {}
+    if piece_model == "words":  # the data sets its size: the words seen twice, the others' classes
+        log(f"training a word vocabulary ({tokenizer_class.__name__}: words seen twice or more, the others as "
+            f"unknown-word classes) on {len(train_trees)} trees")
     else:
-        log(f"reading trees from {', '.join(map(str, setup.train))}")
-        train_trees = read_trees(setup.train, **setup.normalize_options)
-        eval_trees = read_trees(setup.eval, **setup.normalize_options) if setup.eval else []
-        if resumed is not None:
-            tokenizer = resumed
-            log(f"resuming with the tokenizer saved in {resumed_from} (not trained again)")
-            if tokenizer.linearization != linearization_of(grammar):
-                raise ValueError(f"the run being resumed ({resumed_from}) linearizes {tokenizer.linearization!r}; "
-                                 f"the {grammar} grammar of preset {setup.preset!r} needs "
-                                 f"{linearization_of(grammar)!r}")
-        elif setup.tokenizer:
-            tokenizer = load_syntactic_tokenizer(setup.tokenizer)
-            if tokenizer.linearization != linearization_of(grammar):
-                raise ValueError(
-                    f"tokenizer {setup.tokenizer!r} linearizes {tokenizer.linearization!r}; the {grammar} grammar "
-                    f"needs {linearization_of(grammar)!r}"
-                )
-        else:
-            # The grammar's family gives the tokenizer class and the grammar its linearization.
-            family = family_for_grammar(grammar)
-            piece_model = new_vocabulary(setup, preset)
-            if setup.pieces is None and piece_model not in family.piece_models:
-                piece_model = None  # `--set grammar=...` of another family: the preset's vocabulary is not its own
-            tokenizer_class = family.tokenizer_class_for(piece_model)
-            size = {}
-            if piece_model == "words":  # the data sets its size: the words seen twice, the others' classes
-                log(f"training a word vocabulary ({tokenizer_class.__name__}: words seen twice or more, the others as "
-                    f"unknown-word classes) on {len(train_trees)} trees")
-            else:
-                # the preset's only when not given (a preset may have none: the user's is then required)
-                size["vocab_size"] = setup.vocab_size if setup.vocab_size is not None else preset["model"]["vocab_size"]
-                log(f"training a {piece_model or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, "
-                    f"{size['vocab_size']} pieces requested) on {len(train_trees)} trees")
-            # The trees are already normalized; the options are stored so that tree strings encoded later get
-            # the same normalization. A tokenizer of unlabeled trees has no labels to learn.
-            labels = {} if family.unlabelled_trees else dict(extra_nonterminals={
-                node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
-                for node in tree.subtrees()})
-            pieces = {} if piece_model is None else {"pieces": piece_model}
-            tokenizer = trained_once(lambda: tokenizer_class.train(
-                train_trees, **size, linearization=linearization_of(grammar), **labels,
-                **pieces, **setup.normalize_options), output)
+        # the preset's only when not given (a preset may have none: the user's is then required)
+        size["vocab_size"] = setup.vocab_size if setup.vocab_size is not None else preset["model"]["vocab_size"]
+        log(f"training a {piece_model or 'sentencepiece'} tokenizer ({tokenizer_class.__name__}, "
+            f"{size['vocab_size']} pieces requested) on {len(train_trees)} trees")
+    # The trees are already normalized; the options are stored so that tree strings encoded later get the same
+    # normalization. A tokenizer of unlabeled trees has no labels to learn.
+    labels = {} if family.unlabelled_trees else dict(extra_nonterminals={
+        node.label() for tree in eval_trees + read_trees(setup.label_files, **setup.normalize_options)
+        for node in tree.subtrees()})
+    pieces = {} if piece_model is None else {"pieces": piece_model}
+    return trained_once(lambda: tokenizer_class.train(
+        train_trees, **size, linearization=linearization_of(grammar), **labels,
+        **pieces, **setup.normalize_options), Path(setup.output))
+
+
+def model_config(setup, preset, grammar, data, schedule, log):
+    """The model's config: the preset's with the command's --set values, document level for prepared documents (with
+    the preset's document settings: apply_document_settings) and what the tokenizer fixes (tokenizer_overrides),
+    checked against the tokenizer."""
     overrides = dict(setup.model_overrides)
-    if prepared is not None and inputs.document_level:
+    if data.document_level:
         # Documents (several trees after one <s>) need a document-level grammar in the model and the collator.
         if overrides.get("document_level", True) is not True:
-            raise ValueError(f"prepared dataset {str(prepared)!r} holds documents; it needs document_level=true")
+            raise ValueError(f"prepared dataset {str(data.prepared.directory)!r} holds documents; it needs "
+                             "document_level=true")
         overrides["document_level"] = True
         apply_document_settings(setup, preset["training"], schedule, log)
     if setup.segment_length == 0:  # --segment-length 0: whole sequences, no segment recurrence
         setup.segment_length = None
-    overrides.update(tokenizer.action_layout)
-    overrides.update(word_boundary_fields(tokenizer))  # so that the checkpoint generates whole words by itself
-    # What else the tokenizer fixes of the model (a variant gives the same vocabulary other sequences): the model
-    # reads the tokenizer's.
+    config = preset_config(setup.preset, **tokenizer_overrides(overrides, grammar, data.tokenizer))
+    check_tokenizer_matches(config, data.tokenizer)
+    return config
+
+
+def tokenizer_overrides(overrides, grammar, tokenizer):
+    """`overrides` (the model's --set values) with what the tokenizer fixes of the model: its id layout, its word
+    boundaries (so that the checkpoint generates whole words by itself), its vocabulary and what else the grammar's
+    family's config takes from it (a variant gives the same vocabulary other sequences: the model reads the
+    tokenizer's, and a --set value that differs is refused)."""
+    overrides = {**overrides, **tokenizer.action_layout, **word_boundary_fields(tokenizer)}
     for name, value in family_for_grammar(grammar).tokenizer_config_fields(tokenizer).items():
         if overrides.setdefault(name, value) != value:
             raise ValueError(f"--set {name}={overrides[name]}: the tokenizer's ids are those of {name} {value!r}; "
                              f"prepare the data with a tokenizer of {name} {overrides[name]!r} instead")
     overrides["vocab_size"] = len(tokenizer)
     overrides["vocabulary_fingerprint"] = tokenizer.vocabulary_fingerprint
-    config = preset_config(setup.preset, **overrides)
-    check_tokenizer_matches(config, tokenizer)
-    pack_to = setup.pack_to = packing_length(setup, preset["training"], config)
+    return overrides
+
+
+def new_model(setup, preset, grammar, config, log):
+    """The model to train, initialized from setup.seed; with segment recurrence, its config keeps the segment options
+    (record_segment_options)."""
     torch.manual_seed(setup.seed)
     model = causal_lm_for_config(config)
     log(f"model: {_model_description(setup, preset, grammar)}, {sum(p.numel() for p in model.parameters()):,} parameters")
-
-    # With segments a sequence may be as long as it is: the model reads L positions at a time.
-    max_length = config.max_sequence_length if setup.segment_length is None else math.inf
     if setup.segment_length is not None:
         record_segment_options(model, setup)
-    if prepared is not None:
-        train_dataset = ids_dataset(inputs.train, tokenizer, grammar, max_length, f"{prepared} split 'train'")
-        eval_dataset = (ids_dataset(inputs.eval, tokenizer, grammar, max_length, inputs.eval_source)
-                        if inputs.eval is not None else None)
-    else:
-        train_dataset = tree_dataset(tokenizer, train_trees, grammar, max_length, "training trees")
-        eval_dataset = None
-    if eval_trees:
-        eval_dataset = tree_dataset(tokenizer, eval_trees, grammar, max_length, "evaluation trees")
-    if pack_to:
-        sentences = len(train_dataset)
-        lengths = expanded_lengths(train_dataset, doubled_id_ranges(grammar, tokenizer.action_layout))
-        train_dataset = packed_dataset(train_dataset, lengths, pack_to, "training data")
-        log(f"packing: {sentences:,} training sentences into {len(train_dataset):,} sequences of at most {pack_to} "
-            "positions, each sentence read as alone (--pack-to 0: one sentence per sequence)")
+    return model
+
+
+def training_datasets(setup, grammar, config, data, log):
+    """(train, eval) datasets of action ids: evaluation data from the prepared dataset or the evaluation trees (None
+    without, and with segment recurrence, which does not evaluate during training); training sentences packed into
+    sequences with setup.pack_to."""
+    # With segments a sequence may be as long as it is: the model reads L positions at a time.
+    max_length = config.max_sequence_length if setup.segment_length is None else math.inf
+    train_dataset, eval_dataset = _id_datasets(data, grammar, max_length)
+    if setup.pack_to:
+        train_dataset = _packed_training_dataset(train_dataset, grammar, data.tokenizer, setup.pack_to, log)
     if setup.segment_length is not None and eval_dataset is not None:
         log("segment recurrence: no evaluation during training (the evaluation data is not used here); measure it "
             "afterwards with `hf-slm eval ppl`")
         eval_dataset = None
-    trainer = run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule, packed=bool(pack_to))
-    if is_main_process():
-        write_training_record(output, setup, grammar, schedule, trainer, len(train_dataset), len(eval_dataset or []),
-                              prepared=inputs.description() if prepared is not None else None)
-    return trainer, tokenizer
+    return train_dataset, eval_dataset
+
+
+def _id_datasets(data, grammar, max_length):
+    """(train, eval) datasets of the prepared dataset's ids or of the trees encoded (evaluation trees win over a
+    prepared dataset's evaluation split); eval None without evaluation data."""
+    tokenizer, inputs = data.tokenizer, data.prepared
+    if inputs is not None:
+        train_dataset = ids_dataset(inputs.train, tokenizer, grammar, max_length, f"{inputs.directory} split 'train'")
+        eval_dataset = (ids_dataset(inputs.eval, tokenizer, grammar, max_length, inputs.eval_source)
+                        if inputs.eval is not None else None)
+    else:
+        train_dataset = tree_dataset(tokenizer, data.train_trees, grammar, max_length, "training trees")
+        eval_dataset = None
+    if data.eval_trees:
+        eval_dataset = tree_dataset(tokenizer, data.eval_trees, grammar, max_length, "evaluation trees")
+    return train_dataset, eval_dataset
+
+
+def _packed_training_dataset(train_dataset, grammar, tokenizer, pack_to, log):
+    """The training sentences packed side by side into sequences of at most `pack_to` positions."""
+    sentences = len(train_dataset)
+    lengths = expanded_lengths(train_dataset, doubled_id_ranges(grammar, tokenizer.action_layout))
+    packed = packed_dataset(train_dataset, lengths, pack_to, "training data")
+    log(f"packing: {sentences:,} training sentences into {len(packed):,} sequences of at most {pack_to} "
+        "positions, each sentence read as alone (--pack-to 0: one sentence per sequence)")
+    return packed
 
 
 def packing_length(setup, training, config):
