@@ -8,6 +8,7 @@ the tokenizer side: words to pieces, batching with a progress bar, trees back to
 import math
 import numbers
 import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -348,6 +349,28 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
     counts sentences over all documents); the returned SentenceResults (one list per document) has them all
     in `.left_out`.
     """
+    grammar = _check_documents(model, tokenizer, documents, batch_size)
+    options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
+    search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
+                                       incomplete_word_ids=_incomplete_word_ids(tokenizer))
+    names = _document_names(documents, sources)
+    # check_sentences and warn_left_out are called here, not in a helper: their warnings (stacklevel=3) name the line
+    # that called score_documents
+    words, pieces, left_out = check_sentences(
+        model, tokenizer, [sentence for document in documents for sentence in document], names, on_error)
+    sentences = _DocumentSentences(documents, grammar, names, words, pieces, left_out, on_error,
+                                   *position_limit(model.config))
+    if on_error == "raise" and sentences.limit is not None:
+        _check_shortest_trees_fit(sentences)
+    unit = 1 / math.log(2) if bits else 1.0
+    _search_sentence_by_sentence(search, tokenizer, sentences, batch_size, unit, progress)
+    _put_left_out_in_place(sentences)
+    warn_left_out(sentences.left_out, sentences.total)
+    return SentenceResults(sentences.results, sentences.left_out)
+
+
+def _check_documents(model, tokenizer, documents, batch_size):
+    """score_documents' checks of its arguments, before any work; returns the model's grammar."""
     check_tokenizer_matches(model.config, tokenizer)
     _check_sentence_list(documents, "documents")
     check_batch_size(batch_size)
@@ -362,83 +385,151 @@ def score_documents(model, tokenizer, documents, bits=False, batch_size=8, progr
     if grammar.words_only:
         raise ValueError("a words-only model has no trees to search: score its documents exactly with "
                          "hf_slm.joint_log_probs on tokenizer.encode_document(...) ids")
-    options = BeamSearchOptions(num_trees=num_trees, **beam_options).check()
-    search = WordSynchronousBeamSearch(model, options, word_start_mask=tokenizer.word_start_mask,
-                                       incomplete_word_ids=_incomplete_word_ids(tokenizer))
+    return grammar
+
+
+def _document_names(documents, sources):
+    """How messages name each sentence, over all documents: per document per sentence `sources`, checked, or
+    "document d, sentence i"."""
     if sources is None:
-        sources = [[f"{item_name('document', d)}, {sentence_name(i)}" for i in range(len(document))] for d, document in enumerate(documents)]
+        sources = [[f"{item_name('document', d)}, {sentence_name(i)}" for i in range(len(document))]
+                   for d, document in enumerate(documents)]
     if [len(names) for names in sources] != [len(document) for document in documents]:
         raise ValueError("sources must hold one name per sentence of each document")
-    flat_names = [name for names in sources for name in names]
-    flat_words, flat_pieces, left_out = check_sentences(
-        model, tokenizer, [s for document in documents for s in document], flat_names, on_error)
-    offsets = np.cumsum([0] + [len(document) for document in documents])
-    limit, limit_field = position_limit(model.config)
-    stopped = {}  # document -> the name of its first left-out sentence: nothing after it is searched
+    return [name for names in sources for name in names]
 
-    def leave_out(index, problem):
-        if on_error == "raise":
+
+@dataclass
+class _DocumentSentences:
+    """score_documents' sentences, numbered over all documents (sentence i of document k is number offsets[k] + i),
+    and what has become of them: each document's prefix (`<s>` and the best trees of its sentences so far), the
+    results found, the sentences left out and the documents stopped at one of them."""
+
+    documents: list
+    grammar: object  # the model's (grammar_for_config)
+    names: list  # per sentence (over all documents)
+    words: list
+    pieces: list
+    left_out: list  # {"index", "source", "words", "error"}, as check_sentences and _search_failed give them
+    on_error: str
+    limit: int | None  # the model's position limit (position_limit) and the config field that sets it
+    limit_field: str | None
+    offsets: np.ndarray = field(init=False)
+    prefixes: list = field(init=False)  # per document: action ids, `<s>` (DTG: `<root>`) then its sentences' best trees
+    results: list = field(init=False)  # per document, per sentence
+    stopped: dict = field(init=False)  # document -> its first left-out sentence's name: nothing after it is searched
+    checked_out: set = field(init=False)  # the sentences check_sentences left out
+
+    def __post_init__(self):
+        self.offsets = np.cumsum([0] + [len(document) for document in self.documents])
+        self.prefixes = [[self.grammar.start_action_id] for _ in self.documents]
+        self.results = [[None] * len(document) for document in self.documents]
+        self.stopped = {}
+        self.checked_out = {entry["index"] for entry in self.left_out}
+
+    @property
+    def total(self):
+        return int(self.offsets[-1])
+
+    def index(self, document, position):
+        """The number of sentence `position` of `document` over all documents."""
+        return int(self.offsets[document]) + position
+
+    def leave_out(self, index, problem):
+        """Leave sentence `index` out (on_error "skip"), or stop there ("raise")."""
+        if self.on_error == "raise":
             raise ValueError(f"{problem}; stopped (without stopping, such sentences are left out and reported)")
-        left_out.append({"index": index, "source": flat_names[index], "words": flat_words[index], "error": problem})
+        self.left_out.append({"index": index, "source": self.names[index], "words": self.words[index],
+                              "error": problem})
 
-    checked_out = {entry["index"] for entry in left_out}
-    if on_error == "raise" and limit is not None:  # stop before any search if even the shortest trees overflow
-        for k, document in enumerate(documents):
-            sentences = [flat_pieces[int(offsets[k]) + i] for i in range(len(document))]  # their `<s>` is shared
-            needed = 1 + np.cumsum([grammar.minimum_positions(sum(map(len, p)), len(p)) - 1 for p in sentences])
-            if needed[-1] > limit:
-                index = int(offsets[k]) + int(np.argmax(needed > limit))
-                leave_out(index, f"{flat_names[index]} does not fit after its document's earlier sentences: even "
-                          f"their shortest trees and its own end at position {needed[index - int(offsets[k])]}, past "
-                          f"the model's maximum of {limit} (config.{limit_field})")
-    unit = 1 / math.log(2) if bits else 1.0
-    prefixes = [[grammar.start_action_id] for _ in documents]  # `<s>` (DTG: `<root>`)
-    results = [[None] * len(document) for document in documents]
-    with tqdm(total=int(offsets[-1]), desc="beam search (documents)", unit="sentence", disable=not progress) as bar:
+
+def _check_shortest_trees_fit(sentences):
+    """With on_error "raise": stop before any search if even the shortest trees of a document's sentences, one after
+    the other, overflow the model's positions."""
+    for k, document in enumerate(sentences.documents):
+        pieces = [sentences.pieces[sentences.index(k, i)] for i in range(len(document))]  # their `<s>` is shared
+        needed = 1 + np.cumsum([sentences.grammar.minimum_positions(sum(map(len, p)), len(p)) - 1 for p in pieces])
+        if needed[-1] > sentences.limit:
+            index = sentences.index(k, int(np.argmax(needed > sentences.limit)))
+            sentences.leave_out(index, f"{sentences.names[index]} does not fit after its document's earlier sentences: "
+                                f"even their shortest trees and its own end at position "
+                                f"{needed[index - int(sentences.offsets[k])]}, past the model's maximum of "
+                                f"{sentences.limit} (config.{sentences.limit_field})")
+
+
+def _search_sentence_by_sentence(search, tokenizer, sentences, batch_size, unit, progress):
+    """Search sentence 1 of every document, then sentence 2, and so on, each after its document's prefix, in batches
+    of `batch_size` documents; a progress bar counts sentences."""
+    documents = sentences.documents
+    with tqdm(total=sentences.total, desc="beam search (documents)", unit="sentence", disable=not progress) as bar:
         for position in range(max(len(d) for d in documents)):
-            active = []
-            for k, document in enumerate(documents):
-                if position >= len(document):
-                    continue
-                index = int(offsets[k]) + position
-                if k in stopped:
-                    if index not in checked_out:
-                        leave_out(index, f"{flat_names[index]} is left out: it comes after {stopped[k]}, which was "
-                                  "left out, and each sentence is scored after the trees of those before it")
-                    continue
-                if index in checked_out:
-                    stopped[k] = flat_names[index]
-                    continue
-                pieces = flat_pieces[index]  # after the prefix, the sentence takes its shortest tree less `<s>`
-                needed = _sequence_positions(grammar, prefixes[k]) + grammar.minimum_positions(
-                    sum(map(len, pieces)), len(pieces)) - 1
-                if limit is not None and needed > limit:
-                    leave_out(index, f"{flat_names[index]} does not fit after the trees of its document's earlier "
-                              f"sentences: its shortest tree would end at position {needed}, past the model's maximum "
-                              f"of {limit} (config.{limit_field})")
-                    stopped[k] = flat_names[index]
-                    continue
-                active.append(k)
-            for chunk_start in range(0, len(active), batch_size):
-                chunk = active[chunk_start : chunk_start + batch_size]
-                indices = [int(offsets[k]) + position for k in chunk]
-                found = _search_each(search, [flat_pieces[i] for i in indices], prefixes=[prefixes[k] for k in chunk])
-                for k, index, result in zip(chunk, indices, found):
-                    if isinstance(result, ValueError):
-                        left_out.append(_search_failed(index, flat_names[index], flat_words[index], result, on_error))
-                        stopped[k] = flat_names[index]
-                        continue
-                    results[k][position] = _readable(tokenizer, flat_words[index], flat_pieces[index], result, unit,
-                                                     len(prefixes[k]))
-                    prefixes[k] = result.trees[0][0]  # (a Nb-Up tree's ActionIds keep their starts)
+            ready = _documents_to_search(sentences, position)
+            for start in range(0, len(ready), batch_size):
+                _search_after_prefixes(search, tokenizer, sentences, ready[start : start + batch_size], position, unit)
             bar.update(sum(1 for document in documents if position < len(document)))
-    left_out.sort(key=lambda entry: entry["index"])
-    for entry in left_out:
-        k = int(np.searchsorted(offsets, entry["index"], side="right")) - 1
+
+
+def _documents_to_search(sentences, position):
+    """The documents whose sentence `position` is searched now: those that have one, not stopped at an earlier
+    sentence (whose later sentences are left out), whose sentence was not left out by the check and still fits after
+    the document's prefix (else the document stops there)."""
+    ready = []
+    for k, document in enumerate(sentences.documents):
+        if position >= len(document):
+            continue
+        index = sentences.index(k, position)
+        if k in sentences.stopped:
+            if index not in sentences.checked_out:
+                sentences.leave_out(index, f"{sentences.names[index]} is left out: it comes after "
+                                    f"{sentences.stopped[k]}, which was left out, and each sentence is scored after "
+                                    "the trees of those before it")
+        elif index in sentences.checked_out:
+            sentences.stopped[k] = sentences.names[index]
+        elif _fits_after_prefix(sentences, k, index):
+            ready.append(k)
+    return ready
+
+
+def _fits_after_prefix(sentences, document, index):
+    """Whether sentence `index`'s shortest tree fits after its document's prefix; if not, it is left out and its
+    document stopped."""
+    pieces = sentences.pieces[index]  # after the prefix, the sentence takes its shortest tree less `<s>`
+    grammar = sentences.grammar
+    needed = _sequence_positions(grammar, sentences.prefixes[document]) + grammar.minimum_positions(
+        sum(map(len, pieces)), len(pieces)) - 1
+    if sentences.limit is None or needed <= sentences.limit:
+        return True
+    sentences.leave_out(index, f"{sentences.names[index]} does not fit after the trees of its document's earlier "
+                        f"sentences: its shortest tree would end at position {needed}, past the model's maximum "
+                        f"of {sentences.limit} (config.{sentences.limit_field})")
+    sentences.stopped[document] = sentences.names[index]
+    return False
+
+
+def _search_after_prefixes(search, tokenizer, sentences, chunk, position, unit):
+    """Search sentence `position` of each document of `chunk` (one batch) after its document's prefix; keep each
+    result and extend the prefix by its best tree, or leave the sentence out and stop its document."""
+    indices = [sentences.index(k, position) for k in chunk]
+    found = _search_each(search, [sentences.pieces[i] for i in indices],
+                         prefixes=[sentences.prefixes[k] for k in chunk])
+    for k, index, result in zip(chunk, indices, found):
+        if isinstance(result, ValueError):
+            sentences.left_out.append(_search_failed(index, sentences.names[index], sentences.words[index], result,
+                                                     sentences.on_error))
+            sentences.stopped[k] = sentences.names[index]
+            continue
+        sentences.results[k][position] = _readable(tokenizer, sentences.words[index], sentences.pieces[index], result,
+                                                   unit, len(sentences.prefixes[k]))
+        sentences.prefixes[k] = result.trees[0][0]  # (a Nb-Up tree's ActionIds keep their starts)
+
+
+def _put_left_out_in_place(sentences):
+    """Sort the left-out sentences by number and put each, told of its document, in its place of the results."""
+    sentences.left_out.sort(key=lambda entry: entry["index"])
+    for entry in sentences.left_out:
+        k = int(np.searchsorted(sentences.offsets, entry["index"], side="right")) - 1
         entry["document"] = k
-        results[k][entry["index"] - int(offsets[k])] = entry
-    warn_left_out(left_out, int(offsets[-1]))
-    return SentenceResults(results, left_out)
+        sentences.results[k][entry["index"] - int(sentences.offsets[k])] = entry
 
 
 def parse(model, tokenizer, sentences, **options):
