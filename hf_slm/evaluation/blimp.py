@@ -28,22 +28,21 @@ Aggregation, as the BLiMP paper reports it: accuracy per paradigm (UID); per fie
 share of all pairs (`accuracy_pairs`, equal to it when every paradigm has as many pairs).
 """
 
-import json
 import re
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-import warnings
-
 from ..data.jsonl import iter_jsonl
 from ..runs.journal import data_fingerprint, map_in_chunks
 from ..search.scorers import Scorer, scorer_of
-from .proposals import (
-    check_proposal_words, check_scores_proposals, proposal_format, proposal_log_probs, read_proposal_blocks,
-)
+from .proposals import check_proposal_words, proposal_format, proposal_log_probs, read_proposal_blocks
 from .results import evaluation_run, save_results
+from .steps import (
+    check_limit, distinct_sentences, file_names, journal_of, map_sentences, quoted_sentences, taken, uses_proposals,
+    write_jsonl,
+)
 
 FIELDS = ("morphology", "semantics", "syntax", "syntax_semantics")
 
@@ -89,6 +88,61 @@ def split_words(sentence, word_splitting="ptb"):
     raise ValueError(f"word_splitting must be 'ptb' or 'whitespace', got {word_splitting!r}")
 
 
+def _blimp_files(data):
+    """The jsonl files of BLiMP data: every *.jsonl file of a directory, sorted, or the one file given."""
+    path = Path(data)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise ValueError(f"BLiMP data {str(path)!r} does not exist; expected a directory of .jsonl files or one file")
+    files = sorted(path.glob("*.jsonl"))
+    if not files:
+        nested = sorted({file.parent for file in path.glob("*/*.jsonl")})  # e.g. the release's data/ folder
+        hint = (f"; did you mean {str(nested[0])!r} ({len(list(nested[0].glob('*.jsonl')))} .jsonl files)?"
+                if nested else "; expected one file per paradigm, e.g. anaphor_gender_agreement.jsonl")
+        raise ValueError(f"BLiMP directory {str(path)!r} holds no .jsonl files{hint}")
+    return files
+
+
+def _check_pair_record(record, file, line_number):
+    """A BLiMP pair has its two sentences (not blank) and its field; each of its fields read is a string."""
+    missing = [k for k in ("sentence_good", "sentence_bad", "field") if k not in record]
+    if missing:
+        raise ValueError(f"{file}, line {line_number}: missing field(s) {missing}; expected a BLiMP pair")
+    for key in ("sentence_good", "sentence_bad", "field", "UID", "linguistics_term"):
+        value = record.get(key, "")
+        if not isinstance(value, str) or (key.startswith("sentence") and not value.strip()):
+            what = "empty" if isinstance(value, str) else f"{type(value).__name__} {value!r:.40}"
+            raise ValueError(f"{file}, line {line_number}: the field {key!r} is {what}; expected "
+                             f"{'a sentence' if key.startswith('sentence') else 'a string'}")
+
+
+def _file_pairs(file, limit, position):
+    """(the pairs of one BLiMP file, at most `limit` per paradigm, as read_blimp gives them; the position of its last
+    pair, those beyond the limit counted), its pairs' positions counted on from `position`."""
+    pairs, taken_per_paradigm, records = [], defaultdict(int), 0
+    for line_number, record in iter_jsonl(file, "BLiMP file"):
+        records += 1
+        _check_pair_record(record, file, line_number)
+        uid = record.get("UID") or file.stem
+        position += 1
+        if limit is not None and taken_per_paradigm[uid] >= limit:
+            continue
+        taken_per_paradigm[uid] += 1
+        pairs.append({
+            "UID": uid,
+            "field": normalize_field(record["field"]),
+            "linguistics_term": record.get("linguistics_term", ""),
+            "pairID": str(record.get("pairID", taken_per_paradigm[uid] - 1)),
+            "sentence_good": record["sentence_good"],
+            "sentence_bad": record["sentence_bad"],
+            "position": position,
+        })
+    if not records:
+        raise ValueError(f"BLiMP file {str(file)!r} holds no pairs; expected one JSON object per line")
+    return pairs, position
+
+
 def read_blimp(data, limit=None):
     """The pairs of a BLiMP directory (every *.jsonl file in it, sorted) or of one jsonl file.
 
@@ -96,51 +150,12 @@ def read_blimp(data, limit=None):
     "sentence_bad", "position"}, at most `limit` pairs per paradigm (the first ones of each file); "position" is the
     pair's place among all pairs of the data, those beyond the limit counted.
     """
-    path = Path(data)
-    if path.is_dir():
-        files = sorted(path.glob("*.jsonl"))
-        if not files:
-            nested = sorted({file.parent for file in path.glob("*/*.jsonl")})  # e.g. the release's data/ folder
-            hint = (f"; did you mean {str(nested[0])!r} ({len(list(nested[0].glob('*.jsonl')))} .jsonl files)?"
-                    if nested else "; expected one file per paradigm, e.g. anaphor_gender_agreement.jsonl")
-            raise ValueError(f"BLiMP directory {str(path)!r} holds no .jsonl files{hint}")
-    elif path.is_file():
-        files = [path]
-    else:
-        raise ValueError(f"BLiMP data {str(path)!r} does not exist; expected a directory of .jsonl files or one file")
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit must be a positive number of pairs per paradigm, got {limit!r}")
+    files = _blimp_files(data)
+    check_limit(limit, "pairs per paradigm")
     pairs, position = [], -1
     for file in files:
-        taken = defaultdict(int)
-        records = 0
-        for line_number, record in iter_jsonl(file, "BLiMP file"):
-            records += 1
-            missing = [k for k in ("sentence_good", "sentence_bad", "field") if k not in record]
-            if missing:
-                raise ValueError(f"{file}, line {line_number}: missing field(s) {missing}; expected a BLiMP pair")
-            for key in ("sentence_good", "sentence_bad", "field", "UID", "linguistics_term"):
-                value = record.get(key, "")
-                if not isinstance(value, str) or (key.startswith("sentence") and not value.strip()):
-                    what = "empty" if isinstance(value, str) else f"{type(value).__name__} {value!r:.40}"
-                    raise ValueError(f"{file}, line {line_number}: the field {key!r} is {what}; expected "
-                                     f"{'a sentence' if key.startswith('sentence') else 'a string'}")
-            uid = record.get("UID") or file.stem
-            position += 1
-            if limit is not None and taken[uid] >= limit:
-                continue
-            taken[uid] += 1
-            pairs.append({
-                "UID": uid,
-                "field": normalize_field(record["field"]),
-                "linguistics_term": record.get("linguistics_term", ""),
-                "pairID": str(record.get("pairID", taken[uid] - 1)),
-                "sentence_good": record["sentence_good"],
-                "sentence_bad": record["sentence_bad"],
-                "position": position,
-            })
-        if not records:
-            raise ValueError(f"BLiMP file {str(file)!r} holds no pairs; expected one JSON object per line")
+        found, position = _file_pairs(file, limit, position)
+        pairs.extend(found)
     return pairs
 
 
@@ -184,9 +199,7 @@ def _proposal_blocks(proposals, scorer, pairs, split, total_pairs):
         return None
     if scorer is None:
         raise ValueError("proposals are scored by the model's scorer; a scorer function cannot take them")
-    check_scores_proposals(scorer, f"proposals {proposals}")
-    if scorer.log_prob_estimate == "exact":
-        warnings.warn("this model's log p(x) is exact; the proposal trees are not used", stacklevel=3)
+    if not uses_proposals(proposals, scorer, "log p(x)", stacklevel=3):
         return None
     read = read_proposal_blocks(proposals, scorer.model, scorer.tokenizer)
     if len(read) == 2 * len(pairs):  # the pairs evaluated (those --limit keeps), in order
@@ -201,6 +214,100 @@ def _proposal_blocks(proposals, scorer, pairs, split, total_pairs):
     check_proposal_words([words for pair in split for words in pair], blocks, str(proposals),
                          proposal_format(scorer.model).name)
     return blocks
+
+
+# How p(x) is computed from proposal trees, as the metrics record it.
+PROPOSALS_LOG_PROB = "p(x) >= sum of p(x, y) over the proposal trees of each sentence (a lower bound)"
+
+
+def _sentence_scorer(model, tokenizer, scorer, scorer_description, batch_size, on_error, beam_options):
+    """(the model's Scorer, or None for a scorer function; a function from sentences to their log p(x); the beam
+    options it searches with; how it computes p(x)), from run_blimp's arguments."""
+    if scorer is not None and not isinstance(scorer, Scorer):  # a function: it says nothing of itself
+        return None, scorer, beam_options, scorer_description
+    if scorer is None and (model is None or tokenizer is None):
+        raise ValueError("run_blimp needs a model and a tokenizer, or a scorer")
+    model_scorer = scorer_of(model, tokenizer, scorer, **beam_options)
+
+    def log_probs(sentences):
+        return model_scorer.log_probs(sentences, batch_size=batch_size, progress=False, on_error=on_error,
+                                      sources=quoted_sentences(sentences))
+
+    return model_scorer, log_probs, model_scorer.search_options, model_scorer.log_prob_description
+
+
+def _log_probs_by_sentence(score_sentences, split, batch_size, run, progress):
+    """(log p(good), log p(bad)) of every pair, each distinct sentence scored once (some recur across pairs and
+    paradigms); None for a sentence that cannot be scored."""
+    distinct = distinct_sentences(words for pair in split for words in pair)
+    scores = map_sentences(score_sentences, [list(words) for words in distinct], batch_size, run, progress, "BLiMP")
+    log_prob = dict(zip(distinct, (None if value is None else float(value) for value in scores)))
+    return [log_prob[tuple(good)] for good, _ in split], [log_prob[tuple(bad)] for _, bad in split]
+
+
+def _log_probs_by_proposals(model, tokenizer, pairs, blocks, batch_size, max_proposals, run, progress):
+    """(log p(good), log p(bad)) of every pair, each sentence by its own block of proposal trees; journaled under
+    the pair's position and the side."""
+    def from_proposals(chunk):
+        return [value for value, _, _ in proposal_log_probs(model, tokenizer, chunk, batch_size=batch_size,
+                                                            progress=False, max_proposals=max_proposals)]
+
+    keys = [f"{pair['position']}:{kind}" for pair in pairs for kind in ("good", "bad")]
+    scores = map_in_chunks(from_proposals, blocks, batch_size, journal_of(run), keys=keys, progress=progress,
+                           desc="BLiMP", unit="sentence")
+    return [float(value) for value in scores[0::2]], [float(value) for value in scores[1::2]]
+
+
+def _pairs_left_out(pairs, split, good, bad):
+    """{"pairs_left_out", "left_out"} for the pairs with a sentence that cannot be scored (None); {} if none."""
+    left_out = [i for i in range(len(pairs)) if good[i] is None or bad[i] is None]
+    if not left_out:
+        return {}
+    return {"pairs_left_out": len(left_out),
+            "left_out": [{"UID": pairs[i]["UID"], "pairID": pairs[i]["pairID"],
+                          "sentences": [" ".join(words) for words, log_prob in zip(split[i], (good[i], bad[i]))
+                                        if log_prob is None]}
+                         for i in left_out]}
+
+
+def _blimp_summary(metrics, how):
+    fields = ", ".join(f"{name} {value:.3f}" for name, value in metrics["by_field"].items())
+    summary = (f"BLiMP accuracy {metrics['accuracy']:.3f} (mean over {metrics['paradigms']} paradigms, "
+               f"{metrics['pairs']} pairs; p(x): {how}); by field: {fields}")
+    if "pairs_left_out" in metrics:
+        summary += (f"; {metrics['pairs_left_out']} pair(s) left out with a sentence that cannot be scored "
+                    "(see left_out)")
+    return summary
+
+
+def _blimp_metrics(pairs, split, good, bad, how):
+    """run_blimp's metrics: blimp_accuracy over the pairs whose sentences could both be scored (a sentence that
+    cannot be, None, hf_slm.search.beam.check_sentences warned of, takes its pairs out), the pairs left out, units,
+    how p(x) was computed and the summary."""
+    scored = [i for i in range(len(pairs)) if good[i] is not None and bad[i] is not None]
+    metrics = blimp_accuracy(taken(pairs, scored), taken(good, scored), taken(bad, scored))
+    metrics.update(_pairs_left_out(pairs, split, good, bad))
+    metrics["units"] = "fraction"  # accuracies in [0, 1], not percent
+    metrics["log_prob_units"] = "nats"  # the log-probabilities of blimp-DATA_pairs.jsonl
+    metrics["log_prob"] = how
+    metrics["summary"] = _blimp_summary(metrics, how)
+    return metrics
+
+
+def _pair_records(pairs, split, good, bad):
+    """The lines of blimp-DATA_pairs.jsonl: every pair with both log-probabilities (None: cannot be scored)."""
+    return [{"UID": pair["UID"], "pairID": pair["pairID"], "good": " ".join(good_words), "bad": " ".join(bad_words),
+             "log_prob_good": g, "log_prob_bad": b, "correct": g > b if None not in (g, b) else None, "units": "nats"}
+            for pair, (good_words, bad_words), g, b in zip(pairs, split, good, bad)]
+
+
+def _write_blimp_files(run, metrics, model, data_dir, pairs, records, options):
+    """Write the result JSON and the pairs' lines; returns {kind: path}."""
+    files = {"json": save_results(run.directory, "blimp", metrics, model, {"path": str(data_dir), "pairs": len(pairs)},
+                                  options, stem=run.stem),
+             "pairs": run.path("_pairs.jsonl")}
+    write_jsonl(files["pairs"], records)
+    return files
 
 
 def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_size=8, progress=True, scorer=None,
@@ -233,23 +340,12 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
     pairs = read_blimp(data_dir, limit)
     split = [(split_words(p["sentence_good"], word_splitting), split_words(p["sentence_bad"], word_splitting))
              for p in pairs]
-    # Score each distinct sentence once (some sentences recur across pairs and paradigms).
-    distinct = sorted({tuple(words) for pair in split for words in pair}, key=lambda w: (len(w), w))
-    if scorer is None or isinstance(scorer, Scorer):
-        if scorer is None and (model is None or tokenizer is None):
-            raise ValueError("run_blimp needs a model and a tokenizer, or a scorer")
-        model_scorer = scorer_of(model, tokenizer, scorer, **beam_options)
-        beam_options, how = model_scorer.search_options, model_scorer.log_prob_description
-
-        def scorer(sentences):
-            return model_scorer.log_probs(sentences, batch_size=batch_size, progress=False, on_error=on_error,
-                                          sources=[repr(" ".join(words)) for words in sentences])
-    else:
-        model_scorer, how = None, scorer_description
+    model_scorer, score_sentences, beam_options, how = _sentence_scorer(model, tokenizer, scorer, scorer_description,
+                                                                       batch_size, on_error, beam_options)
     total_pairs = len(pairs) if limit is None or proposals is None else len(read_blimp(data_dir))
     blocks = _proposal_blocks(proposals, model_scorer, pairs, split, total_pairs)
     if blocks is not None:
-        beam_options, how = None, "p(x) >= sum of p(x, y) over the proposal trees of each sentence (a lower bound)"
+        beam_options, how = None, PROPOSALS_LOG_PROB
     if output_dir is not None and model is None:
         raise ValueError("saving BLiMP results needs the model (its name and config are recorded)")
     options = {"limit": limit, "batch_size": batch_size, "word_splitting": word_splitting,
@@ -257,50 +353,13 @@ def run_blimp(model, tokenizer, data_dir, limit=None, output_dir=None, batch_siz
     if blocks is not None:
         options.update(proposals=data_fingerprint(proposals), max_proposals=max_proposals)
     with evaluation_run(output_dir, "blimp", data_dir, model, options, limit=limit, overwrite=overwrite) as run:
-        journal = run.journal if run is not None else None
         if blocks is None:
-            scores = map_in_chunks(scorer, [list(words) for words in distinct], batch_size, journal,
-                                   keys=[" ".join(words) for words in distinct], progress=progress, desc="BLiMP",
-                                   unit="sentence")
-            log_prob = dict(zip(distinct, (None if v is None else float(v) for v in scores)))
-            good = [log_prob[tuple(g)] for g, _ in split]
-            bad = [log_prob[tuple(b)] for _, b in split]
-        else:  # each sentence of each pair by its own proposals
-            def from_proposals(chunk):
-                return [value for value, _, _ in proposal_log_probs(model, tokenizer, chunk, batch_size=batch_size,
-                                                                    progress=False, max_proposals=max_proposals)]
-
-            keys = [f"{pair['position']}:{kind}" for pair in pairs for kind in ("good", "bad")]
-            scores = map_in_chunks(from_proposals, blocks, batch_size, journal, keys=keys, progress=progress,
-                                   desc="BLiMP", unit="sentence")
-            good, bad = [float(v) for v in scores[0::2]], [float(v) for v in scores[1::2]]
-        # A sentence that cannot be scored (None; hf_slm.search.beam.check_sentences warned) takes its pairs out.
-        scored = [i for i in range(len(pairs)) if good[i] is not None and bad[i] is not None]
-        metrics = blimp_accuracy([pairs[i] for i in scored], [good[i] for i in scored], [bad[i] for i in scored])
-        if len(scored) < len(pairs):
-            left_out = sorted(set(range(len(pairs))) - set(scored))
-            metrics["pairs_left_out"] = len(left_out)
-            metrics["left_out"] = [{"UID": pairs[i]["UID"], "pairID": pairs[i]["pairID"],
-                                    "sentences": [" ".join(w) for w, lp in zip(split[i], (good[i], bad[i])) if lp is None]}
-                                   for i in left_out]
-        metrics["units"] = "fraction"  # accuracies in [0, 1], not percent
-        metrics["log_prob_units"] = "nats"  # the log-probabilities of blimp-DATA_pairs.jsonl
-        metrics["log_prob"] = how
-        fields = ", ".join(f"{name} {value:.3f}" for name, value in metrics["by_field"].items())
-        metrics["summary"] = (f"BLiMP accuracy {metrics['accuracy']:.3f} (mean over {metrics['paradigms']} "
-                              f"paradigms, {metrics['pairs']} pairs; p(x): {how}); by field: {fields}")
-        if "pairs_left_out" in metrics:
-            metrics["summary"] += (f"; {metrics['pairs_left_out']} pair(s) left out with a sentence that cannot be "
-                                   "scored (see left_out)")
+            good, bad = _log_probs_by_sentence(score_sentences, split, batch_size, run, progress)
+        else:
+            good, bad = _log_probs_by_proposals(model, tokenizer, pairs, blocks, batch_size, max_proposals, run,
+                                                progress)
+        metrics = _blimp_metrics(pairs, split, good, bad, how)
         if run is not None:
-            files = {"json": save_results(run.directory, "blimp", metrics, model,
-                                          {"path": str(data_dir), "pairs": len(pairs)}, options, stem=run.stem),
-                     "pairs": run.path("_pairs.jsonl")}
-            with open(files["pairs"], "w", encoding="utf-8") as handle:
-                for pair, (g_words, b_words), g, b in zip(pairs, split, good, bad):
-                    handle.write(json.dumps({"UID": pair["UID"], "pairID": pair["pairID"], "good": " ".join(g_words),
-                                             "bad": " ".join(b_words), "log_prob_good": g, "log_prob_bad": b,
-                                             "correct": g > b if None not in (g, b) else None,
-                                             "units": "nats"}) + "\n")
-            metrics["files"] = {kind: str(path) for kind, path in files.items()}
+            records = _pair_records(pairs, split, good, bad)
+            metrics["files"] = file_names(_write_blimp_files(run, metrics, model, data_dir, pairs, records, options))
     return metrics
