@@ -54,10 +54,8 @@ last sentence).
 Log-probabilities (`log_prob_total`, ppl-DATA_sentences.jsonl) are natural logs; the outputs say "nats".
 """
 
-import json
 import math
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -73,10 +71,11 @@ from ..data.conllu_loader import is_conllu_file, read_conllu_file
 from ..data.text_files import check_text_file, open_text, read_text
 from ..tokenization.trees import labelled_closing, normalize_tree, parse_trees, read_trees, read_words
 from .proposals import (
-    check_proposal_words, check_scores_proposals, logsumexp, proposal_format, proposal_log_probs, read_proposal_blocks,
-    read_proposals, unique_proposal_ids,
+    check_proposal_words, logsumexp, proposal_format, proposal_log_probs, read_proposal_blocks, read_proposals,
+    unique_proposal_ids,
 )
 from .results import evaluation_run, save_results
+from .steps import check_limit, file_names, journal_of, positions_scored, taken, uses_proposals, write_jsonl
 
 BLANK_LINES = re.compile(r"\n[ \t\r\f\v]*\n")
 
@@ -261,29 +260,37 @@ def _check_document_level(model):
         )
 
 
+def _map_in_order(compute, items, order, batch_size, journal, progress, desc, unit):
+    """[compute(chunk) values of every item], the items taken batch_size at a time in `order` (journaled under their
+    positions), the values given back in the items' own order."""
+    values = map_in_chunks(compute, [items[i] for i in order], batch_size, journal, keys=[str(i) for i in order],
+                           progress=progress, desc=desc, unit=unit)
+    result = [None] * len(items)
+    for index, value in zip(order, values):
+        result[index] = value
+    return result
+
+
+def _flat(per_document):
+    """The items of every document, one list."""
+    return [item for document in per_document for item in document]
+
+
 def _log_probs_in_chunks(method, scorer, documents, blocks, batch_size, max_proposals, journal, progress,
                          document_level):
     """(log p of each sentence, proposals per sentence or None) by `method`, computed batch_size sentences
     (documents at document level) at a time, shortest sentences first. With a journal each chunk is recorded as
     soon as it is done, so that an interrupted run resumes where it stopped with the same numbers."""
     model, tokenizer = scorer.model, scorer.tokenizer
-    sentences = [sentence for document in documents for sentence in document]
+    sentences = _flat(documents)
 
     def in_chunks(compute, items, unit, by_length=False):
         order = sorted(range(len(items)), key=lambda i: len(items[i])) if by_length else list(range(len(items)))
-        values = map_in_chunks(compute, [items[i] for i in order], batch_size, journal, keys=[str(i) for i in order],
-                               progress=progress, desc=f"perplexity ({method})", unit=unit)
-        result = [None] * len(items)
-        for index, value in zip(order, values):
-            result[index] = value
-        return result
-
-    def flat(per_document):
-        return [log_prob for document in per_document for log_prob in document]
+        return _map_in_order(compute, items, order, batch_size, journal, progress, f"perplexity ({method})", unit)
 
     if method == "exact" and document_level:
-        return flat(in_chunks(lambda chunk: scorer.document_log_probs(chunk, batch_size, False),
-                              documents, "document")), None
+        return _flat(in_chunks(lambda chunk: scorer.document_log_probs(chunk, batch_size, False),
+                               documents, "document")), None
     if method in ("exact", "beam"):
         return in_chunks(lambda chunk: scorer.log_probs(chunk, batch_size=batch_size, progress=False),
                          sentences, "sentence", by_length=True), None
@@ -292,7 +299,7 @@ def _log_probs_in_chunks(method, scorer, documents, blocks, batch_size, max_prop
             found = scorer.score_documents(chunk, batch_size=batch_size, progress=False)
             return [[result.get("log_prob") for result in document] for document in found]
 
-        return flat(in_chunks(compute, documents, "document")), None
+        return _flat(in_chunks(compute, documents, "document")), None
     if method == "proposals_greedy_prefix":
         unique = iter(unique_proposal_ids(tokenizer, blocks, max_proposals))
         candidates = [[[ids[1:] for ids in next(unique)] for _ in document] for document in documents]
@@ -302,7 +309,7 @@ def _log_probs_in_chunks(method, scorer, documents, blocks, batch_size, max_prop
             return document_log_probs(lambda sequences: joint_in_length_order(model, sequences, batch_size, False),
                                       chunk, model.config.bos_token_id)
 
-        return flat(in_chunks(compute, candidates, "document")), counts
+        return _flat(in_chunks(compute, candidates, "document")), counts
     # proposals: per sentence (logsumexp over its proposals, their number, the best one)
     per_sentence = in_chunks(lambda chunk: proposal_log_probs(model, tokenizer, chunk, batch_size=batch_size,
                                                               progress=False, max_proposals=max_proposals),
@@ -377,6 +384,79 @@ def _scorable(scorer, documents, names, on_error, document_level):
     return kept_documents, kept, sorted(left_out, key=lambda entry: entry["index"])
 
 
+def _evaluated_documents(model, tokenizer, data, document_level, limit):
+    """The documents of `data` that are evaluated (all, or the first `limit` sentences, or documents at document
+    level), read with the tokenizer's normalization; refuses document level for a model of sentences."""
+    if document_level:
+        _check_document_level(model)
+    check_limit(limit, "documents" if document_level else "sentences")
+    documents = read_documents(data, _normalization(tokenizer), document_level)
+    if not any(documents):
+        raise ValueError(f"data file {str(data)!r} holds no sentences")
+    if limit is None:
+        return documents
+    return documents[:limit] if document_level else [documents[0][:limit]]
+
+
+def _proposal_blocks(proposals, scorer, model, tokenizer, sentences, limit):
+    """The blocks of proposal trees of the sentences, read by the model's tree format and checked against their
+    words; None without proposals or for a model whose perplexity is exact (a warning). With a limit only the first
+    blocks are read (the file may cover the whole data or just them)."""
+    if not uses_proposals(proposals, scorer, "perplexity", stacklevel=3):
+        return None
+    blocks = read_proposal_blocks(proposals, model, tokenizer, limit=len(sentences) if limit is not None else None)
+    check_proposal_words(sentences, blocks, str(proposals), proposal_format(model).name)
+    return blocks
+
+
+def _method(exact, document_level, with_proposals):
+    """How log p(x) is computed (a key of ESTIMATES)."""
+    if exact:
+        return "exact"
+    source = "proposals" if with_proposals else "beam"
+    return f"{source}_greedy_prefix" if document_level else source
+
+
+def _failed_searches(log_probs, kept, names, sentences):
+    """Left-out entries of the scored sentences whose search failed (their log p is None)."""
+    failed = [kept[position] for position, log_prob in enumerate(log_probs) if log_prob is None]
+    return [{"index": index, "source": names[index], "words": sentences[index],
+             "error": f"{names[index]}: its search failed (hf_slm.score on it says why)"} for index in failed]
+
+
+def _add_proposals_and_left_out(metrics, model, with_proposals, left_out):
+    """Add to the metrics the kind of proposal trees used and the sentences left out (their count, each one's
+    index, source and error); the summary then names them."""
+    if with_proposals:
+        metrics["proposal_trees"] = proposal_format(model).description
+    if left_out:
+        metrics["sentences_left_out"] = len(left_out)
+        metrics["left_out"] = [{key: entry[key] for key in ("index", "source", "error")} for entry in left_out]
+        metrics["summary"] = describe_perplexity(metrics)
+
+
+def _sentence_records(sentences, kept, log_probs, proposal_counts, left_out):
+    """The lines of ppl-DATA_sentences.jsonl: one per sentence of the data, in order; a left-out one says why."""
+    records = {entry["index"]: {"index": entry["index"], "words": len(entry["words"]), "error": entry["error"]}
+               for entry in left_out}
+    for position, (index, log_prob) in enumerate(zip(kept, log_probs)):
+        records[index] = {"index": index, "words": len(sentences[index]), "log_prob": log_prob, "units": "nats"}
+        if proposal_counts is not None:
+            records[index]["proposals"] = proposal_counts[position]
+    return [records[index] for index in sorted(records)]
+
+
+def _write_perplexity_files(run, metrics, model, data, proposals, options, records):
+    """Write the result JSON and the sentences' lines; returns {kind: path}."""
+    described = {"path": str(data), "proposals": str(proposals) if proposals is not None else None,
+                 "sentences": metrics["sentences"], "sentences_left_out": metrics.get("sentences_left_out", 0),
+                 "words": metrics["words"]}
+    files = {"json": save_results(run.directory, "ppl", metrics, model, described, options, stem=run.stem),
+             "sentences": run.path("_sentences.jsonl")}
+    write_jsonl(files["sentences"], records)
+    return files
+
+
 def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, document_level=False, batch_size=32,
                     limit=None, output_dir=None, max_proposals=None, progress=True, overwrite=False, on_error="skip",
                     scorer=None):
@@ -415,84 +495,33 @@ def word_perplexity(model, tokenizer, data, proposals=None, beam_options=None, d
     """
     check_tokenizer_matches(model.config, tokenizer)
     scorer = scorer_of(model, tokenizer, scorer, **(beam_options or {}))
-    beam_options = scorer.search_options
     exact = scorer.log_prob_estimate == "exact"  # one </s> per sequence is scored and counted
-    if document_level:
-        _check_document_level(model)
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit must be a positive number of {'documents' if document_level else 'sentences'}, "
-                         f"got {limit!r}")
-    normalization = _normalization(tokenizer)
-    documents = read_documents(data, normalization, document_level)
-    if not any(documents):
-        raise ValueError(f"data file {str(data)!r} holds no sentences")
-    if limit is not None:
-        documents = documents[:limit] if document_level else [documents[0][:limit]]
-    sentences = [sentence for document in documents for sentence in document]
-
-    blocks = None
-    if proposals is not None:
-        check_scores_proposals(scorer, f"proposals {proposals}")
-    if proposals is not None and exact:
-        warnings.warn("this model's perplexity is exact; the proposal trees are not used", stacklevel=2)
-    elif proposals is not None:
-        # Read by the model's tree format. With a limit only the first blocks are read (the file may cover the whole
-        # data or just them).
-        blocks = read_proposal_blocks(proposals, model, tokenizer, limit=len(sentences) if limit is not None else None)
-        check_proposal_words(sentences, blocks, str(proposals), proposal_format(model).name)
+    documents = _evaluated_documents(model, tokenizer, data, document_level, limit)
+    sentences = _flat(documents)
+    blocks = _proposal_blocks(proposals, scorer, model, tokenizer, sentences, limit)
     # Every sentence is checked before anything is scored; those that cannot be are left out and named.
-    all_sentences, names = sentences, _sentence_names(data, len(sentences))
+    names = _sentence_names(data, len(sentences))
     documents, kept, left_out = _scorable(scorer, documents, names, on_error, document_level)
-    sentences = [all_sentences[i] for i in kept]
-    blocks = [blocks[i] for i in kept] if blocks is not None else None
-
-    if exact:
-        method = "exact"
-    elif document_level:
-        method = "beam_greedy_prefix" if blocks is None else "proposals_greedy_prefix"
-    else:
-        method = "beam" if blocks is None else "proposals"
+    blocks = taken(blocks, kept)
+    method = _method(exact, document_level, blocks is not None)
     options = {"method": method, "document_level": document_level, "limit": limit, "batch_size": batch_size,
-               "max_proposals": max_proposals, "beam_options": beam_options if method.startswith("beam") else None}
+               "max_proposals": max_proposals,
+               "beam_options": scorer.search_options if method.startswith("beam") else None}
     settings = dict(options, proposals=data_fingerprint(proposals) if blocks is not None else None)
     with evaluation_run(output_dir, "ppl", data, model, settings, limit=limit, overwrite=overwrite) as run:
-        log_probs, proposal_counts = _log_probs_in_chunks(
-            method, scorer, documents, blocks, batch_size, max_proposals, run.journal if run is not None else None,
-            progress, document_level)
-        for position in [p for p, log_prob in enumerate(log_probs) if log_prob is None]:  # its search failed
-            index = kept[position]
-            left_out.append({"index": index, "source": names[index], "words": all_sentences[index], "error":
-                             f"{names[index]}: its search failed (hf_slm.score on it says why)"})
-        scored = [p for p, log_prob in enumerate(log_probs) if log_prob is not None]
-        log_probs, kept = [log_probs[p] for p in scored], [kept[p] for p in scored]
-        proposal_counts = [proposal_counts[p] for p in scored] if proposal_counts is not None else None
-        sentences = [all_sentences[i] for i in kept]
-        left_out.sort(key=lambda entry: entry["index"])
-        metrics = _perplexity_metrics(method, log_probs, documents, sentences, exact, document_level,
+        log_probs, proposal_counts = _log_probs_in_chunks(method, scorer, documents, blocks, batch_size, max_proposals,
+                                                          journal_of(run), progress, document_level)
+        left_out = sorted(left_out + _failed_searches(log_probs, kept, names, sentences),
+                          key=lambda entry: entry["index"])
+        scored = positions_scored(log_probs)
+        log_probs, kept, proposal_counts = taken(log_probs, scored), taken(kept, scored), taken(proposal_counts, scored)
+        metrics = _perplexity_metrics(method, log_probs, documents, taken(sentences, kept), exact, document_level,
                                       proposal_counts)
-        if blocks is not None:
-            metrics["proposal_trees"] = proposal_format(model).description
-        if left_out:
-            metrics["sentences_left_out"] = len(left_out)
-            metrics["left_out"] = [{key: entry[key] for key in ("index", "source", "error")} for entry in left_out]
-            metrics["summary"] = describe_perplexity(metrics)
+        _add_proposals_and_left_out(metrics, model, blocks is not None, left_out)
         if run is not None:
-            described = {"path": str(data), "proposals": str(proposals) if proposals is not None else None,
-                         "sentences": len(sentences), "sentences_left_out": len(left_out), "words": metrics["words"]}
-            files = {"json": save_results(run.directory, "ppl", metrics, model, described, options, stem=run.stem),
-                     "sentences": run.path("_sentences.jsonl")}
-            with open(files["sentences"], "w", encoding="utf-8") as handle:
-                # One line per sentence of the data, in order: a left-out one says why.
-                records = {entry["index"]: {"index": entry["index"], "words": len(entry["words"]),
-                                            "error": entry["error"]} for entry in left_out}
-                for position, (index, log_prob) in enumerate(zip(kept, log_probs)):
-                    records[index] = {"index": index, "words": len(all_sentences[index]), "log_prob": log_prob,
-                                      "units": "nats"}
-                    if proposal_counts is not None:
-                        records[index]["proposals"] = proposal_counts[position]
-                for index in sorted(records):
-                    handle.write(json.dumps(records[index]) + "\n")
-            metrics["files"] = {kind: str(path) for kind, path in files.items()}
+            records = _sentence_records(sentences, kept, log_probs, proposal_counts, left_out)
+            metrics["files"] = file_names(_write_perplexity_files(run, metrics, model, data, proposals, options,
+                                                                  records))
     return metrics
 
 
