@@ -480,12 +480,8 @@ def _read_suite_json(source):
         raise ValueError(f"suite file {str(source)!r} is not JSON: {error}") from None
 
 
-def load_suite(source):
-    """A Suite from a SyntaxGym suite JSON file (path) or its parsed dict; checks formulas and references.
-
-    A malformed suite (not JSON, a missing or mistyped field) is a ValueError naming the file, the item, the
-    condition and the field.
-    """
+def _suite_record(source):
+    """(the suite's JSON object, the file it came from or None for a dict given)."""
     if isinstance(source, dict):
         data, origin = source, None
     else:
@@ -494,74 +490,116 @@ def load_suite(source):
     if not isinstance(data, dict):
         raise ValueError(f"suite {origin or ''}: expected a JSON object with meta, predictions and items, found "
                          f"{type(data).__name__}")
+    return data, origin
+
+
+def _suite_meta(data, origin):
+    """(meta, with its name: meta.name or the file's stem), checked to be an object with the metric "sum"."""
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise ValueError(f"suite {origin or ''}: the field 'meta' is {type(meta).__name__}, expected an object")
     meta = dict(meta)
     name = meta.get("name") or (Path(origin).stem if origin else None)
-    where = f"suite {name!r}" + (f" ({origin})" if origin else "")
     if not name:
         raise ValueError("a suite needs meta.name")
+    return meta, name
+
+
+def _read_prediction(prediction, place):
+    if not isinstance(prediction, dict):
+        raise ValueError(f"{place}: expected an object with a 'formula', found {type(prediction).__name__}")
+    if prediction.get("type", "formula") != "formula":
+        raise ValueError(f"{place} has type {prediction.get('type')!r}, not 'formula'")
+    try:
+        return parse_formula(_field(prediction, "formula", str, place))
+    except FormulaError as error:
+        raise FormulaError(error.formula, error.position, f"{place}: {error.reason}") from None
+
+
+def _read_predictions(data, where):
+    predictions = [_read_prediction(prediction, f"{where}, prediction {index}")
+                   for index, prediction in enumerate(_field(data, "predictions", list, where))]
+    if not predictions:
+        raise ValueError(f"{where} has no predictions")
+    return predictions
+
+
+def _read_region_meta(data, where):
+    region_meta = data.get("region_meta") or {}
+    try:
+        return {int(k): v for k, v in region_meta.items()}
+    except (AttributeError, ValueError):
+        raise ValueError(f"{where}: region_meta must map region numbers to names, got {region_meta!r:.60}") from None
+
+
+def _read_region(raw_region, region_index, condition_where):
+    region_where = f"{condition_where}, region {region_index}"
+    number = _field(raw_region, "region_number", (int, str), region_where)
+    try:
+        number = int(number)
+    except ValueError:
+        raise ValueError(f"{region_where}: region_number {number!r} is not an integer") from None
+    content = _field(raw_region, "content", str, f"{condition_where}, region {number}")
+    return Region(number, content, tuple(content.split()))
+
+
+def _read_condition(raw_condition, condition_index, item_where):
+    """(the condition's name, the Condition), its regions numbered once each and not all empty."""
+    condition_name = _field(raw_condition, "condition_name", str, f"{item_where}, condition {condition_index}")
+    condition_where = f"{item_where}, condition {condition_name!r}"
+    regions = tuple(_read_region(raw_region, region_index, condition_where)
+                    for region_index, raw_region in enumerate(_field(raw_condition, "regions", list, condition_where)))
+    numbers = [r.number for r in regions]
+    if len(set(numbers)) != len(numbers):
+        raise ValueError(f"{condition_where}: repeated region numbers {numbers}")
+    condition = Condition(condition_name, regions)
+    if not condition.words:
+        raise ValueError(f"{condition_where}: every region is empty")
+    return condition_name, condition
+
+
+def _check_references(predictions, conditions, item_where):
+    """Every condition and region a prediction refers to is one of the item's."""
+    for index, formula in enumerate(predictions):
+        for condition_name, region in sorted(formula.references, key=str):
+            if condition_name not in conditions:
+                raise ValueError(f"{item_where}: prediction {index} ({formula.text!r}) refers to "
+                                 f"condition {condition_name!r}, which the item does not have "
+                                 f"({sorted(conditions)})")
+            if region != "*" and region not in {r.number for r in conditions[condition_name].regions}:
+                raise ValueError(f"{item_where}: prediction {index} ({formula.text!r}) refers to "
+                                 f"region {region} of condition {condition_name!r}, which has no such region")
+
+
+def _read_item(raw_item, item_index, where, predictions):
+    item_number = raw_item.get("item_number") if isinstance(raw_item, dict) else None
+    item_where = f"{where}, item {item_number if item_number is not None else f'at index {item_index}'}"
+    conditions = {}
+    for condition_index, raw_condition in enumerate(_field(raw_item, "conditions", list, item_where)):
+        condition_name, condition = _read_condition(raw_condition, condition_index, item_where)
+        if condition_name in conditions:
+            raise ValueError(f"{item_where}: condition {condition_name!r} appears twice")
+        conditions[condition_name] = condition
+    _check_references(predictions, conditions, item_where)
+    return Item(item_number, conditions)
+
+
+def load_suite(source):
+    """A Suite from a SyntaxGym suite JSON file (path) or its parsed dict; checks formulas and references.
+
+    A malformed suite (not JSON, a missing or mistyped field) is a ValueError naming the file, the item, the
+    condition and the field.
+    """
+    data, origin = _suite_record(source)
+    meta, name = _suite_meta(data, origin)
+    where = f"suite {name!r}" + (f" ({origin})" if origin else "")
     metric = meta.get("metric", "sum")
     if metric != "sum":
         raise ValueError(f"{where}: metric {metric!r} is not supported (only 'sum', the format's one metric)")
-    predictions = []
-    for index, prediction in enumerate(_field(data, "predictions", list, where)):
-        place = f"{where}, prediction {index}"
-        if not isinstance(prediction, dict):
-            raise ValueError(f"{place}: expected an object with a 'formula', found {type(prediction).__name__}")
-        if prediction.get("type", "formula") != "formula":
-            raise ValueError(f"{place} has type {prediction.get('type')!r}, not 'formula'")
-        try:
-            predictions.append(parse_formula(_field(prediction, "formula", str, place)))
-        except FormulaError as error:
-            raise FormulaError(error.formula, error.position, f"{place}: {error.reason}") from None
-    if not predictions:
-        raise ValueError(f"{where} has no predictions")
-    region_meta = data.get("region_meta") or {}
-    try:
-        region_meta = {int(k): v for k, v in region_meta.items()}
-    except (AttributeError, ValueError):
-        raise ValueError(f"{where}: region_meta must map region numbers to names, got {region_meta!r:.60}") from None
-    items = []
-    for item_index, raw_item in enumerate(_field(data, "items", list, where)):
-        item_number = raw_item.get("item_number") if isinstance(raw_item, dict) else None
-        item_where = f"{where}, item {item_number if item_number is not None else f'at index {item_index}'}"
-        conditions = {}
-        for condition_index, raw_condition in enumerate(_field(raw_item, "conditions", list, item_where)):
-            condition_where = f"{item_where}, condition {condition_index}"
-            condition_name = _field(raw_condition, "condition_name", str, condition_where)
-            condition_where = f"{item_where}, condition {condition_name!r}"
-            regions = []
-            for region_index, raw_region in enumerate(_field(raw_condition, "regions", list, condition_where)):
-                region_where = f"{condition_where}, region {region_index}"
-                number = _field(raw_region, "region_number", (int, str), region_where)
-                try:
-                    number = int(number)
-                except ValueError:
-                    raise ValueError(f"{region_where}: region_number {number!r} is not an integer") from None
-                content = _field(raw_region, "content", str, f"{condition_where}, region {number}")
-                regions.append(Region(number, content, tuple(content.split())))
-            regions = tuple(regions)
-            numbers = [r.number for r in regions]
-            if len(set(numbers)) != len(numbers):
-                raise ValueError(f"{condition_where}: repeated region numbers {numbers}")
-            condition = Condition(condition_name, regions)
-            if not condition.words:
-                raise ValueError(f"{condition_where}: every region is empty")
-            if condition_name in conditions:
-                raise ValueError(f"{item_where}: condition {condition_name!r} appears twice")
-            conditions[condition_name] = condition
-        for index, formula in enumerate(predictions):
-            for condition_name, region in sorted(formula.references, key=str):
-                if condition_name not in conditions:
-                    raise ValueError(f"{item_where}: prediction {index} ({formula.text!r}) refers to "
-                                     f"condition {condition_name!r}, which the item does not have "
-                                     f"({sorted(conditions)})")
-                if region != "*" and region not in {r.number for r in conditions[condition_name].regions}:
-                    raise ValueError(f"{item_where}: prediction {index} ({formula.text!r}) refers to "
-                                     f"region {region} of condition {condition_name!r}, which has no such region")
-        items.append(Item(item_number, conditions))
+    predictions = _read_predictions(data, where)
+    region_meta = _read_region_meta(data, where)
+    items = [_read_item(raw_item, item_index, where, predictions)
+             for item_index, raw_item in enumerate(_field(data, "items", list, where))]
     if not items:
         raise ValueError(f"{where} has no items")
     return Suite(name, metric, region_meta, tuple(predictions), tuple(items), origin, meta)
