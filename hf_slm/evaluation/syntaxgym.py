@@ -64,6 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .steps import check_limit, distinct_sentences, file_names, limit_error, map_sentences, quoted_sentences
+
 EQUALITY_RTOL = 1e-5
 EQUALITY_ATOL = 1e-3
 
@@ -662,6 +664,114 @@ def _mean(values):
     return float(np.mean(values)) if len(values) else None
 
 
+def _check_rule_and_limit(rule, limit):
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    if limit is not None and int(limit) != limit:
+        raise limit_error(limit, "items per suite")
+    check_limit(limit, "items per suite")
+
+
+def _checked_surprisals(score_fn, sentences):
+    """{sentence: its words' surprisals as floats} from score_fn over the sentences (tuples of words), checked to
+    give one list per sentence and one surprisal per word; a sentence it cannot score (None;
+    hf_slm.search.beam.check_sentences) is not in it, and its items are left out."""
+    scored = score_fn([list(words) for words in sentences])
+    if len(scored) != len(sentences):
+        raise ValueError(f"score_fn returned {len(scored)} results for {len(sentences)} sentences")
+    surprisals = {}
+    for words, values in zip(sentences, scored):
+        if values is None:
+            continue
+        values = [float(v) for v in values]
+        if len(values) != len(words):
+            raise ValueError(f"score_fn returned {len(values)} surprisals for the {len(words)} words {list(words)}")
+        surprisals[words] = values
+    return surprisals
+
+
+def _item_row(suite, item, surprisals, rule):
+    """The row of an item (see evaluate_suites): its region surprisals, each prediction's truth and, combined by
+    `rule`, whether it is correct; None when one of its sentences could not be scored."""
+    if any(cond.words not in surprisals for cond in item.conditions.values()):
+        return None
+    regions = {name: cond.region_surprisals(surprisals[cond.words]) for name, cond in item.conditions.items()}
+    values = {(name, number): v for name, totals in regions.items() for number, v in totals.items()}
+    results = [formula.evaluate(values) for formula in suite.predictions]
+    return {"suite": suite.name, "item": item.number, "correct": _combine(results, rule), "predictions": results,
+            "regions": regions}
+
+
+@dataclass
+class _SuiteResult:
+    """What scoring one suite's items gives: its metrics, each scored item's correctness (for the bootstrap), the
+    items' rows and the items left out."""
+
+    metrics: dict
+    correct: list
+    rows: list
+    left_out: list
+
+
+def _suite_result(suite, items, surprisals, rule):
+    rows = [_item_row(suite, item, surprisals, rule) for item in items]
+    left_out = [{"suite": suite.name, "item": item.number} for item, row in zip(items, rows) if row is None]
+    rows = [row for row in rows if row is not None]
+    correct = [row["correct"] for row in rows]
+    metrics = {
+        "accuracy": _mean(correct),
+        "circuit": suite.circuit,
+        "in_sg_score": suite.in_sg_score,
+        "items": len(correct),
+        "predictions": [{"formula": formula.text, "accuracy": _mean([row["predictions"][index] for row in rows])}
+                        for index, formula in enumerate(suite.predictions)],
+    }
+    return _SuiteResult(metrics, correct, rows, left_out)
+
+
+def _circuit_metrics(in_score, results):
+    """{circuit: {accuracy, ci95, suites}} over the suites of the SG score (`results`: {suite name: _SuiteResult})."""
+    circuits = {}
+    for circuit in CIRCUITS:
+        names = [name for name in in_score if results[name].metrics["circuit"] == circuit]
+        circuits[circuit] = {
+            "accuracy": _mean([results[name].metrics["accuracy"] for name in names]),
+            "ci95": _bootstrap_ci([results[name].correct for name in names]),
+            "suites": names,
+        }
+    return circuits
+
+
+def _conditions(chosen):
+    """Every condition (one sentence each) of the items chosen ({suite name: items})."""
+    return [cond for items in chosen.values() for item in items for cond in item.conditions.values()]
+
+
+def _sg_score(in_score, results, limit):
+    """The SG score over the suites `in_score` (`results`: {suite name: _SuiteResult}), its interval, how many
+    suites went in and whether they are exactly the papers' 31, every item."""
+    return {
+        "sg_score": _mean([results[name].metrics["accuracy"] for name in in_score]),
+        "sg_score_ci95": _bootstrap_ci([results[name].correct for name in in_score]),
+        "sg_score_suites": len(in_score),
+        "sg_score_is_paper_31": sorted(in_score) == sorted(PAPER_SUITES) and limit is None,
+    }
+
+
+def _counts(suites, chosen, distinct):
+    """How much was evaluated: suites, items, sentences and words, and the distinct sentences scored."""
+    conditions = _conditions(chosen)
+    return {
+        "suites": len(suites),
+        "suites_in_sg_score": sum(1 for suite in suites if suite.in_sg_score),
+        "items": sum(len(items) for items in chosen.values()),
+        "sentences": len(conditions),
+        "words": sum(len(cond.words) for cond in conditions),
+        "distinct_sentences": len(distinct),
+        "distinct_sentence_words": sum(len(words) for words in distinct),
+    }
+
+
 def evaluate_suites(score_fn, suites, limit=None, rule="first"):
     """Score suites with `score_fn` and aggregate: per suite, per circuit, the SG score, counts.
 
@@ -681,86 +791,31 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
     accuracy}]}}), `counts`, `rule`, `limit`, and `items`: one row per item {suite, item, correct,
     predictions: [bool], regions: {condition: {region_number: surprisal}}}.
     """
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-    if limit is not None and (int(limit) != limit or limit < 1):
-        raise ValueError(f"limit must be a positive number of items per suite, got {limit!r}")
+    _check_rule_and_limit(rule, limit)
     suites = load_suites(suites)
     if not suites:
         raise ValueError("no suites to evaluate")
     chosen = {suite.name: suite.items[:limit] for suite in suites}
-    sentences = {cond.words for items in chosen.values() for item in items for cond in item.conditions.values()}
-    ordered = sorted(sentences, key=lambda words: (len(words), words))
-    scored = score_fn([list(words) for words in ordered])
-    if len(scored) != len(ordered):
-        raise ValueError(f"score_fn returned {len(scored)} results for {len(ordered)} sentences")
-    surprisals = {}
-    for words, values in zip(ordered, scored):
-        # a sentence that cannot be scored (hf_slm.search.beam.check_sentences): its items are left out
-        if values is None:
-            continue
-        values = [float(v) for v in values]
-        if len(values) != len(words):
-            raise ValueError(f"score_fn returned {len(values)} surprisals for the {len(words)} words {list(words)}")
-        surprisals[words] = values
-
-    item_rows, suite_metrics, correct_by_suite, left_out = [], {}, {}, []
-    for suite in suites:
-        correct, per_prediction = [], [[] for _ in suite.predictions]
-        for item in chosen[suite.name]:
-            if any(cond.words not in surprisals for cond in item.conditions.values()):
-                left_out.append({"suite": suite.name, "item": item.number})
-                continue
-            regions = {name: cond.region_surprisals(surprisals[cond.words]) for name, cond in item.conditions.items()}
-            values = {(name, number): v for name, totals in regions.items() for number, v in totals.items()}
-            results = [formula.evaluate(values) for formula in suite.predictions]
-            for index, result in enumerate(results):
-                per_prediction[index].append(result)
-            correct.append(_combine(results, rule))
-            item_rows.append({"suite": suite.name, "item": item.number, "correct": correct[-1],
-                              "predictions": results, "regions": regions})
-        correct_by_suite[suite.name] = correct
-        suite_metrics[suite.name] = {
-            "accuracy": _mean(correct),
-            "circuit": suite.circuit,
-            "in_sg_score": suite.in_sg_score,
-            "items": len(correct),
-            "predictions": [{"formula": f.text, "accuracy": _mean(r)}
-                            for f, r in zip(suite.predictions, per_prediction)],
-        }
-
-    in_score = [s.name for s in suites if s.in_sg_score]
-    circuits = {}
-    for circuit in CIRCUITS:
-        names = [name for name in in_score if suite_metrics[name]["circuit"] == circuit]
-        circuits[circuit] = {
-            "accuracy": _mean([suite_metrics[n]["accuracy"] for n in names]),
-            "ci95": _bootstrap_ci([correct_by_suite[n] for n in names]),
-            "suites": names,
-        }
+    distinct = distinct_sentences(cond.words for cond in _conditions(chosen))
+    surprisals = _checked_surprisals(score_fn, distinct)
+    results = {suite.name: _suite_result(suite, chosen[suite.name], surprisals, rule) for suite in suites}
+    suite_metrics = {name: result.metrics for name, result in results.items()}
+    in_score = [suite.name for suite in suites if suite.in_sg_score]
+    # The circuits before the SG score, as the code this replaces did: a suite whose every item is left out has an
+    # accuracy of None, and the error that raises is the circuits' first.
+    circuits = _circuit_metrics(in_score, results)
     metrics = {
-        "sg_score": _mean([suite_metrics[n]["accuracy"] for n in in_score]),
-        "sg_score_ci95": _bootstrap_ci([correct_by_suite[n] for n in in_score]),
-        "sg_score_suites": len(in_score),
-        "sg_score_is_paper_31": sorted(in_score) == sorted(PAPER_SUITES) and limit is None,
+        **_sg_score(in_score, results, limit),
         "mean_all_suites": _mean([m["accuracy"] for m in suite_metrics.values()]),
         "circuits": circuits,
         "suites": suite_metrics,
         "rule": rule,
         "limit": limit,
         "units": "bits",
-        "counts": {
-            "suites": len(suites),
-            "suites_in_sg_score": len(in_score),
-            "items": sum(len(items) for items in chosen.values()),
-            "sentences": sum(len(item.conditions) for items in chosen.values() for item in items),
-            "words": sum(len(cond.words) for items in chosen.values() for item in items
-                         for cond in item.conditions.values()),
-            "distinct_sentences": len(ordered),
-            "distinct_sentence_words": sum(len(words) for words in ordered),
-        },
-        "items": item_rows,
+        "counts": _counts(suites, chosen, distinct),
+        "items": [row for result in results.values() for row in result.rows],
     }
+    left_out = [entry for result in results.values() for entry in result.left_out]
     if left_out:  # items with a sentence that cannot be scored
         metrics["items_left_out"] = len(left_out)
         metrics["left_out"] = left_out
@@ -877,7 +932,6 @@ def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, bat
     "skip" leaves out the items of a sentence that cannot be scored (see `evaluate_suites`); "raise" stops.
     Returns the metrics of `evaluate_suites` with `files`: {kind: path} of what was written.
     """
-    from ..runs.journal import map_in_chunks
     from ..search.scorers import scorer_of
     from .results import evaluation_run, results_directory, save_results
 
@@ -891,13 +945,10 @@ def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, bat
 
         def surprisals(sentences):  # None: left out (named in a warning)
             return scorer.surprisals(sentences, bits=True, batch_size=batch_size, progress=False, on_error=on_error,
-                                     sources=[repr(" ".join(words)) for words in sentences])
+                                     sources=quoted_sentences(sentences))
 
         def score_fn(sentences):
-            # batch_size sentences at a time, each batch journaled as soon as it is scored
-            return map_in_chunks(surprisals, sentences, batch_size, run.journal if run is not None else None,
-                                 keys=[" ".join(words) for words in sentences], progress=progress, desc="SyntaxGym",
-                                 unit="sentence")
+            return map_sentences(surprisals, sentences, batch_size, run, progress, "SyntaxGym")
 
         metrics = evaluate_suites(score_fn, suites, limit=limit, rule=rule)
         if run is not None:
@@ -908,7 +959,7 @@ def run_syntaxgym(model, tokenizer, suites_dir, output_dir=None, limit=None, bat
             files["items_csv"] = write_item_csv(metrics, run.path("_items.csv"))
             name = str(getattr(model.config, "_name_or_path", "") or "model")
             files["png"] = plot_circuits(metrics, run.path(".png"), title=f"SyntaxGym by circuit: {name}")
-    metrics["files"] = {kind: str(path) for kind, path in files.items()}
+    metrics["files"] = file_names(files)
     return metrics
 
 
