@@ -992,8 +992,9 @@ def predicted_counts(inputs, pad_token_id, auxiliary_losses=None):
     (paper 003's Nb-Up: the `)` starts; 0 when the batch does not hold the input)."""
     predicted = _predicted(inputs, pad_token_id)
     counts = [predicted.sum()]
-    for field in (auxiliary_losses or {}).values():
-        counts.append((predicted & (inputs[field][:, 1:] >= 0)).sum() if field in inputs else torch.zeros_like(counts[0]))
+    for action_input in (auxiliary_losses or {}).values():
+        counts.append((predicted & (inputs[action_input][:, 1:] >= 0)).sum() if action_input in inputs
+                      else torch.zeros_like(counts[0]))
     return torch.stack(counts)
 
 
