@@ -250,7 +250,7 @@ def main():
     parser.add_argument("--per-search", type=int, nargs="+", default=[1, 5, 64],
                         help="sentences in one search (Table 1's rows per beam)")
     parser.add_argument("--reencode-up-to", type=int, default=10,
-                        help="compare with re-encoding (no cache), one sentence per search, up to this beam")
+                        help="compare with re-encoding (no cache, the same searches) up to this beam")
     parser.add_argument("--blimp", type=Path, default=BLIMP_SAMPLE, help="BLiMP jsonl folder for Table 2")
     parser.add_argument("--blimp-batch", type=int, default=64, help="sentences per search in Table 2")
     parser.add_argument("--tables", nargs="+", choices=["search", "blimp"], default=["search", "blimp"],
