@@ -154,7 +154,9 @@ class GrammarProtocol(ABC):
 
     # ---- positions and attention ------------------------------------------------------------------------------
     # A causal grammar has one position per action, each attending every earlier one, coordinate = its index: a
-    # model may build this structure itself for any layout of the batch (left padding, a key/value cache).
+    # model may build this structure itself for any layout of the batch (left padding, a key/value cache). A grammar
+    # that expands, masks or places positions otherwise must leave it False (tests/test_grammar_protocol.py holds
+    # every registered grammar that says True to it, on random sequences).
     causal = False
     # No structure actions: p(x) is the model's own, exact (TXL (terminals), GPT2-token); generate is transformers'.
     words_only = False

@@ -4,6 +4,7 @@ capability, and the hub code reads capabilities as plain attributes, never with 
 import ast
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hf_slm.families import registered_families
@@ -64,3 +65,66 @@ def test_the_check_sees_a_capability_read_with_getattr(tmp_path):
     module = tmp_path / "sample.py"
     module.write_text("def f(grammar):\n    return getattr(grammar, 'takes_start', False) or hasattr(grammar, 'causal')\n")
     assert [line for line, _ in _capability_reads(module)] == [2, 2]
+
+
+CAUSAL_GRAMMARS = [entry for entry in GRAMMAR_CLASSES if entry[2].causal]
+
+
+def _random_sequences(name, rules, count=12):
+    """`count` random (grammar, ids, sequence options) the grammar `name` reads: the segment tests' random cases where
+    they have the grammar, else random unlabelled trees in its linearization (words only: their words)."""
+    from hf_slm.families import get_grammar
+    from hf_slm.families.action_vocab import ActionVocabulary
+    from hf_slm.families.mask_examples import unlabelled_actions
+    from hf_slm.tokenization.linearizers import tree_from_top_down
+
+    from helpers.random_documents import WORDS, random_case, random_tree
+
+    rng = np.random.default_rng(0)
+    vocab = ActionVocabulary(WORDS, [""])
+    found = []
+    for _ in range(count):
+        try:
+            found.append(random_case(rng, name))
+            continue
+        except KeyError:  # a grammar the segment tests do not list (paper 003's GPT-2 baselines)
+            pass
+        actions, _ = unlabelled_actions(tree_from_top_down(random_tree(rng, max_depth=int(rng.integers(1, 7)))), rules)
+        if rules.words_only:
+            actions = [a for a in actions if a in WORDS or a in ("<s>", "</s>")]
+        found.append((get_grammar(name, vocab.layout), [vocab.ids[a] for a in actions], {}))
+    return found
+
+
+def _not_causal(grammar, ids, options):
+    """Why the sequence `ids` of `grammar` is not the causal structure (one position per action, each attending
+    itself and every earlier one, its coordinate its index), or None."""
+    sequence = grammar.sequence(ids, **options)
+    length = len(ids)
+    if len(sequence.input_ids) != length:
+        return f"{len(sequence.input_ids)} positions for {length} actions"
+    if not (sequence.attention_mask == np.tril(np.ones((length, length), dtype=bool))).all():
+        return "a mask that is not every earlier position"
+    if not (sequence.position_coordinates == np.arange(length)).all():
+        return f"coordinates {sequence.position_coordinates.tolist()}, not the indices"
+    return None
+
+
+@pytest.mark.parametrize(("family", "name", "rules"), CAUSAL_GRAMMARS, ids=[f"{f}:{n}" for f, n, _ in CAUSAL_GRAMMARS])
+def test_a_grammar_that_says_causal_has_the_structure_a_model_builds_from_the_ids_alone(family, name, rules):
+    """`causal` lets the model build a batch's structure from its ids (left padding, a key/value cache): one position
+    per action, each attending itself and every earlier one, its coordinate its index. A grammar that says so and
+    expands, masks or places its positions otherwise (issue 40: coordinates that are not indices) would be read
+    wrong without an error; its batch must be exactly that structure."""
+    assert len(CAUSAL_GRAMMARS) >= 7  # TXL (CC), TXL (terminals), TXL (trans), the four Ex-Nm, paper 003's GPT-2s
+    found = {_not_causal(*case) for case in _random_sequences(name, rules)}
+    assert found == {None}, f"{family}: {name} says causal, but its batch has {found - {None}}"
+
+
+@pytest.mark.parametrize("name", ["tg", "dtg", "nb-dn-ex-m"])
+def test_the_causal_check_sees_a_structure_that_is_not(name):
+    """The check above is not blind: TG's duplicated closing positions and depths, DTG's, an Ex-M mask."""
+    rules = next(entry[2] for entry in GRAMMAR_CLASSES if entry[1] == name)
+    assert not rules.causal
+    found = {_not_causal(*case) for case in _random_sequences(name, rules)}
+    assert found - {None}, f"{name}: no random case was seen as not causal"
