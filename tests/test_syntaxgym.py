@@ -388,3 +388,25 @@ def test_run_syntaxgym_writes_beside_a_loaded_model(tiny_tg, tmp_path, one_threa
         metrics = run_syntaxgym(model, tokenizer, FIXTURES / "subordination.json", limit=1, progress=False, **BEAM)
     assert Path(metrics["files"]["json"]) == copy / "eval_results" / "sg-subordination-limit1.json"
     assert (copy / "eval_results" / "sg-subordination-limit1.png").is_file()
+
+
+def test_a_suite_whose_every_item_is_left_out_is_named_and_kept_out_of_every_mean():
+    """A score_fn that cannot score a sentence returns None for it: its items are left out. When that leaves a suite
+    with no item, its accuracy is None, and the SG score, its circuit and the mean over suites are over the suites
+    that were scored (they once divided by None), the score no longer the papers' 31 suites; the summary names it."""
+    suites = [make_suite("number_src", [True, True, True, False]),   # 0.75
+              make_suite("number_orc", [True, False]),               # every item left out
+              make_suite("npi_orc_any", [True, False, False, False])]  # 0.25
+
+    def score_fn(sentences):
+        return [None if "number_orc" in words else [COST.get(word, 0.0) for word in words] for words in sentences]
+
+    metrics = evaluate_suites(score_fn, suites)
+    assert metrics["suites"]["number_orc"]["accuracy"] is None
+    assert metrics["sg_score"] == pytest.approx((0.75 + 0.25) / 2)
+    assert metrics["mean_all_suites"] == pytest.approx((0.75 + 0.25) / 2)
+    assert metrics["sg_score_suites"] == 2 and metrics["suites_without_items"] == ["number_orc"]
+    assert metrics["circuits"]["Agreement"]["accuracy"] == pytest.approx(0.75)
+    assert metrics["circuits"]["Agreement"]["suites"] == ["number_src"]
+    assert metrics["items_left_out"] == 2
+    assert "number_orc                      n/a  (0 items)  (every item left out: in no mean)" in format_summary(metrics)

@@ -778,7 +778,9 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
     Args:
         score_fn: list of sentences (each a list of words) -> list of per-word surprisal lists, in bits (None
             for a sentence it cannot score: the items that hold it are left out, counted in `items_left_out`
-            and named in `left_out`). Called once, with every distinct sentence once (sorted by length).
+            and named in `left_out`; a suite left with no item has accuracy None, is named in
+            `suites_without_items` and counts in no mean). Called once, with every distinct sentence once (sorted
+            by length).
         suites: Suites, suite files / dicts, or a path (see `load_suites`).
         limit: score only the first `limit` items of each suite.
         rule: how an item's predictions combine: "first" (the papers), "all" or "mean" (module docstring).
@@ -800,14 +802,14 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
     surprisals = _checked_surprisals(score_fn, distinct)
     results = {suite.name: _suite_result(suite, chosen[suite.name], surprisals, rule) for suite in suites}
     suite_metrics = {name: result.metrics for name, result in results.items()}
-    in_score = [suite.name for suite in suites if suite.in_sg_score]
-    # The circuits before the SG score, as the code this replaces did: a suite whose every item is left out has an
-    # accuracy of None, and the error that raises is the circuits' first.
-    circuits = _circuit_metrics(in_score, results)
+    # A suite whose every item is left out (a sentence the scorer cannot score) has no accuracy: it is named, and
+    # every mean is over the suites that were scored.
+    scored = [name for name, m in suite_metrics.items() if m["accuracy"] is not None]
+    in_score = [suite.name for suite in suites if suite.in_sg_score and suite.name in scored]
     metrics = {
         **_sg_score(in_score, results, limit),
-        "mean_all_suites": _mean([m["accuracy"] for m in suite_metrics.values()]),
-        "circuits": circuits,
+        "mean_all_suites": _mean([suite_metrics[name]["accuracy"] for name in scored]),
+        "circuits": _circuit_metrics(in_score, results),
         "suites": suite_metrics,
         "rule": rule,
         "limit": limit,
@@ -815,11 +817,22 @@ def evaluate_suites(score_fn, suites, limit=None, rule="first"):
         "counts": _counts(suites, chosen, distinct),
         "items": [row for result in results.values() for row in result.rows],
     }
-    left_out = [entry for result in results.values() for entry in result.left_out]
-    if left_out:  # items with a sentence that cannot be scored
-        metrics["items_left_out"] = len(left_out)
-        metrics["left_out"] = left_out
+    metrics.update(_left_out(results, scored))
     return metrics
+
+
+def _left_out(results, scored):
+    """What could not be scored, where there is any: items with a sentence the scorer could not score
+    (`items_left_out`, `left_out`) and suites left with no item (`suites_without_items`, not in `scored`)."""
+    fields = {}
+    left_out = [entry for result in results.values() for entry in result.left_out]
+    if left_out:
+        fields["items_left_out"] = len(left_out)
+        fields["left_out"] = left_out
+    without_items = [name for name in results if name not in scored]
+    if without_items:
+        fields["suites_without_items"] = without_items
+    return fields
 
 
 def format_summary(metrics):
@@ -839,6 +852,8 @@ def format_summary(metrics):
     lines.append("suites:")
     for name, values in metrics["suites"].items():
         note = "" if values["in_sg_score"] else "  (not in the SG score)"
+        if values["accuracy"] is None:
+            note = "  (every item left out: in no mean)"
         lines.append(f"  {name:<28} {number(values['accuracy'])}  ({values['items']} items){note}")
     return "\n".join(lines)
 
