@@ -31,9 +31,11 @@ every row.
 """
 
 import argparse
+import contextlib
 import math
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -273,8 +275,17 @@ def main():
 
     model, tokenizer, source = load_model(args.model, args.size)
     model.to(args.device).eval()
-    if args.dtype == "bf16":  # as `hf-slm score --dtype bf16` runs: weights in float32, the forward under autocast
-        torch.autocast(torch.device(args.device).type, dtype=torch.bfloat16).__enter__()
+    # --dtype bf16 runs as `hf-slm score --autocast bf16` does: weights in float32, the forward under autocast
+    precision = (torch.autocast(torch.device(args.device).type, dtype=torch.bfloat16) if args.dtype == "bf16"
+                 else contextlib.nullcontext())
+    with precision, tempfile.TemporaryDirectory(prefix="beam-search-") as scratch:
+        search, blimp, left_out = measure_tables(args, model, tokenizer, source, Path(scratch))
+    write_page(args, source, model, search, blimp, left_out)
+    return 0
+
+
+def measure_tables(args, model, tokenizer, source, scratch):
+    """The rows of the tables `args.tables` asks for, within the budget: (search rows, BLiMP rows, left out)."""
     sentences = twenty_word_sentences(tokenizer, max(max(args.per_search), 3))
     budget = Budget(args.budget)
     paper003_search(model, tokenizer, min(args.beams)).search([sentences[0][:3]])  # warm-up: first calls, tables
@@ -287,19 +298,13 @@ def main():
             search.append(measure(model, tokenizer, sentences, beam, per_search, beam <= args.reencode_up_to))
             write_page(args, source, model, search, blimp, left_out, echo=False)
     if "blimp" in args.tables:
-        data = args.blimp
-        if args.dry_run:
-            data = _first_pairs(args.blimp, 2)
+        data = _first_pairs(args.blimp, 2, scratch) if args.dry_run else args.blimp
         blimp.append(measure_blimp(model, tokenizer, data, args.blimp_batch, budget))
-    write_page(args, source, model, search, blimp, left_out)
-    return 0
+    return search, blimp, left_out
 
 
-def _first_pairs(folder, count):
-    """A folder holding the first `count` pairs of two of `folder`'s paradigms (the dry run's BLiMP)."""
-    import tempfile
-
-    out = Path(tempfile.mkdtemp(prefix="blimp-dry-run-"))
+def _first_pairs(folder, count, out):
+    """`out`, holding the first `count` pairs of two of `folder`'s paradigms (the dry run's BLiMP)."""
     for path in sorted(Path(folder).glob("*.jsonl"))[:2]:
         (out / path.name).write_text("".join(path.read_text().splitlines(keepends=True)[:count]))
     return out

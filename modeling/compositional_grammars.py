@@ -953,6 +953,7 @@ def _grammar_class(name):
         "supports_segments": internal,
         "takes_start": not (binary or top_down),
         "start_input": None if binary or top_down else "constituent_starts",
+        "start_output": None if binary or top_down else "start_log_probs",
         "causal": not internal and not masked,  # Ex + Nm: nothing is ever masked (paper 003, section 3.4)
         "structure_between_pieces": binary,
         "uses_eos": not top_down,

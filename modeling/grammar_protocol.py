@@ -188,6 +188,9 @@ class GrammarProtocol(ABC):
     # The action input (a field of action_inputs) that holds each action's start, -1 where there is none, for a
     # grammar that takes_start (paper 003's Nb-Up: "constituent_starts"); the search's outputs carry it by this name.
     start_input = None
+    # The model output that holds, for a grammar that takes_start, log p(start | action) [B, T, T] (indexed by the
+    # predicting position, then by the start's action index); scoring reads it by this name (Nb-Up: "start_log_probs").
+    start_output = None
     # NewPosition.extra_inputs name earlier positions whose input a position reads (DTG: an arc's head word's last
     # piece; paper 003's Ex: a `)`'s children): the search decoder maps them to the slots of its cache.
     references_positions = False

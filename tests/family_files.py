@@ -65,13 +65,15 @@ def _class_names(family):
 
 def family_field_names(family):
     """The names of what a family's grammars carry beside the generic inputs (issue 40): their per-action inputs,
-    family inputs, host inputs and auxiliary losses (Nb-Up's constituent_starts and start_loss, DTG's
-    head_token_index...). Generic code reads them from the grammar's declarations, never by name."""
+    family inputs, host inputs, auxiliary losses and start pointer's output (Nb-Up's constituent_starts, start_loss
+    and start_log_probs, DTG's head_token_index...). Generic code reads them from the grammar's declarations, never
+    by name."""
     names = set()
     for grammar in family.grammars:
         rules = family.grammar_class(grammar)
         names |= set(rules.action_inputs) | set(rules.family_inputs) | set(rules.host_input_names)
         names |= set(rules.input_references) | set(rules.auxiliary_losses)
+        names |= {rules.start_input, rules.start_output} - {None}
     return names
 
 

@@ -38,7 +38,8 @@ def test_the_protocol_declares_the_capabilities_the_generic_code_reads():
                        "relative_position_meaning", "has_stack", "stack_lifetimes", "default_memory_update",
                        "supports_segments", "start_action_id", "continues_word", "action_kinds", "open_total",
                        "legal_table", "kinds_mask", "rows_class", "layout_class", "action_inputs", "family_inputs",
-                       "host_input_names", "host_inputs", "references_positions"):
+                       "host_input_names", "host_inputs", "references_positions", "auxiliary_losses", "report_fields",
+                       "start_input", "start_output"):
         assert capability in CAPABILITIES, capability
     assert "for_config" in vars(GrammarProtocol)
 

@@ -53,17 +53,19 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
         targets = batch["labels"][:, 1:]
         picked = log_probs.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
         if takes_start:  # an action that comes with a start: p(action) p(start | action) (the search's score)
-            picked = picked + _start_log_probs(output, batch[grammar_for_config(model.config).start_input][:, 1:])
+            grammar = grammar_for_config(model.config)
+            pointer = getattr(output, grammar.start_output)  # an output the grammar names, not a capability
+            picked = picked + _start_log_probs(pointer, batch[grammar.start_input][:, 1:])
         for row in range(len(targets)):
             results.append(picked[row][targets[row] != -100].numpy().astype(np.float64))
     return results
 
 
-def _start_log_probs(output, starts):
+def _start_log_probs(pointer, starts):
     """[B, T - 1] log p(start | action) of the actions t + 1 that have a start (`starts` [B, T - 1], -1 elsewhere,
-    where 0 is added): the model's pointer, `start_log_probs` [B, T, T] of a grammar that takes_start (indexed by
+    where 0 is added): `pointer` [B, T, T], the model's output that the grammar's start_output names (indexed by
     predicting position, then by the start's action index)."""
-    pointed = output.start_log_probs[:, :-1].float().cpu().gather(2, starts.clamp(min=0)[:, :, None])[:, :, 0]
+    pointed = pointer[:, :-1].float().cpu().gather(2, starts.clamp(min=0)[:, :, None])[:, :, 0]
     return torch.where(starts >= 0, pointed, torch.zeros_like(pointed))
 
 
