@@ -1,8 +1,12 @@
-"""The configuration of the shared Transformer backbone that every Transformer family's config extends.
+"""The configurations that every grammar family's config extends.
 
-- `SyntacticTransformerConfig`: every field of the shared backbone (modeling/backbone.py), the grammar and the
-  segment options. A family's config (in the family's own file) subclasses it and names the grammars it takes
-  (`grammar_classes`), its `model_type` and its `auto_classes` (`family_auto_classes`); it may add fields.
+- `SyntacticGrammarConfig`: what any model over a grammar's actions configures, whatever computes its predictions:
+  the grammar, the id layout its tokenizer fixes, where words begin, the longest sequence. A family that is not a
+  Transformer (RNNG, hf_slm/families/rnng) extends it with its own sizes.
+- `SyntacticTransformerConfig`: the grammar config with every field of the shared backbone (modeling/backbone.py)
+  and the segment options. A Transformer family's config (in the family's own file) subclasses it.
+  Either way a family's config names the grammars it takes (`grammar_classes`), its `model_type` and its
+  `auto_classes` (`family_auto_classes`); it may add fields.
 - `check_config_fields`: a family config's fields by name, with the closest ones for a misspelling.
 - `position_limit`: how many positions a model reads in one sequence, for any model's config.
 Defaults that depend on the grammar (the clipping range of relative positions) come from the grammar class.
@@ -28,20 +32,19 @@ FEED_FORWARD_ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "relu")
 UNRESTRICTED_MEMORY_READINGS = ("distance", "shift")
 
 
-class SyntacticTransformerConfig(PreTrainedConfig):
-    """Configuration of the shared Transformer backbone; use a family's subclass.
+class SyntacticGrammarConfig(PreTrainedConfig):
+    """What every model over a grammar's actions configures; use a family's subclass (module docstring).
 
     Args:
         vocab_size: number of action ids (word pieces, nonterminals, specials).
-        hidden_size: d_model.
-        num_hidden_layers: K, the number of layers.
-        num_attention_heads: heads per layer; head size is hidden_size / num_attention_heads.
-        intermediate_size: d_FF, the hidden size of the GELU feed-forward block.
-        grammar: the grammar that expands actions into positions and rules attention (modeling/grammars.py);
-            each family accepts its own (`grammars`).
+        grammar: the grammar of the model's actions (its legality; for a Transformer, its attention and positions);
+            each family accepts its own (`grammar_classes`, the default first).
         pad_token_id, bos_token_id, eos_token_id, unk_token_id, open_nt_start, open_nt_stop, close_nt_start,
             close_nt_stop: the id ranges of each action kind (see grammars.ActionLayout); the model needs no
             tokenizer.
+        max_sequence_length: the longest expanded sequence the model accepts (longer inputs raise).
+        document_level: one sequence is a whole document, its sentences' trees after a single `<s>`
+            (paper 000, section 3.1; build them with `tokenizer.encode_document`); False: one tree per sequence.
         vocabulary_fingerprint: the `vocabulary_fingerprint` of the tokenizer the model was trained with
             (None: unknown); a tokenizer with another vocabulary is refused even if its id ranges agree.
         word_start_ranges: where words begin in the vocabulary, so that `generate` tells a new word from the next
@@ -51,18 +54,107 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         incomplete_word_ids: the pieces that begin a word but spell none of it (the tokenizer's
             `incomplete_word_ids`: SentencePiece's bare word-boundary piece), which a generated word must not end on;
             recorded with word_start_ranges.
+    """
+
+    model_type = "syntactic_grammar_model"
+    # The grammars a family accepts, by name (its config's `grammar`), its default first. Hub code finds a
+    # config's grammar here (grammars.grammar_for_config); hf_slm's family registry finds them here too. The
+    # base configs take none: a config is a family's.
+    grammar_classes = {}
+    auto_classes = {}  # Auto class -> "file.Class", each family's (family_auto_classes)
+    # Whether `hf-slm train --pack-to` may put several sentences side by side in one sequence, each read alone: a
+    # model whose attention the grammar's structure restricts (a Transformer's) can; a recurrent one reads a row
+    # as one sequence.
+    reads_packed_sentences = False
+    segment_length = None  # a family without segment recurrence reads each sequence whole
+
+    def __init__(
+        self,
+        vocab_size=32768,
+        grammar=None,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        unk_token_id=None,
+        open_nt_start=4,
+        open_nt_stop=4,
+        close_nt_start=4,
+        close_nt_stop=4,
+        max_sequence_length=1024,
+        document_level=False,
+        vocabulary_fingerprint=None,
+        word_start_ranges=None,
+        incomplete_word_ids=None,
+        tie_word_embeddings=True,
+        **kwargs,
+    ):
+        self.grammar = self.checked_grammar(grammar)
+        self.vocab_size = vocab_size
+        self.vocabulary_fingerprint = vocabulary_fingerprint
+        self.word_start_ranges = _checked_ranges(word_start_ranges, vocab_size)
+        self.incomplete_word_ids = None if incomplete_word_ids is None else [int(i) for i in incomplete_word_ids]
+        self.open_nt_start = open_nt_start
+        self.open_nt_stop = open_nt_stop
+        self.close_nt_start = close_nt_start
+        self.close_nt_stop = close_nt_stop
+        self.unk_token_id = unk_token_id
+        self.max_sequence_length = max_sequence_length
+        self.document_level = bool(document_level)
+        # Every Auto class a checkpoint serves, for trust_remote_code loading without hf_slm installed
+        # (transformers records only the saved class by itself). This class's own entries replace a loaded
+        # config's: a checkpoint saved by older code names the files its classes were in then, and saving it again
+        # copies the files they are in now.
+        kwargs["auto_map"] = {**(kwargs.get("auto_map") or {}), **self.auto_classes}
+        super().__init__(
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            tie_word_embeddings=tie_word_embeddings,
+            **kwargs,
+        )
+
+    @classmethod
+    def checked_grammar(cls, grammar):
+        """`grammar` (None: the family's default) if the family takes it; ValueError naming the family that does."""
+        grammar = cls.default_grammar_name() if grammar is None else grammar
+        if grammar not in cls.grammar_classes:
+            takers = [config.__name__ for config in _family_configs() if grammar in config.grammar_classes]
+            hint = f"use {' or '.join(takers)}" if takers else "another family's grammar needs that family's config"
+            raise ValueError(f"{cls.__name__} does not take grammar {grammar!r}; expected one of "
+                             f"{list(cls.grammar_classes)} ({hint}: hf_slm.config_for_grammar picks it)")
+        return grammar
+
+    @classmethod
+    def default_grammar_name(cls):
+        """The family's default grammar (the first of grammar_classes)."""
+        if not cls.grammar_classes:
+            raise ValueError(f"{cls.__name__} takes no grammar: a base config is extended by each family's "
+                             "(hf_slm.config_for_grammar picks it)")
+        return next(iter(cls.grammar_classes))
+
+    @classmethod
+    def check_fields(cls, fields):
+        """Raise ValueError for a field this config does not know, or a value of another type (check_config_fields)."""
+        check_config_fields(fields, cls)
+
+
+class SyntacticTransformerConfig(SyntacticGrammarConfig):
+    """Configuration of the shared Transformer backbone; use a family's subclass.
+
+    Args (besides SyntacticGrammarConfig's: the grammar, which here also rules attention and positions, the id
+    layout, the vocabulary's fingerprint and word boundaries, max_sequence_length and document_level; under TG
+    each new sentence of a document sees the earlier ones through their composed roots, and a document must fit in
+    max_sequence_length unless the model reads it in segments through a memory, segment_length):
+        hidden_size: d_model.
+        num_hidden_layers: K, the number of layers.
+        num_attention_heads: heads per layer; head size is hidden_size / num_attention_heads.
+        intermediate_size: d_FF, the hidden size of the GELU feed-forward block.
         position_encoding: "relative" (Transformer-XL: s_ij = (q_i+u)k_j + (q_i+v) W_R r(R_ij), R from the
             grammar) or "absolute" (GPT-2: learned embeddings of each position's index, added to the input).
         min_relative_position, max_relative_position: relative positions are clipped to this range before
             their sinusoid embedding. None: the grammar's default (TG: [-1, 62], 64 values as the reference;
             the causal grammars: [0, max_sequence_length - 1], never clipped: with segments, a config whose
             segment + memory (L + M positions) exceed it is refused, check_segment_position_range).
-        max_sequence_length: the longest expanded sequence the model accepts (longer inputs raise).
-        document_level: one sequence is a whole document, its sentences' trees after a single `<s>`
-            (paper 000, section 3.1; build them with `tokenizer.encode_document`). Under TG each new
-            sentence sees the earlier ones through their composed roots. Sentence-level models (False)
-            read one tree per sequence. A document must fit in max_sequence_length, unless the model reads
-            it in segments through a memory (segment_length).
         segment_length: None (the default): the model reads each sequence whole. An int L >= 1: the model was
             trained with Transformer-XL segment recurrence (paper 000, section 2.2 and Appendix A; modeling/
             segments.py and segment_recurrence.py): it reads a sequence in segments of L positions, each
@@ -114,11 +206,7 @@ class SyntacticTransformerConfig(PreTrainedConfig):
     """
 
     model_type = "syntactic_transformer"
-    # The grammars a family accepts, by name (its config's `grammar`), its default first. Hub code finds a
-    # config's grammar here (grammars.grammar_for_config); hf_slm's family registry finds them here too. The
-    # backbone's own config takes none: a config is a family's.
-    grammar_classes = {}
-    auto_classes = {}  # Auto class -> "file.Class", each family's (family_auto_classes)
+    reads_packed_sentences = True  # its grammar's structure reads each packed sentence alone (hf_slm/data/packing.py)
 
     def __init__(
         self,
@@ -165,12 +253,7 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         memory_update=None,
         **kwargs,
     ):
-        grammar = self.default_grammar_name() if grammar is None else grammar
-        if grammar not in self.grammar_classes:
-            takers = [config.__name__ for config in _family_configs() if grammar in config.grammar_classes]
-            hint = f"use {' or '.join(takers)}" if takers else "another family's grammar needs that family's config"
-            raise ValueError(f"{type(self).__name__} does not take grammar {grammar!r}; expected one of "
-                             f"{list(self.grammar_classes)} ({hint}: hf_slm.config_for_grammar picks it)")
+        grammar = self.checked_grammar(grammar)
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
         if unrestricted_memory_reading not in UNRESTRICTED_MEMORY_READINGS:
@@ -190,19 +273,10 @@ class SyntacticTransformerConfig(PreTrainedConfig):
             raise ValueError(f"num_unrestricted_layers must be in [0, {num_hidden_layers}], got {num_unrestricted_layers}")
         _check_segment_fields(self.grammar_classes[grammar], segment_length, memory_length, memory_update,
                               position_encoding)
-        self.vocab_size = vocab_size
-        self.vocabulary_fingerprint = vocabulary_fingerprint
-        self.word_start_ranges = _checked_ranges(word_start_ranges, vocab_size)
-        self.incomplete_word_ids = None if incomplete_word_ids is None else [int(i) for i in incomplete_word_ids]
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
         self.num_attention_heads = num_attention_heads
         self.intermediate_size = intermediate_size
-        self.grammar = grammar
-        self.open_nt_start = open_nt_start
-        self.open_nt_stop = open_nt_stop
-        self.close_nt_start = close_nt_start
-        self.close_nt_stop = close_nt_stop
         default_min, default_max = self.grammar_classes[grammar].relative_position_range
         if min_relative_position is None:
             min_relative_position = default_min
@@ -212,8 +286,6 @@ class SyntacticTransformerConfig(PreTrainedConfig):
             raise ValueError(f"min_relative_position {min_relative_position} > max_relative_position {max_relative_position}")
         self.min_relative_position = min_relative_position
         self.max_relative_position = max_relative_position
-        self.max_sequence_length = max_sequence_length
-        self.document_level = bool(document_level)
         self.embedding_dropout = embedding_dropout
         self.core_dropout = core_dropout
         self.final_dropout = final_dropout
@@ -227,41 +299,23 @@ class SyntacticTransformerConfig(PreTrainedConfig):
         self.distinct_compose_attention = distinct_compose_attention
         self.position_encoding = position_encoding
         self.relative_attention = relative_attention
-        self.unk_token_id = unk_token_id
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
         self.init_scale = init_scale
         self.segment_length, self.memory_length, self.memory_update = segment_length, memory_length, memory_update
-        check_segment_position_range(self)
-        # Every Auto class a checkpoint serves, for trust_remote_code loading without hf_slm installed
-        # (transformers records only the saved class by itself). This class's own entries replace a loaded
-        # config's: a checkpoint saved by older code names the files its classes were in then, and saving it again
-        # copies the files they are in now.
-        kwargs["auto_map"] = {**(kwargs.get("auto_map") or {}), **self.auto_classes}
         super().__init__(
-            pad_token_id=pad_token_id,
-            bos_token_id=bos_token_id,
-            eos_token_id=eos_token_id,
-            tie_word_embeddings=tie_word_embeddings,
-            **kwargs,
+            vocab_size=vocab_size, grammar=grammar, pad_token_id=pad_token_id, bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id, unk_token_id=unk_token_id, open_nt_start=open_nt_start,
+            open_nt_stop=open_nt_stop, close_nt_start=close_nt_start, close_nt_stop=close_nt_stop,
+            max_sequence_length=max_sequence_length, document_level=document_level,
+            vocabulary_fingerprint=vocabulary_fingerprint, word_start_ranges=word_start_ranges,
+            incomplete_word_ids=incomplete_word_ids, tie_word_embeddings=tie_word_embeddings, **kwargs,
         )
+        check_segment_position_range(self)
 
     @property
     def head_dim(self):
         return self.hidden_size // self.num_attention_heads
-
-    @classmethod
-    def default_grammar_name(cls):
-        """The family's default grammar (the first of grammar_classes)."""
-        if not cls.grammar_classes:
-            raise ValueError(f"{cls.__name__} takes no grammar: the backbone's config is extended by each family's "
-                             "(hf_slm.config_for_grammar picks it)")
-        return next(iter(cls.grammar_classes))
-
-    @classmethod
-    def check_fields(cls, fields):
-        """Raise ValueError for a field this config does not know, or a value of another type (check_config_fields)."""
-        check_config_fields(fields, cls)
 
 
 def _check_segment_fields(rules, segment_length, memory_length, memory_update, position_encoding):
@@ -363,9 +417,9 @@ def recorded_word_boundaries(config):
 
 
 def _family_configs():
-    """Every config class defined over the backbone (this module's and any other family's that is imported), for
-    messages: the subclasses of SyntacticTransformerConfig, depth first."""
-    found, pending = [], list(SyntacticTransformerConfig.__subclasses__())
+    """Every family's config class (this module's and any other family's that is imported), for messages: the
+    subclasses of SyntacticGrammarConfig, depth first."""
+    found, pending = [], list(SyntacticGrammarConfig.__subclasses__())
     while pending:
         config = pending.pop(0)
         found.append(config)
@@ -401,8 +455,8 @@ def check_config_fields(fields, config_class=SyntacticTransformerConfig):
     """Raise ValueError for a field `config_class` (a family's config) does not know, naming the closest ones,
     or a value whose type differs from the field's default (ints are accepted where floats are)."""
     parameters = {}
-    for cls in reversed(config_class.__mro__):  # a family's fields, its parent families' and the backbone's
-        if issubclass(cls, SyntacticTransformerConfig):
+    for cls in reversed(config_class.__mro__):  # a family's fields, its parent families' and the base configs'
+        if issubclass(cls, SyntacticGrammarConfig):
             parameters.update(inspect.signature(cls.__init__).parameters)
     known = [name for name in parameters if name not in ("self", "kwargs")]
     for name, value in fields.items():

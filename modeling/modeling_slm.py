@@ -29,21 +29,18 @@ over the ones below, with hooks where its inputs or outputs differ; everything e
 Hub code: imports only torch, transformers and its sibling files.
 """
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
-from transformers.generation.utils import GenerateBeamDecoderOnlyOutput
+from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .backbone import PositionStructure, SyntacticTransformerDecoder, init_backbone_weights
-from .configuration_slm import SyntacticTransformerConfig, recorded_word_boundaries
-from .generation_options import PROMPT_INPUTS, generation_settings
-from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
+from .configuration_slm import SyntacticTransformerConfig
+from .generation_mixin import SyntacticGenerationMixin
 from .grammars import PositionKind, grammar_for_config
 from .hub_code import SavesHubCode
 from .padding import check_padding_at_the_ends
@@ -481,16 +478,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
         return self.family_output_class(last_hidden_state=per_action, hidden_states=all_hidden, **cache_output, **outputs)
 
 
-@dataclass
-class SyntacticGenerateOutput(GenerateBeamDecoderOnlyOutput):
-    """generate's output with return_dict_in_generate: transformers' beam output, and for a grammar whose `)` each
-    come with a start (paper 003's Nb-Up) `starts` [N, L], each action's start (-1 elsewhere), without which its
-    trees cannot be read: `tokenizer.decode(sequences[i], starts=starts[i].tolist())`."""
-
-    starts: torch.LongTensor | None = None
-
-
-class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, GenerationMixin):
+class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, SyntacticGenerationMixin):
     """The backbone with the tied output layer (embedding transpose + bias); HF causal-LM contract.
 
     forward(...) takes the inputs of SyntacticTransformerModel and `labels` [B, T]: action ids, shifted inside
@@ -512,27 +500,12 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         self.model = self.base_model_class(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
-        if not self.grammar.words_only:  # its pipeline reads trees: pipeline_slm.py
-            from .pipeline_slm import TEXT_GENERATION
-
-            config.custom_pipelines = TEXT_GENERATION
+        self.name_tree_pipeline(config)
         self.post_init()
 
     @property
     def grammar(self):
         return self.model.grammar
-
-    @property
-    def text_generation_pipeline(self):
-        """The class of transformers' text-generation pipeline for this model: `pipeline("text-generation",
-        model=model, tokenizer=tokenizer, pipeline_class=model.text_generation_pipeline)` (pipeline_slm.py)."""
-        if self.grammar.words_only:
-            from transformers import TextGenerationPipeline
-
-            return TextGenerationPipeline
-        from .pipeline_slm import SyntacticTextGenerationPipeline
-
-        return SyntacticTextGenerationPipeline
 
     def get_input_embeddings(self):
         return self.model.decoder.embed_tokens
@@ -592,67 +565,3 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Gener
         if output_index is not None:
             hidden = hidden[output_index]
         return self._logits(hidden)
-
-    # ---- decoding -------------------------------------------------------------------------------
-    def generate(self, inputs=None, generation_config=None, tokenizer=None, word_start_mask=None, beam_options=None,
-                 **kwargs):
-        """HF-style generation. Words-only models (TXL (terminals)) use transformers' own generate. Tree models complete each
-        prompt (`<s>` + word pieces, as tokenizer(words, is_split_into_words=True) gives, padded on either side;
-        None for no prompt) into a tree with word-synchronous beam search, or by sampling (`do_sample=True`), and
-        return action ids that `tokenizer.decode` turns into trees.
-
-        The GenerationConfig fields a tree search can honour are read from kwargs, `generation_config` and
-        `model.generation_config`, as transformers reads them; the others, when set, are refused in one error that
-        says why and what to use instead (generation_options.py: HONOURED_FIELDS, REFUSED_FIELDS). max_new_tokens
-        counts words. `seed` seeds the sampler; `on_word` is called after each word step with the number of
-        sequences that took a word in it (a progress bar's update). `return_dict_in_generate=True` returns a
-        SyntacticGenerateOutput (with `output_scores`, its sequences_scores are each tree's joint
-        log p(x, y)). Where words begin comes from the config (word_start_ranges, recorded when the model was
-        built for its tokenizer); a checkpoint saved before that needs `tokenizer=` (or `word_start_mask=`).
-        `beam_options` (a dict) sets any BeamSearchOptions field.
-        """
-        if self.grammar.words_only:  # TXL (terminals): transformers' own generate
-            return super().generate(inputs, generation_config=generation_config, **kwargs)
-        # a prompt is words: the tokenizer's other fields for them (Nb-Up's constituent_starts, all -1) add nothing
-        settings, model_inputs = generation_settings(self, generation_config, kwargs,
-                                                     (*PROMPT_INPUTS, *self.grammar.action_inputs))
-        input_ids = model_inputs.get("input_ids", inputs)
-        # the attention mask adds nothing: the prompt's words are its ids that are not padding, on either side
-        word_start_mask, incomplete = self._word_boundaries(tokenizer, word_start_mask)
-        beam_options = dict(beam_options or {})
-        if "use_cache" in settings:
-            beam_options.setdefault("use_cache", bool(settings["use_cache"]))
-        output, scores = syntactic_generate(
-            self, input_ids, num_beams=settings.get("num_beams", 1), do_sample=bool(settings.get("do_sample", False)),
-            top_k=settings.get("top_k"), temperature=settings.get("temperature", 1.0), top_p=settings.get("top_p"),
-            max_new_words=20 if settings.get("max_new_tokens") is None else settings["max_new_tokens"],
-            num_return_sequences=settings.get("num_return_sequences", 1), word_start_mask=word_start_mask,
-            incomplete_word_ids=incomplete, seed=model_inputs.get("seed"), pad_token_id=settings.get("pad_token_id"),
-            with_scores=True, on_word=model_inputs.get("on_word"), **beam_options,
-        )
-        if not settings.get("return_dict_in_generate"):
-            return output
-        starts = getattr(output, self.grammar.start_input) if self.grammar.start_input else None
-        return SyntacticGenerateOutput(sequences=output, starts=starts,
-                                       sequences_scores=scores if settings.get("output_scores") else None)
-
-    def _word_boundaries(self, tokenizer, word_start_mask):
-        """(word_start_mask, incomplete_word_ids) for generate: the tokenizer's if given, else `word_start_mask` if
-        given, else the config's record (word_start_ranges); ValueError naming `tokenizer=` when there is none."""
-        if tokenizer is not None:
-            return tokenizer.word_start_mask, getattr(tokenizer, "incomplete_word_ids", ())
-        if word_start_mask is not None:
-            return word_start_mask, ()
-        recorded = recorded_word_boundaries(self.config)
-        if recorded is None:
-            raise ValueError(
-                f"this {self.config.grammar} model's config does not record where words begin (word_start_ranges: it "
-                "was saved before generate could read them from the checkpoint), so generate cannot tell a new word "
-                "from the next piece of one; pass tokenizer=<the checkpoint's tokenizer> (or word_start_mask=)")
-        return recorded
-
-    def word_synchronous_beam_search(self, words, options=None, word_start_mask=None, **option_fields):
-        """Forced-word beam search: `words[s]` = sentence s as words of piece ids. Returns SentenceResults
-        (surprisals in nats, log p(x) lower bound, best trees). See generation_slm.BeamSearchOptions."""
-        options = options or BeamSearchOptions(**option_fields)
-        return WordSynchronousBeamSearch(self, options, word_start_mask=word_start_mask).search(words)

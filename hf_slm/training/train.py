@@ -756,6 +756,9 @@ def packing_length(setup, training, config):
     if setup.segment_length:
         raise ValueError(f"{given}: segment recurrence reads long sequences through a memory, packing puts short ones "
                          "side by side; choose one (--pack-to 0 or --segment-length 0)")
+    if not config.reads_packed_sentences:
+        raise ValueError(f"{given}: packing puts sentences side by side, each read alone through its grammar's structure, "
+                         f"and a {config.model_type} model reads a row as one sequence; pass --pack-to 0")
     if config.num_unrestricted_heads or config.num_unrestricted_layers:
         raise ValueError(f"{given}: unrestricted heads attend causally across the whole row, from one sentence into the "
                          "next; pass --pack-to 0")
