@@ -64,6 +64,9 @@ class SyntacticDataCollator:
         host_counts: add num_coordinate_values and the grammar's host inputs, the sizes that the model would
             otherwise read back from the device (a sync per training step off the CPU). False leaves them out, for a
             model whose code predates them (a checkpoint's hub code saved before they existed rejects unknown inputs).
+        positions: add the grammar's structure (expansion_index ... prediction_index, and what goes with them), the
+            fast training path of a model that reads positions (a Transformer's); False: the action ids, mask, labels
+            and action inputs only, for a model that reads the actions in order (a recurrent family's: RNNG).
         packed: each feature is a packed row of whole sentences (hf_slm/data/packing.py: `packed_dataset`), each
             beginning with the start action: every sentence is read as it is alone (its own block of the mask,
             coordinates and position_indices from 0, its pointers shifted to where it starts in the row, no label for
@@ -75,7 +78,7 @@ class SyntacticDataCollator:
     """
 
     def __init__(self, grammar, layout, max_length=None, pad_to_multiple_of=None, validate=True, document_level=False,
-                 host_counts=True, packed=False, **grammar_options):
+                 host_counts=True, packed=False, positions=True, **grammar_options):
         if isinstance(grammar, str):
             rules = grammar_class(grammar)
             if isinstance(layout, dict):
@@ -90,6 +93,7 @@ class SyntacticDataCollator:
         self.validate = validate
         self.host_counts = host_counts
         self.packed = packed
+        self.positions = positions
 
     @classmethod
     def from_tokenizer(cls, tokenizer, grammar=None, **kwargs):
@@ -150,20 +154,24 @@ class SyntacticDataCollator:
             "input_ids": torch.from_numpy(input_ids),
             "attention_mask": torch.from_numpy(real.astype(np.int64)),
             "labels": torch.from_numpy(labels),
+        }
+        for name, values in action_inputs.items():
+            padded = np.full((len(sequences), width), -1, dtype=np.int64)
+            padded[real] = np.concatenate(values)
+            collated[name] = torch.from_numpy(padded)
+        if not self.positions:
+            return collated
+        collated.update({
             "expansion_index": torch.from_numpy(batch["expansion_index"]),
             "position_mask": torch.from_numpy(batch["attention_mask"]),
             "position_coordinates": torch.from_numpy(batch["position_coordinates"]),
             "position_kinds": torch.from_numpy(batch["position_kinds"].astype(np.int64)),
             "prediction_index": torch.from_numpy(batch["prediction_index"]),
-        }
+        })
         if self.host_counts:
             collated["num_coordinate_values"] = coordinate_count(batch["position_coordinates"])
         if explicit:
             collated["position_relative_positions"] = torch.from_numpy(batch["relative_positions"])
-        for name, values in action_inputs.items():
-            padded = np.full((len(sequences), width), -1, dtype=np.int64)
-            padded[real] = np.concatenate(values)
-            collated[name] = torch.from_numpy(padded)
         if self.packed:
             collated["position_indices"] = torch.from_numpy(batch["position_indices"])
         for name in grammar.family_inputs:

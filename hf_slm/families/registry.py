@@ -19,6 +19,7 @@ _BUILTIN_FAMILY_MODULES = (
     "hf_slm.families.dependency_grammars",
     "hf_slm.families.compositional",
     "hf_slm.families.ordered_memory",
+    "hf_slm.families.rnng",
 )
 
 

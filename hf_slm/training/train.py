@@ -817,6 +817,9 @@ def trained_once(train_tokenizer, output):
     return tokenizer
 
 
+DEFAULT_MAX_GRAD_NORM = 3.0
+
+
 def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule, packed=False):
     """The training loop shared by `hf-slm train` and `hf-slm finetune` (hf_slm/summarization/finetuning.py): our
     collator (per-action labels pass through it; with `packed`, the training examples are rows of packed sentences:
@@ -826,7 +829,9 @@ def run_trainer(setup, model, tokenizer, train_dataset, eval_dataset, schedule, 
     # The family's collator of the model's own grammar, which the tokenizer's ids were checked to match.
     collator = family_for_config(model.config).collator(model, tokenizer, **({"packed": True} if packed else {}))
     optimizer, scheduler = schedule_optimizer(model, schedule)
-    args = training_arguments(setup, schedule, eval_dataset is not None, max_grad_norm=3.0)
+    # gradients clipped to norm 3 as paper 000's reference, unless a preset's schedule says otherwise (RNNG's: 5)
+    args = training_arguments(setup, schedule, eval_dataset is not None,
+                              max_grad_norm=schedule.get("max_grad_norm", DEFAULT_MAX_GRAD_NORM))
     segments = getattr(setup, "segment_length", None) is not None  # hf-slm train's option (not fine-tuning's)
     if is_distributed() and not segments:  # (SegmentTrainer averages gradients itself)
         # DistributedDataParallel's search for unused parameters costs a graph traversal every step: only where
