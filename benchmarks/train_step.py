@@ -267,6 +267,25 @@ def measure_lstm(steps, batch_size, length, device, dtype):
     return _word_batch_result("lstm", model, batch, steps, device, dtype)
 
 
+def measure_rnng(actions, layout, real, steps, batch_size, length, device, dtype):
+    """The generative RNNG (hf_slm/families/recurrent_grammars) on TXL (CC)'s batch, the same actions (its ids, mask and labels: it
+    reads no position structure): a stack LSTM of rnng-pytorch's 2 layers, embeddings and states of the run's width.
+    tokens/s counts B x T of that batch, as every row."""
+    import torch
+
+    from hf_slm.families import causal_lm_for_config, config_for_grammar
+
+    config = config_for_grammar(grammar="rnng", vocab_size=VOCAB, embedding_size=MODEL["hidden_size"],
+                                hidden_size=MODEL["hidden_size"], num_hidden_layers=2, dropout=0.0,
+                                max_sequence_length=max(length, 512), **layout)
+    model = causal_lm_for_config(config)
+    batch = {name: actions[name] for name in ("input_ids", "attention_mask", "labels")}
+    seconds, peak_mb = time_training_steps(model.train(), batch, steps, device, dtype)
+    return {"model": "rnng", "seconds_per_step": seconds, "tokens_per_second": batch_size * length / seconds,
+            "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()), "real_tokens": real,
+            "threads": torch.get_num_threads()}
+
+
 def measure(name, steps, batch_size, length, device, dtype="float32"):
     """Build the model and its batch, time `steps` training steps: the row, as a dict."""
     import torch
@@ -284,6 +303,9 @@ def measure(name, steps, batch_size, length, device, dtype="float32"):
         real[name] = int((batches[name]["position_kinds"] != 0).sum())
     if name in COMPOSITIONAL_ROWS:
         batches[name], layout, real[name] = build_compositional_batch(name, batch_size, length)
+    if name == "rnng":
+        return measure_rnng(batches["choe_charniak"], layout, real["choe_charniak"], steps, batch_size, length, device,
+                            dtype)
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -336,7 +358,7 @@ def measure_here(name, args):
 
 
 LABELS = {"gpt2": "GPT-2", "tg": "TG", "choe_charniak": "TXL (CC)", "terminals": "TXL (terminals)", "dtg": "DTG",
-          "txl_trans": "TXL (trans)", "som": "SOM (words)", "lstm": "LSTM LM (words)",
+          "txl_trans": "TXL (trans)", "som": "SOM (words)", "lstm": "LSTM LM (words)", "rnng": "RNNG (2-layer stack LSTM)",
           **{name: "-".join(part.capitalize() for part in name.split("-")) for name in COMPOSITIONAL_ROWS}}
 
 
@@ -377,6 +399,7 @@ def model_names(only):
     names = ["gpt2", "tg", "choe_charniak", "terminals", *DEPENDENCY_MODELS]
     names += [name for name in COMPOSITIONAL_ROWS if name in COMPOSITIONAL_MODEL_VARIANTS]
     names += ["som", "lstm"]  # paper 001: a recurrent model over words (measure_som), and an LSTM LM beside it
+    names += ["rnng"]  # the generative RNNG (measure_rnng): paper 000 reports TG far faster to train
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:

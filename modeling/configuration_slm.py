@@ -2,7 +2,7 @@
 
 - `SyntacticGrammarConfig`: what any model over a grammar's actions configures, whatever computes its predictions:
   the grammar, the id layout its tokenizer fixes, where words begin, the longest sequence. A family that is not a
-  Transformer (RNNG, hf_slm/families/rnng) extends it with its own sizes.
+  Transformer (RNNG, hf_slm/families/recurrent_grammars) extends it with its own sizes.
 - `SyntacticTransformerConfig`: the grammar config with every field of the shared backbone (modeling/backbone.py)
   and the segment options. A Transformer family's config (in the family's own file) subclasses it.
   Either way a family's config names the grammars it takes (`grammar_classes`), its `model_type` and its
@@ -451,14 +451,21 @@ def family_auto_classes(prefix, config_file, model_file):
     }
 
 
+def config_fields(config_class):
+    """{field: its inspect.Parameter} of a family's config class: its own, its parent families' and the base
+    configs'."""
+    parameters = {}
+    for cls in reversed(config_class.__mro__):
+        if issubclass(cls, SyntacticGrammarConfig):
+            parameters.update(inspect.signature(cls.__init__).parameters)
+    return {name: parameter for name, parameter in parameters.items() if name not in ("self", "kwargs")}
+
+
 def check_config_fields(fields, config_class=SyntacticTransformerConfig):
     """Raise ValueError for a field `config_class` (a family's config) does not know, naming the closest ones,
     or a value whose type differs from the field's default (ints are accepted where floats are)."""
-    parameters = {}
-    for cls in reversed(config_class.__mro__):  # a family's fields, its parent families' and the base configs'
-        if issubclass(cls, SyntacticGrammarConfig):
-            parameters.update(inspect.signature(cls.__init__).parameters)
-    known = [name for name in parameters if name not in ("self", "kwargs")]
+    parameters = config_fields(config_class)
+    known = list(parameters)
     for name, value in fields.items():
         if name not in known:
             close = difflib.get_close_matches(name, known, n=3)

@@ -65,6 +65,8 @@ def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", lineariz
     from hf_slm.auto import tokenizer_class_for_grammar
     from hf_slm.families import grammar_class
 
+    from helpers.family_sizes import tiny_sizes
+
     from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 
     tokenizer_class = tokenizer_class_for_grammar(grammar)
@@ -73,7 +75,7 @@ def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", lineariz
         tokenizer = tokenizer_class.train(trees, vocab_size=vocab_size, transition_system=linearization)
     else:
         tokenizer = tokenizer_class.train(trees, vocab_size=vocab_size, linearization=linearization)
-    options = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+    options = tiny_sizes(grammar, **config)  # the sizes its family's config takes
     options.update(config)
     model_config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, **options,
                                       **tokenizer.action_layout, **word_boundary_fields(tokenizer))

@@ -42,6 +42,8 @@ CASES = {
     "syntactic_ordered_memory": ("esom-tiny", ["--set", "hidden_size=16", "--set", "num_slots=4", "--gold-tree",
                                                "constituency"]),
     "toy-depth": ("toy-tiny", []),
+    # a recurrent family added through the public API (hf_slm/families/recurrent_grammars)
+    "rnng": ("rnng-tiny", ["--set", "embedding_size=16", "--set", "hidden_size=16", "--set", "num_hidden_layers=1"]),
 }
 
 

@@ -32,6 +32,7 @@ FAMILY_HUB_FILES = {
 # between hf_slm's sub-packages and keep its place here.
 FAMILY_PACKAGE_MODULES = {
     "ordered_memory",  # SOM
+    "recurrent_grammars",  # RNNG, its hub file (modeling_rnng.py) included: a family's files in its own package
     "dependency_conversion", "prepare_dependency",  # paper 002's data
 }
 
@@ -39,7 +40,7 @@ FAMILY_PACKAGE_MODULES = {
 # The records of hf-slm's own families and their card modules (hf_slm/families/), by module name (SOM's record is
 # its package's __init__, its card module ordered_memory/card.py).
 FAMILY_RECORD_MODULES = {
-    "transformer_grammars", "dependency_grammars", "compositional", "ordered_memory",
+    "transformer_grammars", "dependency_grammars", "compositional", "ordered_memory", "recurrent_grammars",
     "dependency_card", "compositional_card",
     "transformer_grammar_paper", "dependency_paper", "compositional_paper",  # the papers' tables
 }

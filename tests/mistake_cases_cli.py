@@ -100,7 +100,7 @@ CASES = [
     CliCase("parse --model a folder holding another kind of model", _parse("{tmp}/m"),
             prepare=_damaged(lambda folder: _set_json(folder / "config.json", model_type="gpt2")),
             message=r"\S*/m/config\.json describes a model of type 'gpt2'; expected an hf-slm model "
-                    r"\(compositional_slm or dependency_transformer_grammar or dependency_transformer_xl or "
+                    r"\(compositional_slm or dependency_transformer_grammar or dependency_transformer_xl or rnng or "
                     r"slm_transformer_xl or syntactic_ordered_memory or transformer_grammar\)"),
     CliCase("parse --model with model.safetensors cut in its header", _parse("{tmp}/m"),
             prepare=_damaged(lambda folder: _cut(folder / "model.safetensors", 300)),

@@ -24,7 +24,7 @@ from helpers.beam_search_models import SENTENCE, VOCAB, all_trees, tiny_model
 from helpers.ptb_trees import TREES
 
 
-@pytest.mark.parametrize("grammar_name", ["tg", "choe_charniak"])
+@pytest.mark.parametrize("grammar_name", ["tg", "choe_charniak", "rnng"])  # rnng: a recurrent family's decoder
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_exhaustive_beam_equals_brute_force(grammar_name, use_cache):
     model = tiny_model(grammar_name)

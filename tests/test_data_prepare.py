@@ -308,7 +308,7 @@ def test_prepare_dependency_policies_reuse_and_errors(dependency_treebank, tmp_p
         (["--grammar", "dtg", "--max-k", "2"], "max_k 2: expected 1, or for arc_swift"),
         (["--grammar", "dtg_eager", "--variant", "reference"], "reference variant exists for arc_standard only"),
         (["--grammar", "tg"], "tg reads bracketed trees"),
-        (["--grammar", "rnng"], "unknown grammar 'rnng'"),
+        (["--grammar", "urnng"], "unknown grammar 'urnng'"),
         ([], "--loader conllu without --tokenizer: pass --grammar"),
     ]:
         code, error = run("refused", *options)

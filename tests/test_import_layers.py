@@ -31,7 +31,7 @@ LAYERS = (
     ("foundations", ("", "auto_registration", "auto", "option_types", "families", "data", "runs", "checkpoints",
                      "model_cards", "parsers.kinds")),
     ("work with a model", ("search", "training", "evaluation", "publishing", "summarization", "parsers")),
-    ("families' own code", ("families.ordered_memory.*", "families.*_card")),
+    ("families' own code", ("families.ordered_memory.*", "families.recurrent_grammars.*", "families.*_card")),
     ("command line", ("cli",)),
 )
 

@@ -379,13 +379,13 @@ def test_presets_are_complete():
                      for size in ("", "-tiny")}
     assert {name for name, (family, _) in all_presets().items() if family.grammars} == {"tg-ptb", "txl-cc-ptb", "txl-terminals-ptb", "tg-bllip", "txl-cc-bllip", "txl-terminals-bllip",
                             "tg-txl-positions-ptb", "tg-txl-positions-bllip", "tg-tiny", "txl-cc-tiny", "txl-terminals-tiny", "dtg-ptb", "dtg-bllip", "dtg-tiny", "txl-trans-ptb", "txl-trans-bllip", "txl-trans-tiny",
-                            *compositional}
+                            "rnng-ptb", "rnng-tiny", *compositional}
     ptb = parameter_count(preset_config("tg-ptb"))
     assert 11e6 < ptb < 13e6  # "16-layer models with 12M parameters" (paper 000, section 3)
     with pytest.raises(ValueError, match="unknown preset 'tg-wsj'"):
         preset_config("tg-wsj")
-    with pytest.raises(ValueError, match="unknown grammar 'rnng'"):
-        config_for_grammar("rnng")
+    with pytest.raises(ValueError, match="unknown grammar 'urnng'"):
+        config_for_grammar("urnng")
     with pytest.raises(ValueError, match="TransformerGrammarConfig does not take grammar 'terminals'.*TransformerXLConfig"):
         TransformerGrammarConfig(grammar="terminals")
 

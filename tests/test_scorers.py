@@ -16,6 +16,7 @@ from hf_slm.search.scorers import Scorer, scorer_class_for, scorer_for
 from hf_slm.tokenization.trees import parse_tree
 
 from conftest import DEPENDENCY_TREEBANK
+from helpers.family_sizes import tiny_sizes
 
 PTB_TREES = [
     "(ROOT (S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)) (. .)))",
@@ -26,7 +27,6 @@ INLINE_TREES = ["There/2 is/0 a/4 difference/2", "The/2 cat/3 sleeps/0 ./3", "a/
 SENTENCES = {"words": ["the blue bird sings .", "I like it", "a dog barks"],
              "dependency": ["There is a difference", "The cat sleeps ."]}
 SMALL_BEAM = {"beam_size": 12, "word_beam_size": 4}
-TRANSFORMER = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32}
 
 
 def grammar_model(variant, family):
@@ -36,7 +36,8 @@ def grammar_model(variant, family):
         tokenizer = family.default_tokenizer.train(INLINE_TREES, vocab_size=30, transition_system=linearization)
     else:
         tokenizer = family.default_tokenizer.train(PTB_TREES, vocab_size=40, linearization=linearization)
-    config = config_for_grammar(variant.name, vocab_size=len(tokenizer), **TRANSFORMER, **tokenizer.action_layout)
+    config = config_for_grammar(variant.name, vocab_size=len(tokenizer), **tiny_sizes(variant.name),
+                                **tokenizer.action_layout)
     torch.manual_seed(0)
     return causal_lm_for_config(config).eval(), tokenizer
 

@@ -34,6 +34,7 @@ from hf_slm.families import grammar_class, registered_families
 from hf_slm.modeling import backbone
 from hf_slm.modeling.search_decoders import SearchDecoder, TransformerSearchDecoder
 from hf_slm.search.beam import words_to_pieces
+from hf_slm.search.ensemble import MixtureSearchDecoder
 
 from helpers.host_reads import HostReads, is_data_sized, reader, watch_host_reads
 
@@ -247,6 +248,7 @@ CASES = {
     "tg_txl_positions": lambda: _vocabulary_case("tg_txl_positions"),
     "choe_charniak": lambda: _vocabulary_case("choe_charniak"),
     "terminals": lambda: _vocabulary_case("terminals"),
+    "rnng": lambda: _vocabulary_case("rnng"),  # a recurrent family's own decoder (hf_slm/families/recurrent_grammars)
     "tg-document-memory": _document_case,
     "dtg": lambda: _dependency_case("dtg"),
     "dtg_eager": lambda: _dependency_case("dtg_eager"),
@@ -284,8 +286,11 @@ def _search(case, device, monkeypatch, faults=None):
     search = WordSynchronousBeamSearch(model, OPTIONS, word_start_mask=starts)
     search.search(words[:1], prefixes=None if prefixes is None else prefixes[:1])  # one-time copies (tables) made
     mode = watch_host_reads(monkeypatch, SearchReads(device, model))
+    # the decoder of the model's family (a recurrent family's own), or a mixture's members' (Transformer decoders)
+    decoder = TransformerSearchDecoder if isinstance(search.decoder, MixtureSearchDecoder) else type(search.decoder)
     for name in DECODER_CALLS:
-        monkeypatch.setattr(TransformerSearchDecoder, name, mode.call(name, getattr(TransformerSearchDecoder, name)))
+        if hasattr(decoder, name):
+            monkeypatch.setattr(decoder, name, mode.call(name, getattr(decoder, name)))
     if faults is not None:
         faults(model, monkeypatch)
     with mode:

@@ -19,7 +19,7 @@ _BUILTIN_FAMILY_MODULES = (
     "hf_slm.families.dependency_grammars",
     "hf_slm.families.compositional",
     "hf_slm.families.ordered_memory",
-    "hf_slm.families.rnng",
+    "hf_slm.families.recurrent_grammars",
 )
 
 
@@ -477,7 +477,9 @@ def paper_table(paper):
     tables = {family.paper: family.paper_table for family in registered_families() if family.paper_table is not None}
     if paper not in tables:
         raise ValueError(f"paper {paper!r}: expected one of {sorted(tables)} (the papers whose families have a table)")
-    presets = {name: chosen for family in registered_families() if family.paper == paper
+    # the presets of the paper's families that hold themselves to its table (RNNG, which paper 000 only reports, has none)
+    presets = {name: chosen for family in registered_families()
+               if family.paper == paper and family.reference("paper_table") is not None
                for name, chosen in family.all_presets().items()}
     return tables[paper], presets
 

@@ -9,6 +9,8 @@ from hf_slm.families.action_vocab import ActionVocabulary
 from hf_slm.modeling.grammars import ActionKind
 from hf_slm.modeling.search_decoders import SearchDecoder
 
+from helpers.family_sizes import tiny_sizes
+
 
 # Words "a" and "c" are one piece each; "b" is two pieces, b1 b2.
 VOCAB = ActionVocabulary(["a", "b1", "b2", "c"], ["S", "NP"])
@@ -19,8 +21,7 @@ SENTENCE = [[VOCAB.ids["a"]], [VOCAB.ids["b1"], VOCAB.ids["b2"]], [VOCAB.ids["c"
 
 def tiny_model(grammar, seed=0, vocab=VOCAB, **overrides):
     config = config_for_grammar(
-        vocab_size=len(vocab.tokens), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=32, grammar=grammar, **vocab.layout.to_dict(),
+        vocab_size=len(vocab.tokens), grammar=grammar, **vocab.layout.to_dict(), **tiny_sizes(grammar),
         # every word of an ActionVocabulary is one id (after the specials, before the nonterminals)
         word_start_ranges=[[vocab.layout.unk_token_id + 1, vocab.layout.open_nt_start]], **overrides,
     )

@@ -65,7 +65,7 @@ def compositional_inputs(rng, name):
 
 def random_case(rng, name):
     """(grammar, ids, sequence options) of a random sentence or document under the grammar `name`."""
-    if name in ("tg", "tg_txl_positions", "choe_charniak", "terminals"):
+    if name in ("tg", "tg_txl_positions", "choe_charniak", "rnng", "terminals"):  # TG's actions (rnng: RNNG's)
         trees = random_document(rng)
         grammar = get_grammar(name, VOCAB.layout, document_level=len(trees) > 1 and name != "terminals")
         if name == "terminals":

@@ -7,10 +7,12 @@ presets (presets.py), its card template and rows (card.md, card.py) and its coll
 `--protocol paper000` applies to its models.
 """
 
-from ..registry import Family, Variant, register_family
-from .card import CARD_TEMPLATE
+from pathlib import Path
 
-_HUB = "hf_slm.families.rnng.modeling_rnng"
+from ..registry import Family, Variant, register_family
+
+
+_HUB = "hf_slm.families.recurrent_grammars.modeling_rnng"
 
 RNNG = register_family(Family(
     name="rnng",
@@ -22,10 +24,10 @@ RNNG = register_family(Family(
     # the PTB set-up's word vocabulary with unknown-word classes (its preset's), or SentencePiece pieces
     tokenizer_classes=("hf_slm.tokenization.tokenization_slm:SyntacticWordTokenizer",
                        "hf_slm.tokenization.tokenization_slm:SyntacticTokenizer"),
-    variants=(Variant("rnng", "Generative RNNG", "rnng", CARD_TEMPLATE),),
+    variants=(Variant("rnng", "Generative RNNG", "rnng", str(Path(__file__).with_name("card.md"))),),
     grammar_classes=f"{_HUB}:RNNG_GRAMMARS",
-    presets="hf_slm.families.rnng.presets:RNNG_PRESETS",
-    card_details="hf_slm.families.rnng.card:model_details",
-    preset_columns="hf_slm.families.rnng.presets:preset_columns",
-    collator="hf_slm.families.rnng.data:collator_for_model",
+    presets="hf_slm.families.recurrent_grammars.presets:RNNG_PRESETS",
+    card_details="hf_slm.families.recurrent_grammars.card:model_details",
+    preset_columns="hf_slm.families.recurrent_grammars.presets:preset_columns",
+    collator="hf_slm.families.recurrent_grammars.data:collator_for_model",
 ))

@@ -16,7 +16,7 @@ the piece, REDUCE at the closing bracket of the innermost open constituent (RNNG
 other closing brackets have -inf). Where no constituent is open (after `<s>`, after the root closes) REDUCE cannot
 apply and its probability is left out: a softmax of the logits renormalizes without it. rnng-pytorch's softmax keeps
 it there (its training never masks), so there log-probabilities differ by log(1 - p(REDUCE)); everywhere else they
-are equal (hf_slm/families/rnng/comparison.py measured it).
+are equal (hf_slm/families/recurrent_grammars/comparison.py measured it).
 
 Batching: every row of a batch advances one action per step on a stack of fixed capacity (its tensors [B, S, ...]);
 where each element lies (the stack's height, its open constituents) is bookkeeping on the host (`HostStacks`), worked
@@ -44,6 +44,7 @@ try:  # inside a checkpoint: hf-slm's hub files lie beside this one
     from .grammar_protocol import ActionKind
     from .grammars import CausalRules, grammar_for_config
     from .hub_code import SavesHubCode
+    from .padding import check_padding_at_the_ends
     from .safe_loading import SafetensorsOnlyLoading
     from .search_decoders import ReencodingSearchDecoder, SearchDecoder
 except ImportError:  # imported with hf-slm installed
@@ -52,6 +53,7 @@ except ImportError:  # imported with hf-slm installed
     from hf_slm.modeling.grammar_protocol import ActionKind
     from hf_slm.modeling.grammars import CausalRules, grammar_for_config
     from hf_slm.modeling.hub_code import SavesHubCode
+    from hf_slm.modeling.padding import check_padding_at_the_ends
     from hf_slm.modeling.safe_loading import SafetensorsOnlyLoading
     from hf_slm.modeling.search_decoders import ReencodingSearchDecoder, SearchDecoder
 
@@ -105,6 +107,8 @@ class RNNGConfig(SyntacticGrammarConfig):
         self.num_hidden_layers = num_hidden_layers
         self.dropout = dropout
         self.composition = composition
+        # The word softmax reads the input embeddings themselves: there is no output layer for transformers to tie.
+        kwargs["tie_word_embeddings"] = False
         super().__init__(**kwargs)
 
 
@@ -181,8 +185,8 @@ class HostStacks:
         self.open_count[close_rows] -= 1
         self.height[close_rows] = opened_at + 1
         self.open_count[active[starts]] = 0
-        return StepPlan(active, actions[active], written, np.flatnonzero(closing), children, counts,
-                        self.innermost_label()[active])
+        return StepPlan(active, actions[active], written, np.flatnonzero(written >= 0), np.flatnonzero(closing),
+                        children, counts, self.innermost_label()[active])
 
     def needed_capacity(self, steps):
         """The capacity these stacks need to take `steps` more pushes."""
@@ -196,6 +200,7 @@ class StepPlan:
     rows: np.ndarray  # [R] the rows that take an action
     actions: np.ndarray  # [R] their action ids
     written: np.ndarray  # [R] the stack index the step's input is written at (-1: `<s>`, which writes nothing)
+    pushing: np.ndarray  # [P] which of the R write their input on the stack (all but `<s>`)
     closing: np.ndarray  # [C] which of the R close a constituent
     children: np.ndarray  # [C, n] the stack indices of each closed constituent's children (padded with its own)
     child_counts: np.ndarray  # [C]
@@ -203,7 +208,7 @@ class StepPlan:
 
     def on(self, device):
         """The plan's arrays as long tensors on `device`, all uploaded before any device work."""
-        names = ("rows", "actions", "written", "closing", "children", "child_counts")
+        names = ("rows", "actions", "written", "pushing", "closing", "children", "child_counts", "innermost")
         return {name: torch.as_tensor(getattr(self, name), dtype=torch.long).to(device) for name in names}
 
 
@@ -329,11 +334,6 @@ class RNNGModel(RNNGPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.grammar = grammar_for_config(config)
-        layout = self.grammar.layout
-        if layout.open_nt_stop - layout.open_nt_start != layout.close_nt_stop - layout.close_nt_start:
-            raise ValueError("an RNNG's closing brackets are its REDUCE for each label: the config must have as many "
-                             f"closing ids ({layout.close_nt_start}-{layout.close_nt_stop}) as opening ones "
-                             f"({layout.open_nt_start}-{layout.open_nt_stop})")
         self.embed_tokens = nn.Embedding(config.vocab_size, config.embedding_size)
         self.embedding_dropout = nn.Dropout(config.dropout)
         self.stack_lstm = StackLSTM(config)
@@ -375,8 +375,8 @@ class RNNGModel(RNNGPreTrainedModel):
             inputs = inputs.index_copy(0, closing, composed.to(inputs.dtype))
         # Written in place, as rnng-pytorch's fixed stack: a step reads the stack by indexing (a copy), so autograd
         # keeps no view of what a later step overwrites, and a step costs no copy of the whole stack.
-        pushed = written >= 0
-        stacks.elements.index_put_((rows[pushed], written[pushed]), inputs[pushed].to(stacks.elements.dtype))
+        pushing = plan["pushing"]
+        stacks.elements.index_put_((rows[pushing], written[pushing]), inputs[pushing].to(stacks.elements.dtype))
         hidden, cell = self.stack_lstm(inputs, stacks.hidden[rows, written + 1], stacks.cell[rows, written + 1])
         stacks.hidden.index_put_((rows, written + 2), hidden.to(stacks.hidden.dtype))
         stacks.cell.index_put_((rows, written + 2), cell.to(stacks.cell.dtype))
@@ -390,8 +390,13 @@ class RNNGModel(RNNGPreTrainedModel):
             raise ValueError("an RNNG reads input_ids (action ids); inputs_embeds are not supported")
         ids = input_ids.detach().cpu().numpy()  # the stack's bookkeeping is the host's
         kinds = self.action_kinds_of(ids)
-        if attention_mask is not None:
-            kinds = np.where(attention_mask.detach().cpu().numpy() == 0, ActionKind.PAD, kinds)
+        keep = ids != self.config.pad_token_id if attention_mask is None else attention_mask.detach().cpu().numpy() != 0
+        check_padding_at_the_ends(keep, self.config.pad_token_id, attention_mask is not None)
+        rows = [row[where] for row, where in zip(ids, keep)]
+        if any(len(row) == 0 for row in rows):
+            raise ValueError("an input_ids row is all padding")
+        self.grammar.validate_batch(rows, require_complete=False)  # the grammar's legality, as every family's
+        kinds = np.where(keep, kinds, ActionKind.PAD)
         batch, width = ids.shape
         host = HostStacks(batch, width + 1)
         plans = [host.plan(ids[:, t], kinds[:, t], self.grammar.layout) for t in range(width)]
@@ -456,8 +461,10 @@ class RNNGForCausalLM(RNNGPreTrainedModel, SyntacticGenerationMixin):
         log_probs = actions.new_full((*contexts.shape[:-1], self.config.vocab_size), float("-inf"))
         log_probs[..., word_ids] = actions[..., SHIFT:SHIFT + 1] + word_scores
         log_probs[..., layout.open_nt_start:layout.open_nt_stop] = actions[..., FIRST_NONTERMINAL:]
-        labels = layout.close_nt_stop - layout.close_nt_start
-        reduce = torch.where(innermost[..., None] == torch.arange(labels, device=contexts.device),
+        closing_ids = layout.close_nt_stop - layout.close_nt_start
+        # REDUCE closes the innermost open constituent: its own closing bracket (one for all labels, unlabelled)
+        closing = innermost if closing_ids > 1 else innermost.clamp(max=0)
+        reduce = torch.where(closing[..., None] == torch.arange(closing_ids, device=contexts.device),
                              actions[..., REDUCE:REDUCE + 1], float("-inf"))
         log_probs[..., layout.close_nt_start:layout.close_nt_stop] = reduce
         return log_probs
@@ -488,8 +495,10 @@ class RNNGSearchState:
     host: HostStacks
     device: DeviceStacks
 
-    def select(self, rows):
-        return RNNGSearchState(self.host.select(rows.numpy()), self.device.select(rows.to(self.device.elements.device)))
+
+def host_rows(rows):
+    """The search's rows (a host tensor or a sequence) as an int64 numpy array."""
+    return rows.numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows, dtype=np.int64)
 
 
 class RNNGSearchDecoder(SearchDecoder):
@@ -502,38 +511,41 @@ class RNNGSearchDecoder(SearchDecoder):
         self.device = next(model.parameters()).device
         model.word_ids_on(self.device)  # uploaded before any search call
 
-    @torch.no_grad()
     def _start(self, sequences, steps):
+        """The rows' stacks after their sequences (`<s>`, or a document prefix): one `_advance` per column of the
+        sequences left-padded, from empty stacks; a padding action leaves a row as it is, so every row's last action
+        is in the last column, whose log-probabilities are the rows'."""
         width = max(len(sequence) for sequence in sequences)
         ids = np.full((len(sequences), width), self.model.config.pad_token_id, dtype=np.int64)
         for row, sequence in enumerate(sequences):
-            ids[row, width - len(sequence):] = sequence  # left-padded: every row's last action is in the last column
-        kinds = self.model.model.action_kinds_of(ids)
-        kinds[ids == self.model.config.pad_token_id] = ActionKind.PAD
-        host = HostStacks(len(sequences), width + 1)
-        plans = [host.plan(ids[:, t], kinds[:, t], self.model.grammar.layout) for t in range(width)]
-        uploaded = [plan.on(self.device) for plan in plans]
-        stacks = DeviceStacks.empty(len(sequences), host.capacity, self.model.config, self.model.model.embed_tokens.weight)
-        for plan in uploaded:
-            context = self.model.model.step(stacks, plan)
-        return RNNGSearchState(host, stacks), self._next(context, plans[-1].innermost)
+            ids[row, width - len(sequence):] = sequence
+        rows, state = torch.arange(len(sequences)), None
+        for column in range(width):
+            state, log_probs = self._advance(state, rows, ids[:, column], steps)
+        return state, log_probs
 
     @torch.no_grad()
     def _advance(self, state, rows, actions, steps):
-        state = self.select(state, rows)
+        # The host's part first (the kept rows' stacks, advanced by the actions), then every upload, then the device's
+        rows = host_rows(rows)
         actions = np.asarray(actions, dtype=np.int64)
-        capacity = state.host.needed_capacity(1)
-        state = RNNGSearchState(state.host.grown(capacity), state.device.grown(capacity))
-        plan = state.host.plan(actions, self.model.model.action_kinds_of(actions), self.model.grammar.layout)
-        context = self.model.model.step(state.device, plan.on(self.device))
-        return state, self._next(context, plan.innermost)
+        host = HostStacks(len(rows), 1) if state is None else state.host.select(rows)
+        capacity = host.needed_capacity(1)
+        host = host.grown(capacity)
+        plan = host.plan(actions, self.model.model.action_kinds_of(actions), self.model.grammar.layout).on(self.device)
+        if state is None:
+            stacks = DeviceStacks.empty(len(rows), capacity, self.model.config, self.model.model.embed_tokens.weight)
+        else:
+            stacks = state.device.select(torch.from_numpy(rows).to(self.device)).grown(capacity)
+        context = self.model.model.step(stacks, plan)
+        return RNNGSearchState(host, stacks), self._next(context, plan["innermost"])
 
     def _next(self, contexts, innermost):
-        innermost = torch.as_tensor(innermost, dtype=torch.long).to(self.device)
         return self._log_probs(lambda: self.model.vocabulary_log_probs(contexts, innermost))
 
     def select(self, state, rows):
-        return state.select(torch.as_tensor(rows, dtype=torch.long))
+        rows = host_rows(rows)
+        return RNNGSearchState(state.host.select(rows), state.device.select(torch.from_numpy(rows).to(self.device)))
 
     def concat(self, states):
         return RNNGSearchState(HostStacks.concat([s.host for s in states]),

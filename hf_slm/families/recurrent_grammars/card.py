@@ -1,11 +1,7 @@
 """What the model card of a generative RNNG says (its record's card_details; hf_slm/publishing/model_card.py renders
 card.md, beside this file, with them)."""
 
-from pathlib import Path
-
 from ...publishing.model_card import NOT_RECORDED, config_value
-
-CARD_TEMPLATE = str(Path(__file__).with_name("card.md"))
 
 
 def model_details(config, parameters):
