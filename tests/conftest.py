@@ -65,7 +65,7 @@ def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", lineariz
     from hf_slm.auto import tokenizer_class_for_grammar
     from hf_slm.families import grammar_class
 
-    from helpers.family_sizes import tiny_sizes
+    from helpers.family_sizes import TINY_SIZES, tiny_sizes
 
     from hf_slm.tokenization.tokenization_dependency import DependencyTokenizer
 
@@ -75,8 +75,9 @@ def save_tiny_checkpoint(directory, trees, vocab_size=30, grammar="tg", lineariz
         tokenizer = tokenizer_class.train(trees, vocab_size=vocab_size, transition_system=linearization)
     else:
         tokenizer = tokenizer_class.train(trees, vocab_size=vocab_size, linearization=linearization)
-    options = tiny_sizes(grammar, **config)  # the sizes its family's config takes
-    options.update(config)
+    # the sizes (given or TINY_SIZES) that its family's config takes, and every other field as given
+    options = {name: value for name, value in config.items() if name not in TINY_SIZES}
+    options.update(tiny_sizes(grammar, **{name: value for name, value in config.items() if name in TINY_SIZES}))
     model_config = config_for_grammar(vocab_size=len(tokenizer), grammar=grammar, **options,
                                       **tokenizer.action_layout, **word_boundary_fields(tokenizer))
     torch.manual_seed(seed)

@@ -95,5 +95,5 @@ def test_train_step_refuses_a_model_it_does_not_know(monkeypatch):
     import train_step
 
     assert train_step.model_names(["som", "tg"]) == ["gpt2", "tg", "som"]  # GPT-2 first: the ratios' base
-    with pytest.raises(SystemExit, match="--only rnng: expected some of gpt2, tg,"):
-        train_step.model_names(["tg", "rnng"])
+    with pytest.raises(SystemExit, match="--only urnng: expected some of gpt2, tg,"):
+        train_step.model_names(["tg", "urnng"])

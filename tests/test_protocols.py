@@ -30,7 +30,7 @@ HEADS = [[[2, 3, 0], [3, 3, 0]], [[2, 3, 0, 3], [2, 0, 2, 3]]]  # per sentence, 
 DEPENDENCY_TRAINING = ["the/2 bird/3 sings/0", "a/2 dog/3 barks/0 loudly/3", "the/2 dog/3 sings/0 loudly/3"]
 SOM = "syntactic_ordered_memory"
 # protocol -> a variant of each family its paper covers
-RUNS = {"paper000": ["tg", "choe_charniak"], "paper001": [SOM], "paper002": ["dtg", "txl_trans"],
+RUNS = {"paper000": ["tg", "choe_charniak", "rnng"], "paper001": [SOM], "paper002": ["dtg", "txl_trans"],
         "paper003": ["nb-dn-in-m"]}
 
 
