@@ -1,7 +1,8 @@
 """Word-synchronous beam search: seconds per sentence by beam and by sentences per search, the model's share of the
 time, forward calls, memory; and what BLiMP costs.
 
-    python benchmarks/beam_search.py [--model hf-slm-quickstart | --size quickstart|paper|tiny] [--beams 10 100 300]
+    python benchmarks/beam_search.py [--model hf-slm-quickstart | --size quickstart|paper|tiny] [--grammar tg|rnng]
+                                     [--beams 10 100 300]
                                      [--per-search 1 5 64] [--reencode-up-to 10] [--blimp DIR] [--blimp-batch 64]
                                      [--device cuda] [--dtype bf16] [--budget SECONDS] [--markdown PATH]
     python benchmarks/beam_search.py --dry-run    # seconds on a CPU: a tiny model, beam 10; measures nothing
@@ -55,8 +56,9 @@ SIZES = {"quickstart": None,  # hf_slm.cli.quickstart.QUICKSTART_MODEL
          "tiny": dict(hidden_size=32, num_attention_heads=2, num_hidden_layers=1, intermediate_size=64)}
 
 
-def load_model(path, size="quickstart"):
-    """(model, tokenizer, what it is): the checkpoint at `path` when it exists, else a random TG of `size`."""
+def load_model(path, size="quickstart", grammar="tg"):
+    """(model, tokenizer, what it is): the checkpoint at `path` when it exists, else a random model of `size`: a TG,
+    or with grammar "rnng" a generative RNNG (a 2-layer stack LSTM of the size's width)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hf_slm import register_auto_classes
@@ -72,8 +74,13 @@ def load_model(path, size="quickstart"):
     labels = {t.label() for tree in read_trees(SAMPLE / "test.txt") for t in tree.subtrees()}
     tokenizer = SyntacticTokenizer.train(trees, vocab_size=2000, extra_nonterminals=labels)
     shape = dict(QUICKSTART_MODEL, **(SIZES[size] or {}))
-    config = preset_config("tg-ptb", vocab_size=len(tokenizer), **shape, **tokenizer.action_layout)
     torch.manual_seed(0)
+    if grammar == "rnng":
+        config = preset_config("rnng-tiny", vocab_size=len(tokenizer), embedding_size=shape["hidden_size"],
+                               hidden_size=shape["hidden_size"], num_hidden_layers=2, **tokenizer.action_layout)
+        return (causal_lm_for_config(config), tokenizer,
+                f"a randomly initialized generative RNNG ({size}'s width {shape['hidden_size']}, 2 layers; no checkpoint given)")
+    config = preset_config("tg-ptb", vocab_size=len(tokenizer), **shape, **tokenizer.action_layout)
     shown = ", ".join(f"{name} {shape[name]}" for name in ("hidden_size", "num_hidden_layers", "num_attention_heads"))
     return causal_lm_for_config(config), tokenizer, f"a randomly initialized TG ({size}: {shown}; no checkpoint given)"
 
@@ -247,7 +254,9 @@ def main():
     parser.add_argument("--model", help="a checkpoint directory (default: hf-slm-quickstart when it exists, else a "
                                         "random TG of --size)")
     parser.add_argument("--size", choices=sorted(SIZES), default="quickstart",
-                        help="the random TG's shape when no checkpoint is given")
+                        help="the random model's shape when no checkpoint is given")
+    parser.add_argument("--grammar", choices=["tg", "rnng"], default="tg",
+                        help="the random model when no checkpoint is given: a TG, or a generative RNNG of its width")
     parser.add_argument("--beams", type=int, nargs="+", default=[10, 100, 300])
     parser.add_argument("--per-search", type=int, nargs="+", default=[1, 5, 64],
                         help="sentences in one search (Table 1's rows per beam)")
@@ -273,7 +282,7 @@ def main():
     elif args.model is None and Path("hf-slm-quickstart").exists() and args.size == "quickstart":
         args.model = "hf-slm-quickstart"
 
-    model, tokenizer, source = load_model(args.model, args.size)
+    model, tokenizer, source = load_model(args.model, args.size, args.grammar)
     model.to(args.device).eval()
     # --dtype bf16 runs as `hf-slm score --autocast bf16` does: weights in float32, the forward under autocast
     precision = (torch.autocast(torch.device(args.device).type, dtype=torch.bfloat16) if args.dtype == "bf16"

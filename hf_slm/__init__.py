@@ -99,7 +99,7 @@ __all__ = sorted(_NAMES) + ["__version__"]
 watch_transformers()
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     """A public name (imported from its submodule, then cached here), or a submodule such as `hf_slm.search.beam`."""
     if name in _NAMES:
         module = _NAMES[name]
@@ -114,5 +114,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_NAMES))

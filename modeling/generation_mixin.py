@@ -3,16 +3,23 @@
 `SyntacticGenerationMixin` is transformers' GenerationMixin with what a tree model adds: `generate` completes
 prompts into trees by word-synchronous beam search or sampling (generation_slm.py), `word_synchronous_beam_search`
 searches given sentences, and the text-generation pipeline returns trees (pipeline_slm.py). A words-only grammar
-(TXL (terminals)) keeps transformers' own generate. A class that uses it has:
-- `grammar`: the model's grammar (modeling/grammars.py), and `config`, a SyntacticGrammarConfig;
-- a way for the search to run it: `search_decoder(use_cache)` returning a search_decoders.SearchDecoder (a
-  recurrent family's own), or else the Transformer decoders' (search_decoders.search_decoder_for).
-It calls `self.name_tree_pipeline(config)` in its __init__, so that a checkpoint names its pipeline.
+(TXL (terminals)) keeps transformers' own generate.
+
+It is also where the hooks of a family's LM class are declared, each with its default (docs/architecture.md,
+"Adding a family"):
+- `grammar`: the model's grammar (a GrammarProtocol), and `config`, a SyntacticGrammarConfig: required;
+- `search_decoder(use_cache)`: the search_decoders.SearchDecoder the beam search runs the model with. Required:
+  a Transformer family's base class gives the key/value-cache decoder (modeling_slm.py), a recurrent family its own;
+- `name_tree_pipeline(config)`: given here; the class calls it in its __init__, so that a checkpoint names its
+  pipeline.
 
 Hub code: imports only torch, transformers and its sibling files.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import GenerationMixin
@@ -21,6 +28,9 @@ from transformers.generation.utils import GenerateBeamDecoderOnlyOutput
 from .configuration_slm import recorded_word_boundaries
 from .generation_options import PROMPT_INPUTS, generation_settings
 from .generation_slm import BeamSearchOptions, WordSynchronousBeamSearch, syntactic_generate
+
+if TYPE_CHECKING:
+    from .search_decoders import SearchDecoder
 
 
 @dataclass
@@ -36,7 +46,13 @@ class SyntacticGenerationMixin(GenerationMixin):
     """generate, word-synchronous beam search and the text-generation pipeline of a model over a grammar's actions
     (module docstring)."""
 
-    def name_tree_pipeline(self, config):
+    def search_decoder(self, use_cache: bool = True) -> SearchDecoder:
+        """The decoder the word-synchronous beam search runs this model with (search_decoders.py's interface);
+        use_cache=False: one that computes every hypothesis's prefix again (for tests and benchmarks)."""
+        raise NotImplementedError(f"{type(self).__name__} gives the beam search no decoder: a family's LM class "
+                                  "implements search_decoder(use_cache) (modeling/generation_mixin.py)")
+
+    def name_tree_pipeline(self, config: Any) -> None:
         """Name the tree pipeline in `config` (custom_pipelines) unless the grammar reads words only."""
         if not self.grammar.words_only:  # its pipeline reads trees: pipeline_slm.py
             from .pipeline_slm import TEXT_GENERATION
@@ -44,7 +60,7 @@ class SyntacticGenerationMixin(GenerationMixin):
             config.custom_pipelines = TEXT_GENERATION
 
     @property
-    def text_generation_pipeline(self):
+    def text_generation_pipeline(self) -> type:
         """The class of transformers' text-generation pipeline for this model: `pipeline("text-generation",
         model=model, tokenizer=tokenizer, pipeline_class=model.text_generation_pipeline)` (pipeline_slm.py)."""
         if self.grammar.words_only:
@@ -55,8 +71,8 @@ class SyntacticGenerationMixin(GenerationMixin):
 
         return SyntacticTextGenerationPipeline
 
-    def generate(self, inputs=None, generation_config=None, tokenizer=None, word_start_mask=None, beam_options=None,
-                 **kwargs):
+    def generate(self, inputs: torch.Tensor | None = None, generation_config: Any = None, tokenizer: Any = None,
+                 word_start_mask: list[bool] | None = None, beam_options: dict | None = None, **kwargs: Any) -> Any:
         """HF-style generation. Words-only models (TXL (terminals)) use transformers' own generate. Tree models complete each
         prompt (`<s>` + word pieces, as tokenizer(words, is_split_into_words=True) gives, padded on either side;
         None for no prompt) into a tree with word-synchronous beam search, or by sampling (`do_sample=True`), and
@@ -97,7 +113,7 @@ class SyntacticGenerationMixin(GenerationMixin):
         return SyntacticGenerateOutput(sequences=output, starts=starts,
                                        sequences_scores=scores if settings.get("output_scores") else None)
 
-    def _word_boundaries(self, tokenizer, word_start_mask):
+    def _word_boundaries(self, tokenizer: Any, word_start_mask: list[bool] | None) -> tuple[Any, Any]:
         """(word_start_mask, incomplete_word_ids) for generate: the tokenizer's if given, else `word_start_mask` if
         given, else the config's record (word_start_ranges); ValueError naming `tokenizer=` when there is none."""
         if tokenizer is not None:
@@ -112,7 +128,8 @@ class SyntacticGenerationMixin(GenerationMixin):
                 "from the next piece of one; pass tokenizer=<the checkpoint's tokenizer> (or word_start_mask=)")
         return recorded
 
-    def word_synchronous_beam_search(self, words, options=None, word_start_mask=None, **option_fields):
+    def word_synchronous_beam_search(self, words: list[list[list[int]]], options: BeamSearchOptions | None = None,
+                                     word_start_mask: list[bool] | None = None, **option_fields: Any) -> Any:
         """Forced-word beam search: `words[s]` = sentence s as words of piece ids. Returns SentenceResults
         (surprisals in nats, log p(x) lower bound, best trees). See generation_slm.BeamSearchOptions."""
         options = options or BeamSearchOptions(**option_fields)

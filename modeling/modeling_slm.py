@@ -45,6 +45,7 @@ from .grammars import PositionKind, grammar_for_config
 from .hub_code import SavesHubCode
 from .padding import check_padding_at_the_ends
 from .safe_loading import SafetensorsOnlyLoading
+from .search_decoders import ReencodingSearchDecoder, TransformerSearchDecoder
 from .segments import causal_segment_window, check_segment_options
 
 IGNORE_INDEX = -100
@@ -553,6 +554,11 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Synta
         """{name: loss} of the family's own outputs, added to the LM loss (targets [B, T]: the labels, IGNORE_INDEX
         where ignored; inputs: forward's family inputs); the base family has none."""
         return {}
+
+    def search_decoder(self, use_cache=True):
+        """The beam search's decoder (SyntacticGenerationMixin's hook): the key/value-pool decoder, or with
+        use_cache=False one that runs every hypothesis's whole prefix again (search_decoders.py)."""
+        return TransformerSearchDecoder(self) if use_cache else ReencodingSearchDecoder(self)
 
     def forward_positions(self, position_ids, structure, past_key_values=None, extra_embeddings=None, output_index=None,
                           inputs_embeds=None):

@@ -24,7 +24,9 @@ Hub code: imports only numpy, torch and its sibling files.
 """
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,16 +42,17 @@ class SearchDecoder:
     """The decoder interface (see the module docstring). Subclasses implement `_start` and `_advance`,
     and `select` / `concat` / `retain` for their state, and run their model through `_log_probs`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.forward_calls = 0
         self.forward_seconds = 0.0
         self.peak_cache_bytes = 0
 
-    def start(self, sequences, steps):
+    def start(self, sequences: Sequence[Sequence[int]], steps: Any) -> tuple[Any, torch.Tensor]:
         self.forward_calls += 1
         return self._start(sequences, steps)
 
-    def advance(self, state, rows, actions, steps):
+    def advance(self, state: Any, rows: torch.Tensor, actions: torch.Tensor | np.ndarray, steps: Any
+                ) -> tuple[Any, torch.Tensor]:
         self.forward_calls += 1
         return self._advance(state, rows, actions, steps)
 
@@ -60,10 +63,22 @@ class SearchDecoder:
         self.forward_seconds += time.perf_counter() - started
         return log_probs
 
-    def retain(self, state):
+    def _start(self, sequences: Sequence[Sequence[int]], steps: Any) -> tuple[Any, torch.Tensor]:
+        raise NotImplementedError(f"{type(self).__name__} implements _start(sequences, steps)")
+
+    def _advance(self, state: Any, rows: torch.Tensor, actions: Any, steps: Any) -> tuple[Any, torch.Tensor]:
+        raise NotImplementedError(f"{type(self).__name__} implements _advance(state, rows, actions, steps)")
+
+    def select(self, state: Any, rows: torch.Tensor) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} implements select(state, rows)")
+
+    def concat(self, states: Sequence[Any]) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} implements concat(states)")
+
+    def retain(self, state: Any) -> Any:
         return state
 
-    def start_log_probs(self, state, positions):
+    def start_log_probs(self, state: Any, positions: np.ndarray) -> torch.Tensor:
         raise ValueError(f"{type(self).__name__} cannot score the start positions of a Nb-Up `)` (paper 003, section "
                          "2.2); search with the KV-cache decoder (use_cache=True)")
 
@@ -420,9 +435,7 @@ class ReencodingSearchDecoder(SearchDecoder):
         return sequences, self._log_probs(forward)
 
 
-def search_decoder_for(model, use_cache=True):
-    """The decoder beam search uses for `model`: its own (`model.search_decoder(use_cache)`) if it has one,
-    else the Transformer KV-cache decoder (or re-encoding, with use_cache=False)."""
-    if hasattr(model, "search_decoder"):
-        return model.search_decoder(use_cache=use_cache)
-    return TransformerSearchDecoder(model) if use_cache else ReencodingSearchDecoder(model)
+def search_decoder_for(model: Any, use_cache: bool = True) -> SearchDecoder:
+    """The decoder beam search uses for `model`: its own (`model.search_decoder(use_cache)`, the hook every family's LM
+    class has: generation_mixin.py)."""
+    return model.search_decoder(use_cache=use_cache)

@@ -185,6 +185,11 @@ class SyntacticTokenizerBase(PreTrainedTokenizer):
     _unk_starts_word = False
     # The vocabularies `train` builds, by the name `hf-slm train --pieces` gives them (its `pieces` argument).
     piece_models = ()
+    # A tokenizer hook (the one place it is declared): a tokenizer whose trees are not bracketed trees over pieces
+    # writes a tree with given words itself, as tree_with_words(token_ids, words, starts=None) -> str (a dependency
+    # tokenizer's inline trees, paper 003's trees over tokens); None: the search writes bracketed trees
+    # (hf_slm/search/beam.py, tree_string).
+    tree_with_words = None
 
     def __init__(
         self,

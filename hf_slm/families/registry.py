@@ -12,7 +12,9 @@ package outside hf-slm registers its family with the same public call, `hf_slm.r
 """
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 _BUILTIN_FAMILY_MODULES = (
     "hf_slm.families.transformer_grammars",
@@ -23,7 +25,7 @@ _BUILTIN_FAMILY_MODULES = (
 )
 
 
-def resolve(reference):
+def resolve(reference: Any) -> Any:
     """The object a "module:attribute" string names (imported on first use), or `reference` itself."""
     if not isinstance(reference, str):
         return reference
@@ -117,32 +119,32 @@ class Family:
     name: str
     model_type: str
     paper: str
-    config_class: object
-    model_class: object
-    causal_lm_class: object
+    config_class: Any
+    model_class: Any
+    causal_lm_class: Any
     tokenizer_classes: tuple
     variants: tuple
-    grammar_classes: object = None
-    presets: object = None
-    check_tokenizer: object = "hf_slm.checkpoints.checks:check_grammar_tokenizer"
-    train: object = "hf_slm.training.train:train_grammar_model"
-    card_details: object = "hf_slm.publishing.model_card:model_details"
-    card_values: object = "hf_slm.publishing.model_card:no_card_values"
-    preset_columns: object = "hf_slm.families.registry:transformer_preset_columns"
-    doubled_id_ranges: object = "hf_slm.families.registry:closing_bracket_ranges"
+    grammar_classes: Any = None
+    presets: Any = None
+    check_tokenizer: Any = "hf_slm.checkpoints.checks:check_grammar_tokenizer"
+    train: Any = "hf_slm.training.train:train_grammar_model"
+    card_details: Any = "hf_slm.publishing.model_card:model_details"
+    card_values: Any = "hf_slm.publishing.model_card:no_card_values"
+    preset_columns: Any = "hf_slm.families.registry:transformer_preset_columns"
+    doubled_id_ranges: Any = "hf_slm.families.registry:closing_bracket_ranges"
     unlabelled_trees: bool = False
-    tokenizer_grammar_options: object = "hf_slm.families.registry:no_options"
-    tokenizer_config_fields: object = "hf_slm.families.registry:no_options"
-    preparation: object = None
-    collator: object = "hf_slm.data.collator:collator_for_model"
-    scorer: object = "hf_slm.search.search_scorer:BeamSearchScorer"
+    tokenizer_grammar_options: Any = "hf_slm.families.registry:no_options"
+    tokenizer_config_fields: Any = "hf_slm.families.registry:no_options"
+    preparation: Any = None
+    collator: Any = "hf_slm.data.collator:collator_for_model"
+    scorer: Any = "hf_slm.search.search_scorer:BeamSearchScorer"
     evaluations: tuple = ("ppl", "sg", "blimp", "parse", "rerank")
     train_options: tuple = ()
-    training_setup: object = "hf_slm.training.train:TrainingSetup"
-    paper_table: object = None
+    training_setup: Any = "hf_slm.training.train:TrainingSetup"
+    paper_table: Any = None
     _cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # a replace() starts its own
 
-    def __getattribute__(self, name):
+    def __getattribute__(self, name: str) -> Any:
         # A class or function field is resolved (imported) when first read: the record itself stays cheap.
         if name in _REFERENCE_FIELDS:
             cache = object.__getattribute__(self, "_cache")
@@ -152,16 +154,16 @@ class Family:
             return cache[name]
         return object.__getattribute__(self, name)
 
-    def reference(self, name):
+    def reference(self, name: str) -> Any:
         """A field as given (a "module:attribute" string stays a string): reading it imports nothing."""
         return object.__getattribute__(self, name)
 
     @property
-    def default_tokenizer(self):
+    def default_tokenizer(self) -> type:
         """The tokenizer class a new model of the family is trained with."""
         return self.tokenizer_classes[-1]
 
-    def tokenizer_class_for(self, pieces=None):
+    def tokenizer_class_for(self, pieces: str | None = None) -> type:
         """The tokenizer class a new model of the family is trained with when its vocabulary is `pieces` (one of a
         tokenizer class's `piece_models`: "sentencepiece", "byte_bpe", "words"); None: the default tokenizer's."""
         if pieces is None:
@@ -173,37 +175,37 @@ class Family:
                          "expected one of them")
 
     @property
-    def piece_models(self):
+    def piece_models(self) -> tuple[str, ...]:
         """The vocabularies the family's tokenizer classes build (their `piece_models`)."""
         return tuple(name for tokenizer_class in self.tokenizer_classes for name in tokenizer_class.piece_models)
 
     @property
-    def display_name(self):
+    def display_name(self) -> str:
         """The family's name in words: its variants' names ("TG", "DTG / DTG-eager / DTG-swift", ...)."""
         if len(self.variants) > 4:
             return f"{self.variants[0].display_name} and {len(self.variants) - 1} more ({self.name})"
         return " / ".join(variant.display_name for variant in self.variants)
 
     @property
-    def grammars(self):
+    def grammars(self) -> tuple[str, ...]:
         """The names of the family's grammars (none for a family without grammars)."""
         return tuple(variant.name for variant in self.variants if variant.is_grammar)
 
-    def grammar_class(self, name):
+    def grammar_class(self, name: str) -> type:
         """The class of the family's grammar `name`."""
         classes = self.grammar_classes or {}
         if name not in self.grammars or name not in classes:
             raise ValueError(f"the {self.name} family has no grammar {name!r}; expected one of {list(self.grammars)}")
         return classes[name]
 
-    def variant(self, name):
+    def variant(self, name: str) -> Variant:
         for variant in self.variants:
             if variant.name == name:
                 return variant
         raise ValueError(f"the {self.name} family has no variant {name!r}; expected one of "
                          f"{[variant.name for variant in self.variants]}")
 
-    def variant_of(self, config, source="config"):
+    def variant_of(self, config: Any, source: str = "config") -> Variant:
         """The Variant a config (object or dict) describes: its grammar's, or the family's only one."""
         grammar = _field(config, "grammar")
         if grammar is not None and grammar in self.grammars:
@@ -213,24 +215,24 @@ class Family:
         raise ValueError(f"{source}: a {self.model_type} model with grammar {grammar!r}; expected one of the "
                          f"{self.name} family's grammars {list(self.grammars)}")
 
-    def all_presets(self):
+    def all_presets(self) -> dict[str, dict]:
         """{name: preset} of this family ({} when it has none)."""
         return self.presets or {}
 
 
-def transformer_preset_columns(preset):
+def transformer_preset_columns(preset: dict) -> dict[str, Any]:
     """The `hf-slm presets` columns of a Transformer preset: grammar, width, depth, heads, feed-forward, vocabulary."""
     model = preset["model"]
     return {"grammar": model["grammar"], "d": model["hidden_size"], "layers": model["num_hidden_layers"],
             "heads": model["num_attention_heads"], "d_ff": model["intermediate_size"], "vocab": model["vocab_size"]}
 
 
-def closing_bracket_ranges(layout):
+def closing_bracket_ranges(layout: dict) -> list[tuple[int, int]]:
     """Family.doubled_id_ranges of a bracketed layout (an ActionLayout's fields): its closing nonterminals."""
     return [(layout["close_nt_start"], layout["close_nt_stop"])]
 
 
-def no_options(_):
+def no_options(_: Any) -> dict[str, Any]:
     """Family.tokenizer_grammar_options / tokenizer_config_fields of a family whose tokenizers fix none."""
     return {}
 
@@ -245,12 +247,12 @@ def _field(config, name):
     return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
 
 
-_registry = {"families": {}, "builtins_loaded": False, "loading": False}
+_registry: dict[str, Any] = {"families": {}, "builtins_loaded": False, "loading": False}
 # Called with each family register_family adds (on_family_registered).
-_registration_listeners = []
+_registration_listeners: list[Callable[["Family"], None]] = []
 
 
-def register_family(family, replace=False):
+def register_family(family: Family, replace: bool = False) -> Family:
     """Add a Family to the registry (the public call, for hf-slm's own families and any package's).
 
     Its name, model_type and grammar names must be new (a ValueError names the family that has them), unless
@@ -282,7 +284,7 @@ def register_family(family, replace=False):
     return family
 
 
-def on_family_registered(listener):
+def on_family_registered(listener: Callable[[Family], None]) -> None:
     """Call `listener(family)` for every family registered from now on. hf_slm/auto_registration.py listens, so
     that a family added after the Auto classes were registered is registered with them too; the registry imports
     nothing of hf-slm above it."""
@@ -290,7 +292,7 @@ def on_family_registered(listener):
         _registration_listeners.append(listener)
 
 
-def unregister_family(name):
+def unregister_family(name: str) -> None:
     """Remove a family (tests that register one of their own take it out again)."""
     _load_builtins()
     if name not in _registry["families"]:
@@ -310,20 +312,20 @@ def _load_builtins():
         _registry["loading"] = False
 
 
-def registered_families():
+def registered_families() -> tuple[Family, ...]:
     """Every registered Family, hf-slm's own first, in registration order."""
     _load_builtins()
     return tuple(_registry["families"].values())
 
 
-def family_named(name):
+def family_named(name: str) -> Family:
     for family in registered_families():
         if family.name == name:
             return family
     raise ValueError(f"unknown family {name!r}; expected one of {[f.name for f in registered_families()]}")
 
 
-def family_for_model_type(model_type, source="config"):
+def family_for_model_type(model_type: str, source: str = "config") -> Family:
     for family in registered_families():
         if family.model_type == model_type:
             return family
@@ -331,7 +333,7 @@ def family_for_model_type(model_type, source="config"):
                      f"{sorted(f.model_type for f in registered_families())}")
 
 
-def family_for_config(config, source="config"):
+def family_for_config(config: Any, source: str = "config") -> Family:
     """The Family of a config (a config object or config.json's dict), by its model_type. A config object's class
     and the record each name the family's grammars (the record's are read without importing the config, for
     commands that import no torch); they must agree, or generic code would read another grammar than the model."""
@@ -354,7 +356,7 @@ def _check_grammars_agree(family, config_name, declared):
                          "give the record the config's mapping")
 
 
-def variant_for_config(config, source="config"):
+def variant_for_config(config: Any, source: str = "config") -> Variant:
     """The Variant of a config (object or dict)."""
     return family_for_config(config, source).variant_of(config, source)
 
@@ -385,7 +387,7 @@ def families_of_tokenizer(tokenizer):
                  if name in {_class_name(reference) for reference in family.reference("tokenizer_classes")})
 
 
-def family_for_grammar(grammar):
+def family_for_grammar(grammar: str) -> Family:
     """The Family whose config takes `grammar`; an unknown name is a ValueError listing the known ones."""
     for family in registered_families():
         if grammar in family.grammars:
@@ -402,12 +404,12 @@ def data_preparations():
     return hooks
 
 
-def grammar_names():
+def grammar_names() -> list[str]:
     """Every registered grammar name, family by family."""
     return [name for family in registered_families() for name in family.grammars]
 
 
-def grammar_class(name):
+def grammar_class(name: str) -> type:
     """The grammar class called `name` (its family's config class maps it)."""
     return family_for_grammar(name).grammar_class(name)
 
@@ -421,13 +423,13 @@ def doubled_id_ranges(grammar, layout):
     return family_for_grammar(grammar).doubled_id_ranges(layout)
 
 
-def get_grammar(name, layout, document_level=False, **options):
+def get_grammar(name: str, layout: Any, document_level: bool = False, **options: Any) -> Any:
     """The grammar called `name` over an action layout (a dependency grammar's: a DependencyLayout, with its
     `variant`); with document_level, one sequence holds the trees of a whole document."""
     return grammar_class(name)(layout, document_level=document_level, **options)
 
 
-def config_for_grammar(grammar=None, **fields):
+def config_for_grammar(grammar: str | None = None, **fields: Any) -> Any:
     """A config of the family that reads `grammar` ("tg" -> TransformerGrammarConfig, ...; by default the first
     registered grammar, Transformer Grammars'). Every field must be one the config knows, with a value of its type
     (a misspelled field would otherwise be stored and silently do nothing)."""
@@ -438,9 +440,9 @@ def config_for_grammar(grammar=None, **fields):
     return config_class(grammar=grammar, **fields)
 
 
-def all_presets():
+def all_presets() -> dict[str, tuple[Family, dict]]:
     """{preset name: (Family, preset)} over every family; two families may not share a preset name."""
-    found = {}
+    found: dict[str, tuple[Family, dict]] = {}
     for family in registered_families():
         for name, preset in family.all_presets().items():
             if name in found:
@@ -449,7 +451,7 @@ def all_presets():
     return found
 
 
-def preset(name):
+def preset(name: str) -> tuple[Family, dict]:
     """(Family, preset) of the preset called `name`."""
     presets = all_presets()
     if name not in presets:
@@ -457,7 +459,7 @@ def preset(name):
     return presets[name]
 
 
-def preset_config(name, **overrides):
+def preset_config(name: str, **overrides: Any) -> Any:
     """The config of a preset (its family's class), with `overrides` (e.g. the tokenizer's id layout)."""
     family, chosen = preset(name)
     model = dict(chosen["model"], **overrides)
@@ -466,12 +468,12 @@ def preset_config(name, **overrides):
     return family.config_class(**model)
 
 
-def causal_lm_for_config(config):
+def causal_lm_for_config(config: Any) -> Any:
     """A new, randomly initialized causal LM of the family that `config` belongs to."""
     return family_for_config(config).causal_lm_class(config)
 
 
-def paper_table(paper):
+def paper_table(paper: str) -> tuple[Any, dict[str, dict]]:
     """(PaperTable, {preset name: preset} of the paper's families) of paper `paper` ("000"); ValueError naming the
     papers with a table."""
     tables = {family.paper: family.paper_table for family in registered_families() if family.paper_table is not None}
@@ -484,6 +486,6 @@ def paper_table(paper):
     return tables[paper], presets
 
 
-def presets():
+def presets() -> dict[str, dict]:
     """{preset name: preset} over every family."""
     return {name: chosen for name, (_, chosen) in all_presets().items()}

@@ -285,7 +285,7 @@ def tree_string(tokenizer, ids, words=(), pieces=(), starts=None):
     """The tree of action ids with the given words as its first words: a dependency tokenizer writes its own
     (inline `There/2 is/0 ...`), a constituency one gets `bracketed_tree`. `starts`: a Nb-Up tree's constituent
     starts (indices into `ids`; by default those the ids carry, generation_slm.ActionIds)."""
-    if hasattr(tokenizer, "tree_with_words"):
+    if tokenizer.tree_with_words is not None:  # the tokenizer hook (tokenization_slm.SyntacticTokenizerBase)
         starts = getattr(ids, "starts", None) if starts is None else starts
         if starts is not None:
             return tokenizer.tree_with_words([int(i) for i in ids], words, starts=list(starts))
