@@ -2,7 +2,7 @@
 (CI cannot fetch rnng-pytorch), run with a checkout of it:
 
     git clone https://github.com/aistairc/rnng-pytorch /tmp/rnng-pytorch
-    python benchmarks/rnng_reference_comparison.py --reference /tmp/rnng-pytorch
+    python benchmarks/rnng_reference_comparison.py --reference /tmp/rnng-pytorch [--markdown PATH]
 
 A tiny hf-slm RNNG with random weights (tokenizer trained on the shipped GUM sample) is mapped onto rnng-pytorch's
 FixedStackRNNG (its fixed-stack, batched model): embeddings, the stack LSTM's cells, the bidirectional composition,
@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from report import Report, add_markdown_option
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -118,20 +120,35 @@ def compare(model, tokenizer, trees, reference):
     return len(sequences), len(differences), float(differences.max()), float(max(first_differences))
 
 
+def reference_commit(reference):
+    """The checkout's commit, or "unknown"."""
+    import subprocess
+
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=reference, capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else "unknown"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", required=True, help="a checkout of github.com/aistairc/rnng-pytorch")
     parser.add_argument("--trees", type=int, default=40, help="GUM sample trees scored (default 40)")
+    add_markdown_option(parser)
     args = parser.parse_args()
     from hf_slm.tokenization.trees import read_trees
 
     trees = read_trees(REPOSITORY / "hf_slm" / "sample_data" / "gum" / "train.txt")[: args.trees]
+    report = Report("hf-slm's generative RNNG beside rnng-pytorch's FixedStackRNNG")
+    report.line(f"rnng-pytorch at commit {reference_commit(args.reference)}; random hf-slm RNNGs mapped onto it weight "
+                f"for weight; the first {len(trees)} GUM sample trees, batched, in evaluation mode. Differences are "
+                "of each action's log-probability, in nats.")
+    rows = []
     for embedding, hidden, layers in ((16, 12, 1), (24, 20, 2)):
         model, tokenizer = hf_slm_model(trees, embedding, hidden, layers, seed=layers)
         sentences, actions, largest, first = compare(model, tokenizer, trees, args.reference)
-        print(f"w_dim {embedding}, h_dim {hidden}, {layers} layer(s): {sentences} trees, {actions} actions after the "
-              f"first: largest |difference| {largest:.2e} nats; first actions (REDUCE's mass taken out): "
-              f"{first:.2e} nats")
+        rows.append([embedding, hidden, layers, sentences, actions, f"{largest:.2e}", f"{first:.2e}"])
+    report.table("", ["w_dim", "h_dim", "layers", "trees", "actions after the first", "largest |Δ log p|",
+                      "first actions, REDUCE's mass taken out: largest |Δ|"], rows)
+    report.finish(args.markdown)
 
 
 if __name__ == "__main__":

@@ -338,7 +338,7 @@ def measure_in_child(name, args, seconds_left):
                "--dtype", args.dtype]
     try:
         child = subprocess.run(command, check=False, capture_output=True, text=True, env=dict(os.environ),
-                               timeout=seconds_left)
+                               timeout=None if seconds_left == float("inf") else seconds_left)  # no --budget
     except subprocess.TimeoutExpired:
         return None
     if child.returncode != 0:

@@ -537,11 +537,10 @@ class RNNGSearchDecoder(SearchDecoder):
             stacks = DeviceStacks.empty(len(rows), capacity, self.model.config, self.model.model.embed_tokens.weight)
         else:
             stacks = state.device.select(torch.from_numpy(rows).to(self.device)).grown(capacity)
-        context = self.model.model.step(stacks, plan)
-        return RNNGSearchState(host, stacks), self._next(context, plan["innermost"])
-
-    def _next(self, contexts, innermost):
-        return self._log_probs(lambda: self.model.vocabulary_log_probs(contexts, innermost))
+        # the model's own time (SearchDecoder.forward_seconds): the stack's step and the distribution after it
+        log_probs = self._log_probs(
+            lambda: self.model.vocabulary_log_probs(self.model.model.step(stacks, plan), plan["innermost"]))
+        return RNNGSearchState(host, stacks), log_probs
 
     def select(self, state, rows):
         rows = host_rows(rows)
