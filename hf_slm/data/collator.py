@@ -159,27 +159,32 @@ class SyntacticDataCollator:
             padded = np.full((len(sequences), width), -1, dtype=np.int64)
             padded[real] = np.concatenate(values)
             collated[name] = torch.from_numpy(padded)
-        if not self.positions:
-            return collated
-        collated.update({
+        if self.positions:
+            collated.update(self._structure(batch, explicit))
+        return collated
+
+    def _structure(self, batch, explicit):
+        """The grammar's structure of a batch (grammar.batch's arrays) as the model's inputs: the positions, their mask,
+        coordinates, kinds and prediction index, and what goes with them (module docstring)."""
+        grammar = self.grammar
+        structure = {
             "expansion_index": torch.from_numpy(batch["expansion_index"]),
             "position_mask": torch.from_numpy(batch["attention_mask"]),
             "position_coordinates": torch.from_numpy(batch["position_coordinates"]),
             "position_kinds": torch.from_numpy(batch["position_kinds"].astype(np.int64)),
             "prediction_index": torch.from_numpy(batch["prediction_index"]),
-        })
-        if self.host_counts:
-            collated["num_coordinate_values"] = coordinate_count(batch["position_coordinates"])
+        }
         if explicit:
-            collated["position_relative_positions"] = torch.from_numpy(batch["relative_positions"])
+            structure["position_relative_positions"] = torch.from_numpy(batch["relative_positions"])
         if self.packed:
-            collated["position_indices"] = torch.from_numpy(batch["position_indices"])
+            structure["position_indices"] = torch.from_numpy(batch["position_indices"])
         for name in grammar.family_inputs:
-            collated[name] = torch.from_numpy(batch[name])
+            structure[name] = torch.from_numpy(batch[name])
         if self.host_counts:
+            structure["num_coordinate_values"] = coordinate_count(batch["position_coordinates"])
             for name, value in grammar.host_inputs(batch).items():
-                collated[name] = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
-        return collated
+                structure[name] = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+        return structure
 
     def _sentences(self, sequences, given_labels, action_inputs):
         """(rows: [[sentence indices], ...], the sentences' ids, labels (None, or one array per sentence) and action
