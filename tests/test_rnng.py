@@ -192,6 +192,8 @@ def test_an_rnng_refuses_what_it_cannot_read():
         model(input_ids=torch.tensor([ids_of(TREES[2])]), position_mask=torch.ones(1, 4, 4))
     with pytest.raises(ValueError, match="outside the model's vocabulary"):
         model(input_ids=torch.tensor([[VOCAB.layout.bos_token_id, len(VOCAB.tokens) + 5]]))
+    with pytest.raises(ValueError, match="input of 11 actions is longer than the model.s maximum of 6"):
+        rnng(max_sequence_length=6)(input_ids=torch.tensor([ids_of(TREES[0])]))
     with pytest.raises(ValueError, match="composition must be one of"):
         rnng(composition="attention")
     with pytest.raises(ValueError, match="closing nonterminal range has 2 ids; expected 3"):

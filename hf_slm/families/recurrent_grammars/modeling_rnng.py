@@ -39,6 +39,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
 
 try:  # inside a checkpoint: hf-slm's hub files lie beside this one
+    from .backbone import SequenceTooLong
     from .configuration_slm import SyntacticGrammarConfig
     from .generation_mixin import SyntacticGenerationMixin
     from .grammar_protocol import ActionKind
@@ -48,6 +49,7 @@ try:  # inside a checkpoint: hf-slm's hub files lie beside this one
     from .safe_loading import SafetensorsOnlyLoading
     from .search_decoders import ReencodingSearchDecoder, SearchDecoder
 except ImportError:  # imported with hf-slm installed
+    from hf_slm.modeling.backbone import SequenceTooLong
     from hf_slm.modeling.configuration_slm import SyntacticGrammarConfig
     from hf_slm.modeling.generation_mixin import SyntacticGenerationMixin
     from hf_slm.modeling.grammar_protocol import ActionKind
@@ -395,6 +397,10 @@ class RNNGModel(RNNGPreTrainedModel):
         rows = [row[where] for row, where in zip(ids, keep)]
         if any(len(row) == 0 for row in rows):
             raise ValueError("an input_ids row is all padding")
+        longest = max(len(row) for row in rows)
+        if longest > self.config.max_sequence_length:
+            raise SequenceTooLong(f"input of {longest} actions is longer than the model's maximum of "
+                             f"{self.config.max_sequence_length} (config.max_sequence_length)")
         self.grammar.validate_batch(rows, require_complete=False)  # the grammar's legality, as every family's
         kinds = np.where(keep, kinds, ActionKind.PAD)
         batch, width = ids.shape
