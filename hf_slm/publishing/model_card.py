@@ -595,14 +595,25 @@ def training_details(record):
         ("tree normalization", normalization if normalization is not None else NOT_RECORDED),
         ("steps", f"{get('steps_done')} of {get('max_steps')}"),
         ("batch size", f"{get('batch_size')} sequences"),
-        ("learning rate", f"linear warm-up from {get('initial_learning_rate')} to {get('learning_rate')} over "
-                          f"{get('warmup_steps')} steps, then cosine decay to {get('final_learning_rate')}"
+        ("learning rate", _learning_rate(record, get)
                           + _embedding_multiplier(record.get("embedding_learning_rate_multiplier"))),
+        ("gradient clipping", f"norm {record['max_grad_norm']}" if "max_grad_norm" in record
+         else "norm 3 (not recorded: what `hf-slm train` clipped at before it recorded it)"),
         ("seed", get("seed")),
         ("final training loss", _loss(record.get("final_train_loss"))),
         ("final validation loss", _loss(record.get("final_eval_loss"))),
         ("finished", get("date")),
     ]
+
+
+def _learning_rate(record, get):
+    """The learning-rate row: constant when the schedule has no warm-up and one rate (RNNG's presets), else the
+    warm-up and cosine decay."""
+    rates = {record.get(name) for name in ("initial_learning_rate", "learning_rate", "final_learning_rate")}
+    if record.get("warmup_steps") == 0 and len(rates) == 1:
+        return f"constant {get('learning_rate')}"
+    return (f"linear warm-up from {get('initial_learning_rate')} to {get('learning_rate')} over "
+            f"{get('warmup_steps')} steps, then cosine decay to {get('final_learning_rate')}")
 
 
 def _embedding_multiplier(multiplier):

@@ -7,7 +7,7 @@ config from a preset and the tokenizer's id layout (and what else the family's c
 Family.tokenizer_config_fields), datasets of action ids, the data collator, Adam with the paper's schedule
 (linear warm-up from the initial to the maximum learning rate, then cosine decay to the final one; paper 000,
 Appendix B), an optional learning-rate multiplier for the token embedding (paper 002, section 4: 2.0 for its
-presets) and gradient clipping at norm 3.
+presets) and gradient clipping at norm 3 (a preset's `max_grad_norm` otherwise: RNNG's 5).
 
 Training data is either tree files, tokenized here, or one folder made by `hf-slm data prepare`
 (hf_slm.data.prepare): its `train` split's input_ids, its `validation` (or `dev`) split for evaluation, and
@@ -1137,6 +1137,7 @@ def write_training_record(output, setup, grammar, schedule, trainer, train_examp
         "initial_learning_rate": schedule["initial_learning_rate"],
         "final_learning_rate": schedule["final_learning_rate"],
         "embedding_learning_rate_multiplier": schedule.get("embedding_learning_rate_multiplier", 1.0),
+        "max_grad_norm": schedule.get("max_grad_norm", DEFAULT_MAX_GRAD_NORM),
         "seed": setup.seed,
         "mixed_precision": getattr(setup, "mixed_precision", None),
         "gradient_accumulation_steps": getattr(setup, "gradient_accumulation_steps", 1),
