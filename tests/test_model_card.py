@@ -340,6 +340,8 @@ def test_details_and_training_come_from_the_checkpoint(evaluated, grammar):
     assert training["steps"] == f"{record['steps_done']} of {record['max_steps']}"
     assert training["final training loss"] == f"{record['final_train_loss']:.4f}"
     assert training["tree normalization"] == "strip function tags"
+    assert training["learning rate"] == "linear warm-up from 1e-07 to 0.001 over 5 steps, then cosine decay to 3e-07"
+    assert training["gradient clipping"] == "norm 3.0"  # the default: the schedule names none
     # the code trust_remote_code runs, as the folder holds it (issue 40: the card named TG's files for every family)
     warning = text[text.index("Pin a revision"):text.index("## What this model is")]
     held = sorted(path.name for path in directory.glob("*.py"))
@@ -583,3 +585,19 @@ def test_compositional_card_states_the_variant_options_and_the_tokenizer(grammar
         assert "external composer" not in details
         assert details["max sequence length"].endswith("(closing brackets count twice)")
     assert ("`</s>`" in description) == rules.uses_eos
+
+
+def test_the_training_rows_say_a_constant_rate_and_the_clipping_a_run_used():
+    """RNNG's presets train at one learning rate, clipped at norm 5: the card says so (issue 40: it said paper 000's
+    warm-up and norm 3 for every family); a record written before the clipping was recorded says what it was."""
+    from hf_slm.publishing.model_card import training_details
+
+    record = {"max_steps": 10, "steps_done": 10, "batch_size": 4, "learning_rate": 1e-3, "warmup_steps": 0,
+              "initial_learning_rate": 1e-3, "final_learning_rate": 1e-3, "max_grad_norm": 5.0}
+    rows = dict(training_details(record))
+    assert rows["learning rate"] == "constant 0.001" and rows["gradient clipping"] == "norm 5.0"
+    del record["max_grad_norm"]
+    record["final_learning_rate"] = 1e-4  # a cosine decay: not constant
+    rows = dict(training_details(record))
+    assert rows["gradient clipping"].startswith("norm 3 (not recorded")
+    assert rows["learning rate"].startswith("linear warm-up from 0.001 to 0.001 over 0 steps")
