@@ -4,7 +4,7 @@ A proposal parser q(y | x) reads a sentence's words (its tokenizer's input_ids, 
 other inputs) and gives:
 - `forward(**inputs, **targets)`: a ProposalParserOutput whose `loss` is the mean negative log-likelihood of the
   target trees (what transformers.Trainer minimizes);
-- `best_structures(**inputs)`: per sentence, its most probable tree;
+- `best_structures(**inputs)`: per sentence, its most probable tree (or a search's choice: `best_is_exact`);
 - `sample_structures(num_samples, generator=None, **inputs)`: per sentence, `num_samples` independent exact samples
   (`generator`: one torch.Generator, or a list of one per sentence, `draw_per_sentence`);
 - `structure_log_probs(structures, **inputs)`: log q(y | x) of given trees, [B].
@@ -58,6 +58,9 @@ class ProposalParserPreTrainedModel(SafetensorsOnlyLoading, PreTrainedModel):
     supports_gradient_checkpointing = False
     main_input_name = "input_ids"
     tree_kind = None
+    # best_structures gives the most probable tree exactly (a CRF's best tree); False: a search's choice (the
+    # discriminative RNNG's greedy parse), which a sample may beat
+    best_is_exact = True
 
     def _init_weights(self, module):
         if isinstance(module, nn.Linear):

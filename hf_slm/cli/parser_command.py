@@ -1,6 +1,6 @@
 """The proposal parsers on the command line (hf_slm/parsers/):
 
-    hf-slm parser train --kind crf|crf-unlabeled|biaffine --train FILES --eval FILES --output DIR [--size paper]
+    hf-slm parser train --kind crf|crf-unlabeled|biaffine|rnng-discriminative --train FILES --eval FILES --output DIR [--size paper]
     hf-slm propose --parser DIR --data FILE --num 300 --output FILE
     hf-slm eval ppl|rerank|uas|blimp ... --proposal-parser DIR  (draws the proposals itself, journaled)
     hf-slm parse --parser DIR SENTENCE...                      (the parser's best trees: hf_slm/cli/commands.py)
@@ -17,7 +17,14 @@ import sys
 
 from ..option_types import non_negative_int, positive_float, positive_int
 
-PARSER_KINDS = ("crf", "crf-unlabeled", "biaffine")  # written out: building the parser imports no parser code
+
+
+def parser_kind_names():
+    """The registered parser kinds' names (hf_slm/parsers/kinds.py and the families' records: cheap, no torch)."""
+    from ..parsers.kinds import parser_kinds
+
+    return [kind.name for kind in parser_kinds()]
+
 DEFAULT_NUM_PROPOSALS = 300
 
 
@@ -166,13 +173,14 @@ def add_parser_commands(commands):
         "train", help="train a proposal parser with transformers.Trainer",
         description="Train the parser the papers drew proposal and silver trees from: 'crf' (labelled span CRF "
                     "constituency parser, Zhang, Zhou and Li 2020), 'crf-unlabeled' (paper 003's unlabelled trees) or "
-                    "'biaffine' (Dozat and Manning 2017 with a projective tree CRF, for dependency trees). The output "
+                    "'biaffine' (Dozat and Manning 2017 with a projective tree CRF, for dependency trees), or 'rnng-discriminative' (the "
+                    "discriminative RNNG, paper 000's proposal model; any other registered kind). The output "
                     "folder holds the model, its tokenizer and hub code (AutoModel.from_pretrained(DIR, "
                     "trust_remote_code=True) loads it without hf-slm), and training_setup.json with its held-out "
                     "F1 or UAS beside a right-branching baseline. One process or torchrun.")
-    train.add_argument("--kind", required=True, choices=PARSER_KINDS)
+    train.add_argument("--kind", required=True, choices=parser_kind_names())
     train.add_argument("--train", nargs="+", required=True,
-                       help="bracketed tree files (crf, crf-unlabeled; a folder: its .mrg files) or CoNLL-U files "
+                       help="bracketed tree files (crf, crf-unlabeled, rnng-discriminative; a folder: its .mrg files) or CoNLL-U files "
                             "(biaffine; non-projective trees are lifted)")
     train.add_argument("--eval", nargs="+", help="held-out files of the same kind: evaluation loss (the checkpoint of "
                        "lowest is kept) and the final F1 / UAS")

@@ -44,6 +44,11 @@ SCHEDULES = {
 }
 
 
+def sizes_with(extra):
+    """The encoder's sizes ("tiny", "paper") with a kind's own fields of each size (`extra`: {size: fields})."""
+    return {size: dict(fields, **extra[size]) for size, fields in _CONSTITUENCY_SIZES.items()}
+
+
 @dataclass(frozen=True)
 class ParserKind:
     """One kind of proposal parser (module docstring).
@@ -104,12 +109,21 @@ def register_parser_kind(kind, replace=False):
     return kind
 
 
+def _with_families():
+    """Register the kinds the families' records add (a family's package registers its own parser, RNNG's)."""
+    from ..families.registry import registered_families
+
+    registered_families()
+
+
 def parser_kinds():
     """Every registered ParserKind, in registration order."""
+    _with_families()
     return tuple(_kinds.values())
 
 
 def parser_kind(name):
+    _with_families()
     if name not in _kinds:
         raise ValueError(f"unknown parser kind {name!r}; expected one of {list(_kinds)}")
     return _kinds[name]

@@ -27,6 +27,10 @@ TINY_ENCODER = {"word_embedding_size": 8, "char_embedding_size": 4, "char_hidden
                 "lstm_layers": 1}
 TINY_SCORERS = {"constituency": {"span_mlp_size": 8, "label_mlp_size": 8, "tag_mlp_size": 8},
                 "dependency": {"arc_mlp_size": 8, "relation_mlp_size": 8}}
+# A discriminative RNNG's stack (the kinds whose sizes have these fields), at most 3 constituents open: a random
+# policy otherwise opens dozens before it shifts a word.
+TINY_STACK = {"stack_input_size": 8, "stack_hidden_size": 8, "stack_layers": 1, "action_mlp_size": 8,
+              "max_open_nonterminals": 3}
 
 
 def gum_trees(splits=SPLITS):
@@ -50,8 +54,10 @@ def tiny_parser(kind_name, examples=None, tokenizer=None, seed=0, scale=1.0, min
     if tokenizer is None:
         tokenizer = ProposalParserTokenizer.train(examples, tree_kind=kind.tree_kind, labelled=kind.labelled,
                                                   min_count=min_count)
+    stack = {name: value for name, value in TINY_STACK.items() if name in kind.sizes["tiny"] or name == "max_open_nonterminals"
+             and "stack_layers" in kind.sizes["tiny"]}
     setup = ParserTrainingSetup(kind=kind_name, train=[], output="unused",
-                                model_overrides={**TINY_ENCODER, **TINY_SCORERS[kind.tree_kind]})
+                                model_overrides={**TINY_ENCODER, **TINY_SCORERS[kind.tree_kind], **stack})
     config = parser_config(setup, kind, tokenizer)
     torch.manual_seed(seed)
     model = kind.resolved("model_class")(config)

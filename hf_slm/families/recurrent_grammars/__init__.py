@@ -9,6 +9,7 @@ presets (presets.py), its card template and rows (card.md, card.py) and its coll
 
 from pathlib import Path
 
+from ...parsers.kinds import ParserKind, register_parser_kind, sizes_with
 from ..registry import Family, Variant, register_family
 
 
@@ -30,4 +31,20 @@ RNNG = register_family(Family(
     card_details="hf_slm.families.recurrent_grammars.card:model_details",
     preset_columns="hf_slm.families.recurrent_grammars.presets:preset_columns",
     collator="hf_slm.families.recurrent_grammars.data:collator_for_model",
+))
+
+# The discriminative RNNG, a proposal parser (`hf-slm parser train --kind rnng-discriminative`, then `hf-slm propose
+# --parser`; paper 000's protocol names this kind, hf_slm/evaluation/protocols.py): the
+# parsers' word encoder at each size, and a stack of the generative presets' shape (paper 000 does not give its
+# proposal model's sizes).
+_STACKS = {"tiny": dict(stack_input_size=64, stack_hidden_size=64, stack_layers=2, action_mlp_size=64),
+           "paper": dict(stack_input_size=256, stack_hidden_size=256, stack_layers=2, action_mlp_size=256)}
+RNNG_PARSER = register_parser_kind(ParserKind(
+    name="rnng-discriminative",
+    description="discriminative RNNG (Dyer et al. 2016): trees built top-down by a stack LSTM over the words' encoder "
+                "states, sampled action by action; paper 000's kind of proposal model",
+    tree_kind="constituency", labelled=True, tree_format="brackets",
+    config_class=f"{_HUB}_parser:RNNGParserConfig",
+    model_class=f"{_HUB}_parser:RNNGParser",
+    sizes=sizes_with(_STACKS),
 ))

@@ -292,6 +292,33 @@ class BiLSTMComposition(nn.Module):
         return F.relu(self.output(self.dropout(read)))
 
 
+def advance_stacks(stacks, plan, inputs, stack_lstm, composition):
+    """One step of every active row on the device stacks (the one step the generative RNNG and the discriminative
+    parser share): a closing row's input becomes its constituent composed from the stack, every input but `<s>`'s is
+    written where the plan says, and the stack LSTM reads it from the state below. inputs [R, E]: the pushed
+    elements' embeddings (a closing row's entry is replaced). Returns the new top states' hidden [R, layers, H]."""
+    rows, written = plan["rows"], plan["written"]
+    closing = plan["closing"]
+    if len(closing):
+        close_rows = rows[closing]
+        opened_at = written[closing]
+        children = plan["children"]
+        counts = plan["child_counts"]
+        child_vectors = stacks.elements[close_rows[:, None], children]
+        reversed_index = (counts[:, None] - 1 - torch.arange(children.shape[1], device=counts.device)).clamp(min=0)
+        reversed_children = child_vectors.gather(1, reversed_index[:, :, None].expand_as(child_vectors))
+        composed = composition(stacks.elements[close_rows, opened_at], child_vectors, counts, reversed_children)
+        inputs = inputs.index_copy(0, closing, composed.to(inputs.dtype))
+    # Written in place, as rnng-pytorch's fixed stack: a step reads the stack by indexing (a copy), so autograd keeps
+    # no view of what a later step overwrites, and a step costs no copy of the whole stack.
+    pushing = plan["pushing"]
+    stacks.elements.index_put_((rows[pushing], written[pushing]), inputs[pushing].to(stacks.elements.dtype))
+    hidden, cell = stack_lstm(inputs, stacks.hidden[rows, written + 1], stacks.cell[rows, written + 1])
+    stacks.hidden.index_put_((rows, written + 2), hidden.to(stacks.hidden.dtype))
+    stacks.cell.index_put_((rows, written + 2), cell.to(stacks.cell.dtype))
+    return hidden
+
+
 # What HF tools pass to a causal LM's forward that a recurrent model reading whole sequences has no use for
 IGNORED_INPUTS = ("position_ids", "cache_position", "use_cache", "past_key_values", "cache", "output_attentions",
                   "token_type_ids", "logits_to_keep")
@@ -361,27 +388,8 @@ class RNNGModel(RNNGPreTrainedModel):
     def step(self, stacks, plan):
         """Advance the device stacks by one planned action per active row (StepPlan.on's tensors); the action
         contexts [R, E] after it, one per active row."""
-        rows, written = plan["rows"], plan["written"]
         inputs = self.embedding_dropout(self.embed_tokens(plan["actions"]))
-        closing = plan["closing"]
-        if len(closing):
-            close_rows = rows[closing]
-            opened_at = written[closing]
-            children = plan["children"]
-            counts = plan["child_counts"]
-            child_vectors = stacks.elements[close_rows[:, None], children]
-            reversed_index = (counts[:, None] - 1 - torch.arange(children.shape[1], device=counts.device)).clamp(min=0)
-            reversed_children = child_vectors.gather(1, reversed_index[:, :, None].expand_as(child_vectors))
-            composed = self.composition(stacks.elements[close_rows, opened_at], child_vectors, counts,
-                                        reversed_children)
-            inputs = inputs.index_copy(0, closing, composed.to(inputs.dtype))
-        # Written in place, as rnng-pytorch's fixed stack: a step reads the stack by indexing (a copy), so autograd
-        # keeps no view of what a later step overwrites, and a step costs no copy of the whole stack.
-        pushing = plan["pushing"]
-        stacks.elements.index_put_((rows[pushing], written[pushing]), inputs[pushing].to(stacks.elements.dtype))
-        hidden, cell = self.stack_lstm(inputs, stacks.hidden[rows, written + 1], stacks.cell[rows, written + 1])
-        stacks.hidden.index_put_((rows, written + 2), hidden.to(stacks.hidden.dtype))
-        stacks.cell.index_put_((rows, written + 2), cell.to(stacks.cell.dtype))
+        hidden = advance_stacks(stacks, plan, inputs, self.stack_lstm, self.composition)
         return self.context(hidden[:, -1])
 
     def forward(self, input_ids=None, attention_mask=None, output_hidden_states=None, return_dict=True, **unused):
