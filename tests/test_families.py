@@ -432,6 +432,10 @@ def test_a_model_without_a_grammar_finds_the_start_token_of_rows_padded_either_s
 
 
 # transformers' text-generation pipeline as its users call it, with its defaults, in an interpreter without hf-slm
+# The pipeline's own defaults (20 new words by the model's generate: pipeline_slm.py, generation_mixin.py) are the same
+# code for every family: they run on a Transformer over trees, a words-only model and a recurrent family; every
+# family's own generation runs through the pipeline with beams (seconds of the suite, issue 40).
+PIPELINE_DEFAULTS_FOR = ("tg", "terminals", "rnng")
 PIPELINE = ISOLATION_PREAMBLE + r'''
 import json, sys, torch
 from transformers import pipeline
@@ -439,8 +443,9 @@ from transformers import pipeline
 found = {}
 for case in json.loads(open(sys.argv[1]).read()):
     generator = pipeline("text-generation", model=case["directory"], trust_remote_code=True)
-    answers = {"defaults": generator(case["prompt"]),
-               "beams": generator(case["prompt"], num_beams=2, num_return_sequences=2, max_new_tokens=4)}
+    answers = {"beams": generator(case["prompt"], num_beams=2, num_return_sequences=2, max_new_tokens=4)}
+    if case["defaults"]:
+        answers["defaults"] = generator(case["prompt"])
     found[case["variant"]] = {name: [answer["generated_text"] for answer in value] for name, value in answers.items()}
     found[case["variant"]]["pipeline"] = type(generator).__module__ + "." + type(generator).__name__
 torch.save(found, sys.argv[2])
@@ -457,7 +462,8 @@ def test_the_text_generation_pipeline_with_its_defaults_gives_what_the_model_gen
     for variant in CASES:
         _, output, _ = checkpoints(variant)
         prompt = " ".join(_examples(variant)[1][0].split()[:2])
-        cases.append({"variant": variant, "directory": str(output), "prompt": prompt})
+        cases.append({"variant": variant, "directory": str(output), "prompt": prompt,
+                      "defaults": variant in PIPELINE_DEFAULTS_FOR})
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     found = run_without_hf_slm(PIPELINE, [tmp_path / "cases.json"], tmp_path)
     for case in cases:
@@ -466,12 +472,13 @@ def test_the_text_generation_pipeline_with_its_defaults_gives_what_the_model_gen
         model, tokenizer = _load(case["directory"])
         if formatted.name == "words":
             assert answers["pipeline"].startswith("transformers.pipelines."), (variant, answers["pipeline"])
-            assert all(text.startswith(case["prompt"]) for text in answers["defaults"] + answers["beams"]), answers
+            assert all(text.startswith(case["prompt"]) for text in answers.get("defaults", []) + answers["beams"]), \
+                answers
             continue
         assert answers["pipeline"].endswith("pipeline_slm.SyntacticTextGenerationPipeline"), answers["pipeline"]
-        assert len(answers["defaults"]) == 1 and len(answers["beams"]) == 2, answers
+        assert len(answers.get("defaults", [None])) == 1 and len(answers["beams"]) == 2, answers
         for name, limit in (("defaults", 20), ("beams", 4)):
-            for text in answers[name]:
+            for text in answers.get(name, []):
                 # a tree, read back (Nb-Up's with the starts of its `)`; a generated unary chain is removed then)
                 encoded = tokenizer(text)
                 start_input = model.grammar.start_input

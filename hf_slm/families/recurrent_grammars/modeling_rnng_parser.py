@@ -31,7 +31,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 try:  # inside a checkpoint: the hub files lie beside this one
