@@ -126,3 +126,17 @@ def test_the_loss_is_the_gold_trees_minus_log_q_plus_tagging():
 def test_a_tree_the_parser_cannot_build_is_named():
     with pytest.raises(ValueError, match="whole sentence is no constituent"):
         gold_actions(chart_of([(0, 1, 2), (1, 2, 2), (0, 2, 0)], 2), 2, {0, 1})
+
+
+def test_its_card_describes_the_rnng_not_a_crf(tmp_path):
+    """The parser card asks the kind what its model is (issue 40: it said 'biaffine spans' and 'exact under q (CKY)'
+    for every constituency parser)."""
+    from hf_slm.parsers.card import build_parser_card
+
+    model, tokenizer = tiny_parser(KIND, gum_trees())
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    text = " ".join(build_parser_card(tmp_path).text.split())
+    assert "its best tree is its greedy parse" in text and "| stack LSTM | 1 layers of 8" in text
+    assert "@inproceedings{dyer-etal-2016-recurrent," in text
+    assert "tree CRF" not in text and "biaffine spans" not in text and "CKY" not in text

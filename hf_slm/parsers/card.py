@@ -60,7 +60,9 @@ def _details(config, kind, parameters):
                "BiLSTM")
     rows = [("trees", kind.tree_format + (" (labelled)" if kind.labelled and kind.tree_kind == "constituency" else "")),
             ("encoder", encoder), ("words", f"{config.get('vocab_size')} ids (words, unknown-word classes, specials)")]
-    if kind.tree_kind == "dependency":
+    if kind.model_rows is not None:  # a kind of its own (the discriminative RNNG's stack)
+        rows += kind.resolved("model_rows")(config)
+    elif kind.tree_kind == "dependency":
         rows += [("scorers", f"biaffine arcs (MLP {config.get('arc_mlp_size')}), relations (MLP "
                              f"{config.get('relation_mlp_size')}, {config.get('num_relations')} relations)"),
                  ("tree CRF", "first-order projective, single root (Eisner)")]

@@ -63,6 +63,10 @@ class ParserKind:
         trees, `hf-slm parse --parser`).
     card_builder: build(checkpoint_dir, repo_id, revision, license, datasets) -> its model card (`hf-slm card`).
     sizes: {size name: model config fields}; `hf-slm parser train --size`.
+    model_rows: a reference to rows(config) -> the (label, value) rows of the card's "Model details" that describe the
+        parser's own parts (None: a CRF parser's scorers and tree CRF, hf_slm/parsers/card.py).
+    best_tree: what its best tree is, in words, for its card.
+    citation: the BibTeX its card cites (None: the CRF or biaffine parser's paper, by tree kind).
     """
 
     name: str
@@ -76,6 +80,9 @@ class ParserKind:
     tokenizer_class: object = PARSER_TOKENIZER
     scorer_class: object = PARSER_SCORER
     card_builder: object = PARSER_CARD
+    model_rows: object = None
+    best_tree: str = "exact under q (CKY or Eisner over its tree CRF)"
+    citation: str | None = None
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def resolved(self, name):

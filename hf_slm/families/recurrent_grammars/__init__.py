@@ -37,6 +37,13 @@ RNNG = register_family(Family(
 # --parser`; paper 000's protocol names this kind, hf_slm/evaluation/protocols.py): the
 # parsers' word encoder at each size, and a stack of the generative presets' shape (paper 000 does not give its
 # proposal model's sizes).
+_DYER = """@inproceedings{dyer-etal-2016-recurrent,
+  title     = {Recurrent Neural Network Grammars},
+  author    = {Dyer, Chris and Kuncoro, Adhiguna and Ballesteros, Miguel and Smith, Noah A.},
+  booktitle = {Proceedings of the 2016 Conference of the North {A}merican Chapter of the Association for Computational Linguistics: Human Language Technologies},
+  pages     = {199--209},
+  year      = {2016}
+}"""
 _STACKS = {"tiny": dict(stack_input_size=64, stack_hidden_size=64, stack_layers=2, action_mlp_size=64),
            "paper": dict(stack_input_size=256, stack_hidden_size=256, stack_layers=2, action_mlp_size=256)}
 RNNG_PARSER = register_parser_kind(ParserKind(
@@ -47,4 +54,7 @@ RNNG_PARSER = register_parser_kind(ParserKind(
     config_class=f"{_HUB}_parser:RNNGParserConfig",
     model_class=f"{_HUB}_parser:RNNGParser",
     sizes=sizes_with(_STACKS),
+    model_rows="hf_slm.families.recurrent_grammars.card:parser_rows",
+    best_tree="its greedy parse, the most probable action at every step (a sample may be more probable)",
+    citation=_DYER,
 ))

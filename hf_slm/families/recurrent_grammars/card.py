@@ -22,3 +22,17 @@ def model_details(config, parameters):
                     "the action context's linear layers)"),
         ("tied input and output embeddings", "the word softmax's weights are the input embeddings, with a bias"),
     ]
+
+
+def parser_rows(config):
+    """The "Model details" rows of the discriminative RNNG's own parts (its parser kind's model_rows)."""
+    return [
+        ("stack LSTM", f"{config.get('stack_layers')} layers of {config.get('stack_hidden_size')}, over elements of "
+                       f"{config.get('stack_input_size')} dimensions (nonterminals, projected words, compositions)"),
+        ("composition", "bidirectional LSTM over (nonterminal, children, nonterminal), as the generative RNNG's"),
+        ("actions", f"NT(X) for {config.get('num_span_labels')} bracketing labels, SHIFT, REDUCE, from an MLP "
+                    f"({config.get('action_mlp_size')}) over the stack's top and the next word's encoder state, "
+                    f"renormalized over the legal actions; at most {config.get('max_open_nonterminals')} open "
+                    "constituents"),
+        ("tagger", f"{config.get('num_tags')} POS tags" if config.get("num_tags") else "none (no POS tags in training)"),
+    ]
