@@ -7,7 +7,9 @@ searches given sentences, and the text-generation pipeline returns trees (pipeli
 
 It is also where the hooks of a family's LM class are declared, each with its default (docs/architecture.md,
 "Adding a family"):
-- `grammar`: the model's grammar (a GrammarProtocol), and `config`, a SyntacticGrammarConfig: required;
+- `generates_words`: whether the model writes words (transformers' own generate and pipeline) rather than trees;
+  by default its grammar's `words_only` (a family without a grammar, SOM, says True);
+- `grammar`: the model's grammar (a GrammarProtocol), and `config`, a SyntacticGrammarConfig: a tree model's;
 - `search_decoder(use_cache)`: the search_decoders.SearchDecoder the beam search runs the model with. Required:
   a Transformer family's base class gives the key/value-cache decoder (modeling_slm.py), a recurrent family its own;
 - `name_tree_pipeline(config)`: given here; the class calls it in its __init__, so that a checkpoint names its
@@ -52,9 +54,14 @@ class SyntacticGenerationMixin(GenerationMixin):
         raise NotImplementedError(f"{type(self).__name__} gives the beam search no decoder: a family's LM class "
                                   "implements search_decoder(use_cache) (modeling/generation_mixin.py)")
 
+    @property
+    def generates_words(self) -> bool:
+        """Whether generate writes words (transformers' own generate) rather than trees: the grammar's words_only."""
+        return bool(self.grammar.words_only)
+
     def name_tree_pipeline(self, config: Any) -> None:
-        """Name the tree pipeline in `config` (custom_pipelines) unless the grammar reads words only."""
-        if not self.grammar.words_only:  # its pipeline reads trees: pipeline_slm.py
+        """Name the tree pipeline in `config` (custom_pipelines) unless the model writes words."""
+        if not self.generates_words:  # its pipeline reads trees: pipeline_slm.py
             from .pipeline_slm import TEXT_GENERATION
 
             config.custom_pipelines = TEXT_GENERATION
@@ -63,7 +70,7 @@ class SyntacticGenerationMixin(GenerationMixin):
     def text_generation_pipeline(self) -> type:
         """The class of transformers' text-generation pipeline for this model: `pipeline("text-generation",
         model=model, tokenizer=tokenizer, pipeline_class=model.text_generation_pipeline)` (pipeline_slm.py)."""
-        if self.grammar.words_only:
+        if self.generates_words:
             from transformers import TextGenerationPipeline
 
             return TextGenerationPipeline
@@ -88,7 +95,7 @@ class SyntacticGenerationMixin(GenerationMixin):
         built for its tokenizer); a checkpoint saved before that needs `tokenizer=` (or `word_start_mask=`).
         `beam_options` (a dict) sets any BeamSearchOptions field.
         """
-        if self.grammar.words_only:  # TXL (terminals): transformers' own generate
+        if self.generates_words:  # TXL (terminals), SOM: transformers' own generate
             return super().generate(inputs, generation_config=generation_config, **kwargs)
         # a prompt is words: the tokenizer's other fields for them (Nb-Up's constituent_starts, all -1) add nothing
         settings, model_inputs = generation_settings(self, generation_config, kwargs,
@@ -132,5 +139,8 @@ class SyntacticGenerationMixin(GenerationMixin):
                                      word_start_mask: list[bool] | None = None, **option_fields: Any) -> Any:
         """Forced-word beam search: `words[s]` = sentence s as words of piece ids. Returns SentenceResults
         (surprisals in nats, log p(x) lower bound, best trees). See generation_slm.BeamSearchOptions."""
+        if getattr(self, "grammar", None) is None:
+            raise ValueError(f"{type(self).__name__} has no grammar whose trees a beam search could build: it scores words "
+                             "exactly (its scorer, hf_slm.score)")
         options = options or BeamSearchOptions(**option_fields)
         return WordSynchronousBeamSearch(self, options, word_start_mask=word_start_mask).search(words)

@@ -546,7 +546,7 @@ for case in json.loads(open(sys.argv[1]).read()):
                  "modules": [type(model).__module__, type(tokenizer).__module__]}
         # what the card shows: parse (the beam's best tree of given words), generate (continuing a prompt)
         words = case["sentence"].split()
-        if hasattr(model, "word_synchronous_beam_search"):
+        if hasattr(model, "grammar"):  # a model over a grammar's actions (SOM scores words exactly: no search)
             pieces = [tokenizer(word, is_split_into_words=True, add_special_tokens=False)["input_ids"] for word in words]
             parsed = model.word_synchronous_beam_search([pieces], beam_size=20, word_beam_size=5,
                                                         word_start_mask=tokenizer.word_start_mask)[0]

@@ -483,3 +483,21 @@ def test_the_oracle_follows_the_gold_tree_in_training_and_evaluation(tokenizer, 
     assert torch.equal(out.logits, driven.logits)
     assert not torch.equal(own.decisions[real], gold[real])
     assert not torch.allclose(out.logits[real], own.logits[real])
+
+
+def test_som_generates_words_through_the_families_generation_mixin(tokenizer):
+    """SOM's LM class uses the generation mixin every family's does (issue 40): a word model, so transformers' own
+    generate and text-generation pipeline, and a beam search over trees refused with what to use instead."""
+    from transformers import TextGenerationPipeline
+
+    from hf_slm.modeling.generation_mixin import SyntacticGenerationMixin
+
+    model = tiny_model(tokenizer).eval()
+    assert isinstance(model, SyntacticGenerationMixin) and model.generates_words
+    assert model.text_generation_pipeline is TextGenerationPipeline
+    assert "custom_pipelines" not in model.config.to_dict() or not model.config.custom_pipelines
+    with pytest.raises(ValueError, match="has no grammar whose trees a beam search could build"):
+        model.word_synchronous_beam_search([[[5]]])
+    output = model.generate(torch.tensor([[tokenizer.bos_token_id, 5]]), max_new_tokens=3, do_sample=False,
+                            min_new_tokens=3)
+    assert output.shape == (1, 5) and output[0, :2].tolist() == [tokenizer.bos_token_id, 5]
