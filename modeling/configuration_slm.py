@@ -210,24 +210,14 @@ class SyntacticTransformerConfig(SyntacticGrammarConfig):
 
     def __init__(
         self,
-        vocab_size=32768,
         hidden_size=256,
         num_hidden_layers=4,
         num_attention_heads=8,
         intermediate_size=1024,
         grammar=None,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        unk_token_id=None,
-        open_nt_start=4,
-        open_nt_stop=4,
-        close_nt_start=4,
-        close_nt_stop=4,
         min_relative_position=None,
         max_relative_position=None,
         max_sequence_length=1024,
-        document_level=False,
         embedding_dropout=0.1,
         core_dropout=0.1,
         final_dropout=0.1,
@@ -244,14 +234,10 @@ class SyntacticTransformerConfig(SyntacticGrammarConfig):
         layer_norm_eps=1e-5,
         initializer_range=0.02,
         init_scale=None,
-        tie_word_embeddings=True,
-        vocabulary_fingerprint=None,
-        word_start_ranges=None,
-        incomplete_word_ids=None,
         segment_length=None,
         memory_length=None,
         memory_update=None,
-        **kwargs,
+        **kwargs,  # SyntacticGrammarConfig's fields (vocabulary, id layout, word boundaries, document_level) and more
     ):
         grammar = self.checked_grammar(grammar)
         if position_encoding not in POSITION_ENCODINGS:
@@ -303,19 +289,19 @@ class SyntacticTransformerConfig(SyntacticGrammarConfig):
         self.initializer_range = initializer_range
         self.init_scale = init_scale
         self.segment_length, self.memory_length, self.memory_update = segment_length, memory_length, memory_update
-        super().__init__(
-            vocab_size=vocab_size, grammar=grammar, pad_token_id=pad_token_id, bos_token_id=bos_token_id,
-            eos_token_id=eos_token_id, unk_token_id=unk_token_id, open_nt_start=open_nt_start,
-            open_nt_stop=open_nt_stop, close_nt_start=close_nt_start, close_nt_stop=close_nt_stop,
-            max_sequence_length=max_sequence_length, document_level=document_level,
-            vocabulary_fingerprint=vocabulary_fingerprint, word_start_ranges=word_start_ranges,
-            incomplete_word_ids=incomplete_word_ids, tie_word_embeddings=tie_word_embeddings, **kwargs,
-        )
+        super().__init__(grammar=grammar, max_sequence_length=max_sequence_length, **kwargs)
         check_segment_position_range(self)
 
     @property
     def head_dim(self):
         return self.hidden_size // self.num_attention_heads
+
+
+def check_whole_numbers(fields, minimum=1):
+    """ValueError naming the first of `fields` ({name: value}) that is not a whole number >= `minimum`."""
+    for name, value in fields.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
 
 
 def _check_segment_fields(rules, segment_length, memory_length, memory_update, position_encoding):

@@ -43,7 +43,7 @@ from .configuration_slm import SyntacticTransformerConfig
 from .generation_mixin import SyntacticGenerationMixin
 from .grammars import PositionKind, grammar_for_config
 from .hub_code import SavesHubCode
-from .padding import check_padding_at_the_ends
+from .padding import check_padding_at_the_ends, shifted_action_loss
 from .safe_loading import SafetensorsOnlyLoading
 from .search_decoders import ReencodingSearchDecoder, TransformerSearchDecoder
 from .segments import causal_segment_window, check_segment_options
@@ -532,10 +532,7 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Synta
         logits = self._logits(outputs.last_hidden_state)
         loss = targets = None
         if labels is not None:
-            targets = labels.masked_fill(labels == self.config.pad_token_id, IGNORE_INDEX)
-            if attention_mask is not None and attention_mask.shape == labels.shape:
-                targets = targets.masked_fill(attention_mask == 0, IGNORE_INDEX)
-            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
+            loss, targets = shifted_action_loss(logits, labels, attention_mask, self.config.pad_token_id, IGNORE_INDEX)
         family_outputs = {name: value for name, value in outputs.items() if name not in BaseModelOutputWithPast.__dataclass_fields__}
         if not family_outputs:
             return CausalLMOutputWithPast(

@@ -14,6 +14,7 @@ Hub code: imports only torch and grammar_protocol.py (numpy).
 """
 
 import torch
+import torch.nn.functional as F
 
 from .grammar_protocol import no_start_token_message, second_start_token_message
 
@@ -53,3 +54,14 @@ def check_starts(input_ids, keep, start_id):
 
 
 __all__ = ["check_padding_at_the_ends", "check_starts"]
+
+
+def shifted_action_loss(logits, labels, attention_mask, pad_token_id, ignore_index=-100):
+    """The HF causal-LM loss every family's forward gives for `labels` (labels=input_ids): the mean NLL of action
+    t + 1 under logits[:, t], labels equal to the pad id, under a 0 of the attention mask or equal to `ignore_index`
+    ignored. Returns (loss, targets: the labels with `ignore_index` where ignored)."""
+    targets = labels.masked_fill(labels == pad_token_id, ignore_index)
+    if attention_mask is not None and attention_mask.shape == labels.shape:
+        targets = targets.masked_fill(attention_mask == 0, ignore_index)
+    loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets[:, 1:].flatten(), ignore_index=ignore_index)
+    return loss, targets

@@ -40,22 +40,22 @@ from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
 
 try:  # inside a checkpoint: hf-slm's hub files lie beside this one
     from .backbone import SequenceTooLong
-    from .configuration_slm import SyntacticGrammarConfig
+    from .configuration_slm import SyntacticGrammarConfig, check_whole_numbers
     from .generation_mixin import SyntacticGenerationMixin
     from .grammar_protocol import ActionKind
     from .grammars import CausalRules, grammar_for_config
     from .hub_code import SavesHubCode
-    from .padding import check_padding_at_the_ends
+    from .padding import check_padding_at_the_ends, shifted_action_loss
     from .safe_loading import SafetensorsOnlyLoading
     from .search_decoders import ReencodingSearchDecoder, SearchDecoder
 except ImportError:  # imported with hf-slm installed
     from hf_slm.modeling.backbone import SequenceTooLong
-    from hf_slm.modeling.configuration_slm import SyntacticGrammarConfig
+    from hf_slm.modeling.configuration_slm import SyntacticGrammarConfig, check_whole_numbers
     from hf_slm.modeling.generation_mixin import SyntacticGenerationMixin
     from hf_slm.modeling.grammar_protocol import ActionKind
     from hf_slm.modeling.grammars import CausalRules, grammar_for_config
     from hf_slm.modeling.hub_code import SavesHubCode
-    from hf_slm.modeling.padding import check_padding_at_the_ends
+    from hf_slm.modeling.padding import check_padding_at_the_ends, shifted_action_loss
     from hf_slm.modeling.safe_loading import SafetensorsOnlyLoading
     from hf_slm.modeling.search_decoders import ReencodingSearchDecoder, SearchDecoder
 
@@ -98,10 +98,8 @@ class RNNGConfig(SyntacticGrammarConfig):
                  **kwargs):
         if composition not in COMPOSITIONS:
             raise ValueError(f"composition must be one of {COMPOSITIONS}, got {composition!r}")
-        for name, value in (("embedding_size", embedding_size), ("hidden_size", hidden_size),
-                            ("num_hidden_layers", num_hidden_layers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        check_whole_numbers({"embedding_size": embedding_size, "hidden_size": hidden_size,
+                             "num_hidden_layers": num_hidden_layers})
         if not 0 <= dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         self.embedding_size = embedding_size
@@ -489,10 +487,7 @@ class RNNGForCausalLM(RNNGPreTrainedModel, SyntacticGenerationMixin):
         logits = self.vocabulary_log_probs(outputs.last_hidden_state, outputs.innermost_labels)
         loss = None
         if labels is not None:
-            targets = labels.masked_fill(labels == self.config.pad_token_id, IGNORE_INDEX)
-            if attention_mask is not None and attention_mask.shape == labels.shape:
-                targets = targets.masked_fill(attention_mask == 0, IGNORE_INDEX)
-            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), targets[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
+            loss, _ = shifted_action_loss(logits, labels, attention_mask, self.config.pad_token_id, IGNORE_INDEX)
         return CausalLMOutput(loss=loss, logits=logits,
                               hidden_states=(outputs.last_hidden_state,) if output_hidden_states else None)
 

@@ -35,6 +35,7 @@ from torch import nn
 
 try:  # inside a checkpoint: the hub files lie beside this one
     from .configuration_parser import ConstituencyParserConfig
+    from .configuration_slm import check_whole_numbers
     from .grammar_protocol import ActionKind
     from .hub_code import SavesHubCode
     from .modeling_rnng import BiLSTMComposition, DeviceStacks, HostStacks, StackLSTM, advance_stacks
@@ -45,6 +46,7 @@ except ImportError:  # imported with hf-slm installed
         BiLSTMComposition, DeviceStacks, HostStacks, StackLSTM, advance_stacks,
     )
     from hf_slm.modeling.configuration_parser import ConstituencyParserConfig
+    from hf_slm.modeling.configuration_slm import check_whole_numbers
     from hf_slm.modeling.grammar_protocol import ActionKind
     from hf_slm.modeling.hub_code import SavesHubCode
     from hf_slm.modeling.parser_encoder import MLP, WordEncoder
@@ -73,11 +75,9 @@ class RNNGParserConfig(ConstituencyParserConfig):
 
     def __init__(self, stack_input_size=128, stack_hidden_size=128, stack_layers=2, stack_dropout=0.2,
                  action_mlp_size=128, max_open_nonterminals=100, **kwargs):
-        for name, value in (("stack_input_size", stack_input_size), ("stack_hidden_size", stack_hidden_size),
-                            ("stack_layers", stack_layers), ("action_mlp_size", action_mlp_size),
-                            ("max_open_nonterminals", max_open_nonterminals)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} is {value!r}; expected a positive integer")
+        check_whole_numbers({"stack_input_size": stack_input_size, "stack_hidden_size": stack_hidden_size,
+                             "stack_layers": stack_layers, "action_mlp_size": action_mlp_size,
+                             "max_open_nonterminals": max_open_nonterminals})
         self.stack_input_size = stack_input_size
         self.stack_hidden_size = stack_hidden_size
         self.stack_layers = stack_layers
