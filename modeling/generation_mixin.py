@@ -9,7 +9,8 @@ It is also where the hooks of a family's LM class are declared, each with its de
 "Adding a family"):
 - `generates_words`: whether the model writes words (transformers' own generate and pipeline) rather than trees;
   by default its grammar's `words_only` (a family without a grammar, SOM, says True);
-- `grammar`: the model's grammar (a GrammarProtocol), and `config`, a SyntacticGrammarConfig: a tree model's;
+- `grammar`: the model's grammar (a GrammarProtocol); by default its base model's (`self.model.grammar`, the
+  AutoModel class builds it from the config); and `config`, a SyntacticGrammarConfig: a tree model's;
 - `search_decoder(use_cache)`: the search_decoders.SearchDecoder the beam search runs the model with. Required:
   a Transformer family's base class gives the key/value-cache decoder (modeling_slm.py), a recurrent family its own;
 - `name_tree_pipeline(config)`: given here; the class calls it in its __init__, so that a checkpoint names its
@@ -53,6 +54,11 @@ class SyntacticGenerationMixin(GenerationMixin):
         use_cache=False: one that computes every hypothesis's prefix again (for tests and benchmarks)."""
         raise NotImplementedError(f"{type(self).__name__} gives the beam search no decoder: a family's LM class "
                                   "implements search_decoder(use_cache) (modeling/generation_mixin.py)")
+
+    @property
+    def grammar(self) -> Any:
+        """The model's grammar (a GrammarProtocol): its base model's, which the base model builds from the config."""
+        return self.base_model.grammar
 
     @property
     def generates_words(self) -> bool:

@@ -504,10 +504,6 @@ class SyntacticTransformerForCausalLM(SyntacticTransformerPreTrainedModel, Synta
         self.name_tree_pipeline(config)
         self.post_init()
 
-    @property
-    def grammar(self):
-        return self.model.grammar
-
     def get_input_embeddings(self):
         return self.model.decoder.embed_tokens
 

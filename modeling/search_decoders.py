@@ -217,7 +217,7 @@ class TransformerSearchDecoder(SearchDecoder):
         config = model.config
         self.device = next(model.parameters()).device
         self.pad_id = config.pad_token_id
-        self.grammar = model.model.grammar  # what the grammar's positions carry besides coordinates
+        self.grammar = model.grammar  # what the grammar's positions carry besides coordinates
         self.explicit_relative_positions = self.grammar.explicit_relative_positions
         # Unrestricted heads see every earlier position of their sequence, whatever the grammar's mask.
         self.attends_everything = bool(config.num_unrestricted_heads or config.num_unrestricted_layers)
@@ -245,7 +245,7 @@ class TransformerSearchDecoder(SearchDecoder):
 
         def read():
             found["memory"], found["positions"], logits = read_prefixes(
-                model, model.model.grammar, sequences, config.segment_length, config.memory_length,
+                model, model.grammar, sequences, config.segment_length, config.memory_length,
                 config.memory_update)
             return logits
 
@@ -398,7 +398,7 @@ class ReencodingSearchDecoder(SearchDecoder):
 
     def __init__(self, model):
         super().__init__()
-        read = list(model.model.grammar.action_inputs)
+        read = list(model.grammar.action_inputs)
         if read:
             raise ValueError(f"a {model.config.grammar} model's actions carry {read} that an action-id prefix does not "
                              "hold, so it cannot be re-encoded; search it with the KV-cache decoder (use_cache=True)")

@@ -106,11 +106,11 @@ def check_segment_model(model):
     if config.position_encoding != "relative":
         raise ValueError(f"a {config.grammar} model with {config.position_encoding} positions has no segment recurrence: "
                          "Transformer-XL memory needs relative positions (position_encoding='relative')")
-    if not model.model.grammar.supports_segments:
+    if not model.grammar.supports_segments:
         raise ValueError(f"a {config.grammar} model's positions read earlier positions' inputs (an external "
                          "composition, its children's), which may lie in earlier segments: it has no segment recurrence "
                          "(grammar.supports_segments; the In variants have)")
-    check_segments_carry_inputs(model.model.grammar)
+    check_segments_carry_inputs(model.grammar)
 
 
 @dataclass

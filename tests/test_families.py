@@ -1,8 +1,10 @@
 """Every model family through every path a user has, in one parametrized module (issue 27).
 
-The cases are variants of every registered family, and of a toy family written as another package would write
-one (tests/toy_family.py: its own grammar, config and model over hf-slm's hub classes), registered here with the
-public call `hf_slm.register_family` and nothing changed in the package. For each case:
+The cases are variants of every registered family, and of two toy families written as another package would write
+them, registered with the public call `hf_slm.register_family` and nothing changed in the package: a Transformer
+(tests/toy_family.py: its own grammar, config and model over hf-slm's hub classes) and a recurrent model
+(tests/toy_recurrent_family.py: an LSTM over bracketed actions on hf-slm's config base, generation mixin and
+generic search decoder, whose hub code imports hf-slm hub modules beyond its bases). For each case:
 
 - `hf-slm train` (transformers' Trainer) trains a tiny model on the data its tree format reads, and saves it;
 - `model(**tokenizer(trees), labels=input_ids)` is transformers' shifted mean NLL of the actions, and the batch of
@@ -34,7 +36,7 @@ from hf_slm.tokenization.dependency_trees import DependencyTree
 
 from conftest import (DEPENDENCY_TREEBANK, ISOLATION_PREAMBLE, run_without_hf_slm, save_tiny_checkpoint,
                       transformers_messages, write_conllu_treebank)
-from family_cases import CASES, FIXTURES, TOY, toy_registered, variant_family  # noqa: F401 (a fixture)
+from family_cases import CASES, FIXTURES, TOY, TOY_RECURRENT, toy_registered, variant_family  # noqa: F401 (a fixture)
 from hub_server import LocalHub
 
 pytestmark = pytest.mark.slow  # conftest.py: scheduled first
@@ -46,7 +48,7 @@ BEAM = ["--beam-size", "4", "--word-beam-size", "2"]
 
 def test_every_registered_family_has_a_case():
     assert {variant_family(variant).name for variant in CASES} == {family.name for family in registered_families()}
-    assert family_named(TOY.name) is TOY
+    assert family_named(TOY.name) is TOY and family_named(TOY_RECURRENT.name) is TOY_RECURRENT
 
 
 def test_a_record_and_its_config_must_name_the_same_grammars():

@@ -446,10 +446,6 @@ class RNNGForCausalLM(RNNGPreTrainedModel, SyntacticGenerationMixin):
         self.name_tree_pipeline(config)
         self.post_init()
 
-    @property
-    def grammar(self):
-        return self.model.grammar
-
     def get_input_embeddings(self):
         return self.model.embed_tokens
 
