@@ -1,4 +1,4 @@
-"""The configurations that every grammar family's config extends.
+"""The configurations that every grammar family's config extends (configuration_base.SyntacticModelConfig beneath).
 
 - `SyntacticGrammarConfig`: what any model over a grammar's actions configures, whatever computes its predictions:
   the grammar, the id layout its tokenizer fixes, where words begin, the longest sequence. A family that is not a
@@ -17,8 +17,7 @@ Hub code: copied into every checkpoint; imports nothing from hf_slm.
 import difflib
 import inspect
 
-from transformers import PreTrainedConfig
-
+from .configuration_base import SyntacticModelConfig
 from .segments import MEMORY_UPDATES, check_segments_carry_inputs
 
 RELATIVE_ATTENTION_CHOICES = ("auto", "reference")
@@ -32,21 +31,18 @@ FEED_FORWARD_ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "relu")
 UNRESTRICTED_MEMORY_READINGS = ("distance", "shift")
 
 
-class SyntacticGrammarConfig(PreTrainedConfig):
+class SyntacticGrammarConfig(SyntacticModelConfig):
     """What every model over a grammar's actions configures; use a family's subclass (module docstring).
 
-    Args:
-        vocab_size: number of action ids (word pieces, nonterminals, specials).
+    Args (besides SyntacticModelConfig's: vocab_size, the number of action ids (word pieces, nonterminals, specials),
+    the special ids, the vocabulary's fingerprint, tied embeddings):
         grammar: the grammar of the model's actions (its legality; for a Transformer, its attention and positions);
             each family accepts its own (`grammar_classes`, the default first).
-        pad_token_id, bos_token_id, eos_token_id, unk_token_id, open_nt_start, open_nt_stop, close_nt_start,
-            close_nt_stop: the id ranges of each action kind (see grammars.ActionLayout); the model needs no
-            tokenizer.
+        open_nt_start, open_nt_stop, close_nt_start, close_nt_stop: with the special ids, the id ranges of each
+            action kind (see grammars.ActionLayout); the model needs no tokenizer.
         max_sequence_length: the longest expanded sequence the model accepts (longer inputs raise).
         document_level: one sequence is a whole document, its sentences' trees after a single `<s>`
             (paper 000, section 3.1; build them with `tokenizer.encode_document`); False: one tree per sequence.
-        vocabulary_fingerprint: the `vocabulary_fingerprint` of the tokenizer the model was trained with
-            (None: unknown); a tokenizer with another vocabulary is refused even if its id ranges agree.
         word_start_ranges: where words begin in the vocabulary, so that `generate` tells a new word from the next
             piece of the current one without the tokenizer: [start, stop) id ranges of the pieces that begin a word
             (the runs of the tokenizer's `word_start_mask`; `word_boundary_fields` writes them). None: not recorded
@@ -61,7 +57,6 @@ class SyntacticGrammarConfig(PreTrainedConfig):
     # config's grammar here (grammars.grammar_for_config); hf_slm's family registry finds them here too. The
     # base configs take none: a config is a family's.
     grammar_classes = {}
-    auto_classes = {}  # Auto class -> "file.Class", each family's (family_auto_classes)
     # Whether `hf-slm train --pack-to` may put several sentences side by side in one sequence, each read alone: a
     # model whose attention the grammar's structure restricts (a Transformer's) can; a recurrent one reads a row
     # as one sequence.
@@ -89,29 +84,18 @@ class SyntacticGrammarConfig(PreTrainedConfig):
         **kwargs,
     ):
         self.grammar = self.checked_grammar(grammar)
-        self.vocab_size = vocab_size
-        self.vocabulary_fingerprint = vocabulary_fingerprint
         self.word_start_ranges = _checked_ranges(word_start_ranges, vocab_size)
         self.incomplete_word_ids = None if incomplete_word_ids is None else [int(i) for i in incomplete_word_ids]
         self.open_nt_start = open_nt_start
         self.open_nt_stop = open_nt_stop
         self.close_nt_start = close_nt_start
         self.close_nt_stop = close_nt_stop
-        self.unk_token_id = unk_token_id
         self.max_sequence_length = max_sequence_length
         self.document_level = bool(document_level)
-        # Every Auto class a checkpoint serves, for trust_remote_code loading without hf_slm installed
-        # (transformers records only the saved class by itself). This class's own entries replace a loaded
-        # config's: a checkpoint saved by older code names the files its classes were in then, and saving it again
-        # copies the files they are in now.
-        kwargs["auto_map"] = {**(kwargs.get("auto_map") or {}), **self.auto_classes}
-        super().__init__(
-            pad_token_id=pad_token_id,
-            bos_token_id=bos_token_id,
-            eos_token_id=eos_token_id,
-            tie_word_embeddings=tie_word_embeddings,
-            **kwargs,
-        )
+        super().__init__(vocab_size=vocab_size, pad_token_id=pad_token_id, bos_token_id=bos_token_id,
+                         eos_token_id=eos_token_id, unk_token_id=unk_token_id,
+                         vocabulary_fingerprint=vocabulary_fingerprint, tie_word_embeddings=tie_word_embeddings,
+                         **kwargs)
 
     @classmethod
     def checked_grammar(cls, grammar):
@@ -295,13 +279,6 @@ class SyntacticTransformerConfig(SyntacticGrammarConfig):
     @property
     def head_dim(self):
         return self.hidden_size // self.num_attention_heads
-
-
-def check_whole_numbers(fields, minimum=1):
-    """ValueError naming the first of `fields` ({name: value}) that is not a whole number >= `minimum`."""
-    for name, value in fields.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
 
 
 def _check_segment_fields(rules, segment_length, memory_length, memory_update, position_encoding):

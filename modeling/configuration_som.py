@@ -1,9 +1,9 @@
 """Configuration of Syntactic Ordered Memory (SOM, paper 001): eSOM, dSOM and the switches of Table 2's ablations.
 
-Hub code: copied into every SOM checkpoint; imports only transformers.
+Hub code: copied into every SOM checkpoint; imports only transformers and configuration_base.py.
 """
 
-from transformers import PreTrainedConfig
+from .configuration_base import SyntacticModelConfig, check_whole_numbers
 
 STRUCTURE_LOSSES = ("adaptive", "teacher_forcing")
 PREDICTION_NETWORKS = ("mixture", "sampled")
@@ -14,13 +14,13 @@ SOM_AUTO_CLASSES = {
 }
 
 
-class SyntacticOrderedMemoryConfig(PreTrainedConfig):
+class SyntacticOrderedMemoryConfig(SyntacticModelConfig):
     """Configuration of a SOM language model (paper 001; the paper's PTB setting: 15 slots, 400 dims).
 
     SOM is a recurrent word-level LM: its parse is a latent soft structure inside the model, marginalized by
     the soft parser, so p(x) = prod_t p(x_t | x_<t) is exact (no beam, no bound).
 
-    Args:
+    Args (SyntacticModelConfig's, the vocabulary and the special ids, with SOM's defaults; there is no grammar):
         vocab_size: number of token ids (a word vocabulary, SyntacticWordTokenizer, or subword pieces).
         hidden_size: D, the size of embeddings, memory slots and hidden states (the output layer is tied to the
             embeddings). For dSOM, D = semantic_size + syntactic_size.
@@ -63,6 +63,7 @@ class SyntacticOrderedMemoryConfig(PreTrainedConfig):
     """
 
     model_type = "syntactic_ordered_memory"
+    auto_classes = SOM_AUTO_CLASSES
 
     def __init__(
         self,
@@ -93,11 +94,8 @@ class SyntacticOrderedMemoryConfig(PreTrainedConfig):
         vocabulary_fingerprint=None,
         **kwargs,
     ):
-        for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} is {value!r}; expected a positive integer")
-        if not isinstance(num_slots, int) or num_slots < 3:
-            raise ValueError(f"num_slots is {num_slots!r}; expected an integer >= 3 (context, <s> and one level)")
+        check_whole_numbers({"hidden_size": hidden_size})
+        check_whole_numbers({"num_slots": num_slots}, minimum=3)  # the context, <s> and one level
         if prediction_network not in PREDICTION_NETWORKS:
             raise ValueError(f"prediction_network is {prediction_network!r}; expected one of {PREDICTION_NETWORKS}")
         if structure_loss not in STRUCTURE_LOSSES:
@@ -112,7 +110,6 @@ class SyntacticOrderedMemoryConfig(PreTrainedConfig):
                                  f"add up to hidden_size {hidden_size}")
         if not tie_word_embeddings:
             raise ValueError("SOM ties its output layer to the word embeddings (eq. 10); tie_word_embeddings must be True")
-        self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_slots = num_slots
         self.intermediate_size = intermediate_size if intermediate_size is not None else 2 * hidden_size
@@ -131,12 +128,10 @@ class SyntacticOrderedMemoryConfig(PreTrainedConfig):
         self.output_dropout = output_dropout
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
-        self.unk_token_id = unk_token_id
-        self.vocabulary_fingerprint = vocabulary_fingerprint
-        # every Auto class a checkpoint serves, for trust_remote_code loading without hf_slm
-        kwargs.setdefault("auto_map", dict(SOM_AUTO_CLASSES))
-        super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, eos_token_id=eos_token_id,
-                         tie_word_embeddings=tie_word_embeddings, **kwargs)
+        super().__init__(vocab_size=vocab_size, pad_token_id=pad_token_id, bos_token_id=bos_token_id,
+                         eos_token_id=eos_token_id, unk_token_id=unk_token_id,
+                         vocabulary_fingerprint=vocabulary_fingerprint, tie_word_embeddings=tie_word_embeddings,
+                         **kwargs)
 
 
 # Appendix A, Table 6: D_sem, D_syn, slots and the three dropout rates per dataset; eSOM's hidden size is

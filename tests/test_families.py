@@ -90,6 +90,23 @@ def test_a_record_and_its_config_must_name_the_same_grammars():
         unregister_family(mismatched.name)
 
 
+def test_every_familys_config_stands_on_the_shared_base_and_its_checks():
+    """Issue 40: every family's config, recurrent or Transformer, with a grammar or without (SOM), extends
+    SyntacticModelConfig, and those with grammars SyntacticGrammarConfig; the base's checks and Auto classes hold for
+    each (a vocabulary of 0 ids is refused naming the field; config.json's auto_map names the family's classes)."""
+    from hf_slm.modeling.configuration_base import SyntacticModelConfig
+    from hf_slm.modeling.configuration_slm import SyntacticGrammarConfig
+
+    for family in registered_families():
+        config_class = family.config_class
+        assert issubclass(config_class, SyntacticModelConfig), family.name
+        assert issubclass(config_class, SyntacticGrammarConfig) == bool(family.grammar_classes), family.name
+        with pytest.raises(ValueError, match=r"^vocab_size must be a whole number >= 1, got 0$"):
+            config_class(vocab_size=0)
+        auto_map = config_class().to_dict()["auto_map"]
+        assert auto_map["AutoModelForCausalLM"].rsplit(".", 1)[1] == family.causal_lm_class.__name__, family.name
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Training files: 40 GUM trees (bracketed), and CoNLL-U prepared for each dependency grammar."""

@@ -1,5 +1,5 @@
 """The declared API is type-checked (issue 40): the family record and registry, the grammar protocol, the hooks of a
-family's LM class and the search decoders' interface carry type hints, and mypy (pyproject.toml's [tool.mypy])
+family's LM class, the search decoders' interface and the config base carry type hints, and mypy (pyproject.toml's [tool.mypy])
 finds them consistent. CI installs mypy with the test extra."""
 
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # The public API's modules and the declared hooks
 TYPED_MODULES = ["hf_slm/__init__.py", "hf_slm/families/registry.py", "modeling/grammar_protocol.py",
-                 "modeling/generation_mixin.py", "modeling/search_decoders.py"]
+                 "modeling/generation_mixin.py", "modeling/search_decoders.py", "modeling/configuration_base.py"]
 
 
 def _mypy(*paths, cwd=ROOT):

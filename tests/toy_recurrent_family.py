@@ -19,7 +19,8 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
 
 try:  # inside a checkpoint: hf-slm's hub files lie beside this one
-    from .configuration_slm import SyntacticGrammarConfig, check_whole_numbers
+    from .configuration_base import check_whole_numbers
+    from .configuration_slm import SyntacticGrammarConfig
     from .generation_mixin import SyntacticGenerationMixin
     from .grammars import CausalRules, grammar_for_config
     from .hub_code import SavesHubCode
@@ -27,7 +28,8 @@ try:  # inside a checkpoint: hf-slm's hub files lie beside this one
     from .safe_loading import SafetensorsOnlyLoading
     from .search_decoders import ReencodingSearchDecoder
 except ImportError:  # imported by the tests, with hf-slm installed
-    from hf_slm.modeling.configuration_slm import SyntacticGrammarConfig, check_whole_numbers
+    from hf_slm.modeling.configuration_base import check_whole_numbers
+    from hf_slm.modeling.configuration_slm import SyntacticGrammarConfig
     from hf_slm.modeling.generation_mixin import SyntacticGenerationMixin
     from hf_slm.modeling.grammars import CausalRules, grammar_for_config
     from hf_slm.modeling.hub_code import SavesHubCode

@@ -40,7 +40,8 @@ from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
 
 try:  # inside a checkpoint: hf-slm's hub files lie beside this one
     from .backbone import SequenceTooLong
-    from .configuration_slm import SyntacticGrammarConfig, check_whole_numbers
+    from .configuration_base import check_whole_numbers
+    from .configuration_slm import SyntacticGrammarConfig
     from .generation_mixin import SyntacticGenerationMixin
     from .grammar_protocol import ActionKind
     from .grammars import CausalRules, grammar_for_config
@@ -50,7 +51,8 @@ try:  # inside a checkpoint: hf-slm's hub files lie beside this one
     from .search_decoders import ReencodingSearchDecoder, SearchDecoder
 except ImportError:  # imported with hf-slm installed
     from hf_slm.modeling.backbone import SequenceTooLong
-    from hf_slm.modeling.configuration_slm import SyntacticGrammarConfig, check_whole_numbers
+    from hf_slm.modeling.configuration_base import check_whole_numbers
+    from hf_slm.modeling.configuration_slm import SyntacticGrammarConfig
     from hf_slm.modeling.generation_mixin import SyntacticGenerationMixin
     from hf_slm.modeling.grammar_protocol import ActionKind
     from hf_slm.modeling.grammars import CausalRules, grammar_for_config

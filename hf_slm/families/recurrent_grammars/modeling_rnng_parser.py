@@ -35,7 +35,7 @@ from torch import nn
 
 try:  # inside a checkpoint: the hub files lie beside this one
     from .configuration_parser import ConstituencyParserConfig
-    from .configuration_slm import check_whole_numbers
+    from .configuration_base import check_whole_numbers
     from .grammar_protocol import ActionKind
     from .hub_code import SavesHubCode
     from .modeling_rnng import BiLSTMComposition, DeviceStacks, HostStacks, StackLSTM, advance_stacks
@@ -46,7 +46,7 @@ except ImportError:  # imported with hf-slm installed
         BiLSTMComposition, DeviceStacks, HostStacks, StackLSTM, advance_stacks,
     )
     from hf_slm.modeling.configuration_parser import ConstituencyParserConfig
-    from hf_slm.modeling.configuration_slm import check_whole_numbers
+    from hf_slm.modeling.configuration_base import check_whole_numbers
     from hf_slm.modeling.grammar_protocol import ActionKind
     from hf_slm.modeling.hub_code import SavesHubCode
     from hf_slm.modeling.parser_encoder import MLP, WordEncoder
