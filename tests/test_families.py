@@ -257,6 +257,42 @@ def test_the_commands_run_on_the_checkpoint(trained, data, tmp_path, capsys):
     assert {"ppl", "sg", "blimp"} <= written, sorted(results.iterdir())
 
 
+@pytest.mark.parametrize("evaluation", ["parse", "rerank"])
+def test_the_parsing_evaluations_a_record_lists_run_on_its_checkpoint(evaluation, trained, data, tmp_path, capsys):
+    """`hf-slm eval parse` (beam-search parses, or the family's own) and `eval rerank` (the most probable of given
+    proposals) against gold bracketed trees, for every family whose record lists them; the others refuse them,
+    naming what they support."""
+    variant, output, _ = trained
+    family = variant_family(variant)
+    gold = data / "trees.txt"
+    options = ["--model", str(output), "--gold", str(gold), "--limit", "2", "--output", str(tmp_path / "results")]
+    if evaluation == "rerank":  # each gold tree among the proposals for its sentence, with a flat tree of its words
+        trees = gold.read_text(encoding="utf-8").splitlines()[:2]
+        flat = [f"(S {' '.join(tree_format('brackets').words(tree))} )" for tree in trees]
+        (tmp_path / "proposals.txt").write_text("\n\n".join(f"{tree}\n{other}" for tree, other in zip(trees, flat))
+                                                + "\n", encoding="utf-8")
+        options += ["--proposals", str(tmp_path / "proposals.txt")]
+    elif family.scorer.runs_search:
+        options += BEAM
+    code = main(["eval", evaluation, *options])
+    if evaluation not in family.evaluations:
+        assert code == 2 and f"eval {evaluation}" in capsys.readouterr().err
+        return
+    if not family.variant(variant).syntactic:  # a words-only model (TXL (terminals)) writes no trees to score
+        assert code == 2 and "writes words only" in capsys.readouterr().err
+        return
+    assert code == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["sentences"] == 2, metrics
+    assert 0 <= metrics.get("f1", metrics.get("uf1")) <= 100, metrics
+    if evaluation == "rerank":  # the model's more probable proposal is chosen: the gold tree where it wins
+        model, tokenizer = _load(output)
+        with torch.no_grad():
+            gold_wins = [gold_score > flat_score for gold_score, flat_score in
+                         zip(*(joint_log_probs(model, tokenizer(group)["input_ids"]) for group in (trees, flat)))]
+        assert metrics["exact_match"] == pytest.approx(100 * sum(gold_wins) / 2), (metrics, gold_wins)
+
+
 # ---- the tools researchers already score with: minicons and lm-evaluation-harness ------------------------------
 
 def _client_texts(variant):
