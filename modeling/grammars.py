@@ -600,6 +600,22 @@ class CausalRules(Grammar):
     # this structure itself for any layout of the batch (left padding, a KV cache).
     causal = True
 
+    @property
+    def rows_class(self):
+        """The fast form of these states over hypotheses (bracket_rows.CausalGrammarRows, imported when the search
+        asks: it imports torch) for a grammar that keeps these positions and Grammar's legality and bookkeeping;
+        None for a subclass that changes any of them (a words-only grammar, a toy's own positions), whose states
+        the search then steps one by one (hypothesis_rows.StateListRows)."""
+        rules = type(self)
+        kept = (rules._positions_for is CausalRules._positions_for and rules.legal_actions is Grammar.legal_actions
+                and rules._legal_after_start is Grammar._legal_after_start and rules._advance is Grammar._advance
+                and not self.uses_eos)
+        if not kept:
+            return None
+        from .bracket_rows import CausalGrammarRows
+
+        return CausalGrammarRows
+
     def _positions_for(self, state, action_id, kind):
         position = state.length
         state.length += 1

@@ -12,7 +12,8 @@ sees the grammar through rows:
 
 `StateListRows` implements them for any grammar with its incremental states (`grammar.step` and
 `grammar.legal_actions`, the one source of legality). A grammar may have a fast path, its state as arrays over
-hypotheses, which it names as its `rows_class` (TG: transformer_grammar_rows.py). Tests hold every fast path
+hypotheses, which it names as its `rows_class` (bracket_rows.py: the causal grammars' and, with its stack in
+transformer_grammar_rows.py, TG's). Tests hold every fast path
 equal to StateListRows on thousands of random trees.
 
 Hub code: imports only numpy, torch and its sibling files.

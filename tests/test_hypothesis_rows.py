@@ -38,16 +38,40 @@ def assert_positions_equal(fast, slow):
     assert np.array_equal(pad(fast.attended)[valid], pad(slow.attended)[valid])
 
 
-# Every registered grammar with a fast form of its states (grammar.rows_class; TG's is a property, since its module
-# imports torch).
-FAST_GRAMMARS = sorted(name for name in grammar_names() if grammar_class(name).rows_class is not None)
+UNLABELLED = ActionVocabulary(["a", "b", "c"], ["X"])  # one `(` and one `)`: paper 003's trees
+
+
+def _vocabulary_for(name):
+    """The labelled vocabulary, or the unlabelled one for a grammar that refuses labels (paper 003's)."""
+    try:
+        get_grammar(name, LABELED.layout)
+        return LABELED
+    except ValueError:
+        return UNLABELLED
+
+
+def _has_fast_rows(name):
+    if not issubclass(grammar_class(name).layout_class, type(LABELED.layout)):
+        return False  # a grammar of another layout (the dependency grammars): tested in their own modules
+    return get_grammar(name, _vocabulary_for(name).layout).rows_class is not None
+
+
+# Every registered grammar with a fast form of its states (grammar.rows_class, asked of an instance: a property
+# imports its module, which imports torch, and a subclass of the causal rules that changes them has none).
+FAST_GRAMMARS = sorted(name for name in grammar_names() if _has_fast_rows(name))
+
+
+def test_the_grammars_with_fast_rows_are_the_ones_of_bracketed_trees_with_grammars_rules():
+    assert {"tg", "tg_txl_positions", "choe_charniak", "rnng", "gpt2-tree"} <= set(FAST_GRAMMARS)
+    assert not {"terminals", "gpt2-token"} & set(FAST_GRAMMARS)  # words-only: their own legality
 
 
 @pytest.mark.parametrize("grammar_name", FAST_GRAMMARS)
 @pytest.mark.parametrize("document_level", [False, True])
 @pytest.mark.parametrize("seed", range(4))
 def test_fast_rows_equal_the_incremental_grammar(grammar_name, document_level, seed):
-    grammar = get_grammar(grammar_name, LABELED.layout, document_level=document_level)
+    vocabulary = _vocabulary_for(grammar_name)
+    grammar = get_grammar(grammar_name, vocabulary.layout, document_level=document_level)
     random = np.random.default_rng(seed)
     start = [grammar.start() for _ in range(6)]
     slow, fast = StateListRows(grammar, start), hypothesis_rows(grammar, start)
@@ -69,7 +93,7 @@ def test_fast_rows_equal_the_incremental_grammar(grammar_name, document_level, s
             slow, fast = slow.select(rows), fast.select(rows)
         legal = legal[rows]
         # prefer closing brackets now and then, so that trees complete and documents go on
-        weights = legal * np.where(np.arange(legal.shape[1]) >= LABELED.layout.close_nt_start, 4.0, 1.0)
+        weights = legal * np.where(np.arange(legal.shape[1]) >= vocabulary.layout.close_nt_start, 4.0, 1.0)
         actions = np.array([random.choice(len(w), p=w / w.sum()) for w in weights])
         slow, slow_positions = slow.step(actions)
         fast, fast_positions = fast.step(actions)
@@ -79,8 +103,12 @@ def test_fast_rows_equal_the_incremental_grammar(grammar_name, document_level, s
 
 
 def test_a_grammar_without_a_fast_path_uses_its_states():
-    grammar = get_grammar("choe_charniak", LABELED.layout)
-    assert type(hypothesis_rows(grammar, [grammar.start()])) is StateListRows
+    """A words-only grammar has a legality of its own, and a subclass of the causal rules with positions of its own
+    (the tests' toy family) is not what the causal fast form computes: both step their states."""
+    import toy_family
+
+    for grammar in (get_grammar("terminals", LABELED.layout), toy_family.DepthCausalRules(LABELED.layout)):
+        assert type(hypothesis_rows(grammar, [grammar.start()])) is StateListRows
 
 
 def _dependency_grammar():

@@ -65,6 +65,7 @@ IGNORE_INDEX = -100
 COMPOSITIONS = ("bilstm",)
 # The action softmax's entries before the nonterminals (rnng-pytorch's order, without its padding action)
 SHIFT, REDUCE, FIRST_NONTERMINAL = 0, 1, 2
+SPARE_ELEMENTS = 8  # stack elements the search's stacks grow by beyond what a step needs
 
 
 class RecurrentGrammarRules(CausalRules):
@@ -537,7 +538,9 @@ class RNNGSearchDecoder(SearchDecoder):
         rows = host_rows(rows)
         actions = np.asarray(actions, dtype=np.int64)
         host = HostStacks(len(rows), 1) if state is None else state.host.select(rows)
-        capacity = host.needed_capacity(1)
+        needed = host.needed_capacity(1)
+        # room for SPARE_ELEMENTS more at once: growing by one element a step would copy every row's stack a step
+        capacity = host.capacity if needed <= host.capacity else needed + SPARE_ELEMENTS
         host = host.grown(capacity)
         plan = host.plan(actions, self.model.model.action_kinds_of(actions), self.model.grammar.layout).on(self.device)
         if state is None:
