@@ -227,7 +227,8 @@ def _word_batch_result(name, model, batch, steps, device, dtype):
 
 def measure_som(steps, batch_size, length, device, dtype):
     """SOM (paper 001) reads words, not actions (som_batch). Its time loop runs over its own T (the longest
-    sentence), so tokens/s counts B x T; 15 slots, d 256, cells' MLP 512."""
+    sentence), so tokens/s counts B x T; 15 slots, d 256, cells' MLP 512; the prediction network as the paper and
+    its presets run it (prediction_network="sampled": one slot's RNN output per word, not every slot's)."""
     import torch
 
     from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
@@ -236,7 +237,8 @@ def measure_som(steps, batch_size, length, device, dtype):
     torch.manual_seed(0)
     batch = som_batch(batch_size, length)
     config = SyntacticOrderedMemoryConfig(vocab_size=VOCAB, hidden_size=MODEL["hidden_size"], num_slots=15,
-                                          intermediate_size=512, dropout=0.0, embedding_dropout=0.0, output_dropout=0.0)
+                                          intermediate_size=512, dropout=0.0, embedding_dropout=0.0, output_dropout=0.0,
+                                          prediction_network="sampled")
     model = SyntacticOrderedMemoryForCausalLM(config).train()
     return _word_batch_result("som", model, batch, steps, device, dtype)
 

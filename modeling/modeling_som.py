@@ -414,6 +414,9 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
         if not self.config.use_prediction_network:
             return candidates[:, -1], None
         next_log_probs = masked_log_softmax(self.next_split_scorer(candidates), open_slots)
+        weights = prediction_weights(next_log_probs, self.config.prediction_network, sample=self.training)
+        if self.config.prediction_network == "sampled":
+            return self._chosen_slot_outputs(memory, candidates, weights.argmax(-1)), next_log_probs
         rows, num_slots = memory.shape[0], self.config.num_slots
         state = torch.zeros_like(memory[:, 0])
         outputs = [torch.zeros_like(state)]  # slot 0 is never chosen (its weight is 0)
@@ -424,9 +427,32 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
             ordered.append(both[:rows])  # RNN(M^N, ..., M^{slot+1}, M^^slot)
             state = both[rows:]
         outputs.extend(reversed(ordered))
-        weights = prediction_weights(next_log_probs, self.config.prediction_network, sample=self.training)
         hidden = (weights[..., None] * torch.stack(outputs, 1)).sum(1)
         return hidden, next_log_probs
+
+    def _chosen_slot_outputs(self, memory, candidates, chosen):
+        """h_t = RNN_i for the one slot i each row chose (chosen [R], the "sampled" prediction network): what the
+        mixture's sum gives under one-hot weights, computed for that slot alone. The RNN reads a row's memory from
+        the top down only as far as its slot, and the candidate only there, so a row costs N - i cells, not 2 (N - 1).
+        The choices are read to the host once, to index the rows still going down at each slot."""
+        chosen = chosen.cpu()
+        hidden = memory.new_zeros(memory.shape[0], memory.shape[-1])  # slot 0 is never chosen (its weight is 0)
+        going = torch.arange(len(chosen))  # the rows whose slot lies below, in the order of `state`'s rows
+        state = hidden[:0].new_zeros(len(going), memory.shape[-1])
+        candidate_slots, memory_slots = candidates.unbind(1), memory.unbind(1)  # once (see _step)
+        for slot in range(self.config.num_slots - 1, 0, -1):  # eq. 7: the RNN reads the memory from the top down
+            here = (chosen[going] == slot).nonzero().flatten()
+            if len(here):  # RNN(M^N, ..., M^{slot+1}, M^^slot)
+                rows = going[here].to(memory.device)
+                hidden = hidden.index_copy(0, rows, self.prediction_cell(state[here.to(memory.device)],
+                                                                         candidate_slots[slot][rows]))
+            below = (chosen[going] < slot).nonzero().flatten()
+            if not len(below):
+                break
+            going, kept = going[below], below.to(memory.device)
+            rows = going.to(memory.device)
+            state = self.prediction_cell(state[kept], memory_slots[slot][rows])
+        return hidden
 
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, cache=None, gold_decisions=None,
                 inputs_embeds=None, **unused):
@@ -473,11 +499,16 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
             open_slots.append(state.open_slots)
             split_log_probs.append(log_probs)
         stacked = [torch.stack(values, 1) for values in (memories, candidates, open_slots, split_log_probs)]
-        hidden, next_log_probs = self._predict(*(value.flatten(0, 1) for value in stacked[:3]))
+        # The prediction network reads the real positions only: padding predicts nothing (its h_t is 0, its log p'_t
+        # 0), and skipping it saves its share of the network's work
+        real = active.flatten().nonzero().flatten()
+        predicted, next_log_probs = self._predict(*(value.flatten(0, 1).index_select(0, real) for value in stacked[:3]))
+        hidden = predicted.new_zeros(batch * length, predicted.shape[-1]).index_copy(0, real, predicted)
         hidden = hidden.view(batch, length, -1)
         split_log_probs = stacked[3]
         if next_log_probs is not None:
-            next_log_probs = next_log_probs.view(batch, length, -1)
+            next_log_probs = next_log_probs.new_zeros(batch * length, next_log_probs.shape[-1]).index_copy(
+                0, real, next_log_probs).view(batch, length, -1)
         with torch.no_grad():
             # eq. 12 (sampled in training) / eq. 13 (argmax otherwise), kept a valid hard parse
             decisions = hard_decisions(split_log_probs, active, sample=self.training, forced=gold_decisions)

@@ -445,6 +445,36 @@ def test_the_sampled_hidden_state_is_on_average_the_mixture(tokenizer, batch):
         assert not torch.allclose(first[0], mixture.model.eval()(input_ids=rows[:1]).last_hidden_state[0])
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_the_sampled_form_computes_the_chosen_slots_rnn_output(tokenizer, batch, training):
+    """The sampled network computes RNN_i for each row's own slot i only, reading the memory down to it: h_t equals
+    the RNN of eq. 7 run over every slot (written here from the equation) at the slot the argmax of p'_t, or the draw
+    from it, picks; and the gradients of the prediction cell are those of that form."""
+    from hf_slm.modeling.modeling_som import prediction_weights
+
+    model = tiny_model(tokenizer, seed=5, prediction_network="sampled").train(training)
+    network = model.model
+    rows = 40
+    generator = torch.Generator().manual_seed(1)
+    memory, candidates = (torch.randn(rows, 6, 8, generator=generator) for _ in range(2))
+    open_slots = torch.rand(rows, 6, generator=generator).clamp_min(0.05)
+    open_slots[:, 0] = 0
+    torch.manual_seed(2)
+    hidden, next_log_probs = network._predict(memory, candidates, open_slots)
+    torch.manual_seed(2)  # the same draws of the slots
+    chosen = prediction_weights(next_log_probs, "sampled", sample=training).argmax(-1)
+    assert len(set(chosen.tolist())) >= 3  # rows chose different depths
+    state, outputs = torch.zeros(rows, 8), {}
+    for slot in range(5, 0, -1):  # RNN(M^N, ..., M^{slot+1}, M^^slot), the state reading M^slot after it
+        outputs[slot] = network.prediction_cell(state, candidates[:, slot])
+        state = network.prediction_cell(state, memory[:, slot])
+    expected = torch.stack([outputs[int(slot)][row] for row, slot in enumerate(chosen)])
+    torch.testing.assert_close(hidden, expected, rtol=1e-5, atol=1e-6)
+    (gradient,) = torch.autograd.grad(hidden.square().sum(), [network.prediction_cell.to_gates.linear.weight])
+    (expected_gradient,) = torch.autograd.grad(expected.square().sum(), [network.prediction_cell.to_gates.linear.weight])
+    torch.testing.assert_close(gradient, expected_gradient, rtol=1e-4, atol=1e-6)
+
+
 def test_the_sampled_form_trains_p_prime_by_the_structural_loss_alone(tokenizer, batch):
     """A sampled slot passes no gradient of the LM loss into p'_t; the mixture does."""
     two = {name: value[:2] for name, value in batch.items()}
