@@ -552,10 +552,9 @@ def generate_trees(model, tokenizer, prompt=None, num_trees=1, num_beams=None, t
         inputs = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"]
     grammar = grammar_for_config(model.config)
     words_only = grammar.words_only  # transformers' own generate: a step a token
-    # the search's steps (a word, or the end), per row (sampling draws each tree as a row of its own); transformers'
-    # steps (a token each)
-    rows = num_trees if top_k is not None and not words_only else 1
-    with progress_bar((max_new_words + (not words_only)) * rows, "generating", "step", progress) as bar:
+    # transformers' steps (a token each) are at most max_new_words; the search's are not bounded by the words (after
+    # its last word a hypothesis may take further steps to close its constituents), so its bar counts without a total
+    with progress_bar(max_new_words if words_only else None, "generating", "step", progress) as bar:
         seeded = {"seed": seed, "on_word": bar.update}
         if words_only:  # transformers' own generate takes no seed: seeded here
             seeded = {"stopping_criteria": StoppingCriteriaList([TokenProgress(bar)])}
