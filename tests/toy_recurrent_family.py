@@ -91,12 +91,6 @@ class ToyLSTMModel(ToyLSTMPreTrainedModel):
         self.lstm = nn.LSTM(config.hidden_size, config.hidden_size, config.num_hidden_layers, batch_first=True)
         self.post_init()
 
-    def get_input_embeddings(self):
-        return self.embed_tokens
-
-    def set_input_embeddings(self, value):
-        self.embed_tokens = value
-
     def forward(self, input_ids=None, attention_mask=None, **unused):
         unknown = sorted(name for name, value in unused.items() if name not in IGNORED_INPUTS and value is not None)
         if unknown or input_ids is None:
@@ -117,7 +111,8 @@ class ToyLSTMModel(ToyLSTMPreTrainedModel):
 
 
 class ToyLSTMForCausalLM(ToyLSTMPreTrainedModel, SyntacticGenerationMixin):
-    """The LSTM and an output layer tied to its embeddings: logits [B, T, V] predict action t + 1."""
+    """The LSTM and an output layer tied to its embeddings: logits [B, T, V] predict action t + 1. transformers finds
+    the embeddings (`model.embed_tokens`) and the output layer (`lm_head`) by their names."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
 
@@ -127,18 +122,6 @@ class ToyLSTMForCausalLM(ToyLSTMPreTrainedModel, SyntacticGenerationMixin):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.name_tree_pipeline(config)
         self.post_init()
-
-    def get_input_embeddings(self):
-        return self.model.embed_tokens
-
-    def set_input_embeddings(self, value):
-        self.model.embed_tokens = value
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def set_output_embeddings(self, value):
-        self.lm_head = value
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, **unused):
         logits = self.lm_head(self.model(input_ids=input_ids, attention_mask=attention_mask, **unused).last_hidden_state)
