@@ -7,10 +7,12 @@ from scratch (encoder="lstm"), or a HuggingFace encoder (encoder="pretrained": B
 vector pooled from its pieces. The vocabulary sizes and label ids come from the parser's tokenizer
 (tokenization/tokenization_parser.py), as a syntactic LM's id layout comes from its tokenizer.
 
-Hub code: copied into every parser checkpoint; imports only transformers.
+Hub code: copied into every parser checkpoint; imports only transformers and configuration_base.py.
 """
 
 from transformers import PreTrainedConfig
+
+from .configuration_base import check_whole_numbers
 
 ENCODERS = ("lstm", "pretrained")
 POOLINGS = ("first", "last", "mean")
@@ -44,11 +46,9 @@ class ProposalParserConfig(PreTrainedConfig):
             raise ValueError("encoder='pretrained' needs pretrained_encoder, the HuggingFace encoder's config as a dict")
         if encoder_pooling not in POOLINGS:
             raise ValueError(f"encoder_pooling {encoder_pooling!r}: expected one of {POOLINGS}")
-        for name, value in (("vocab_size", vocab_size), ("num_chars", num_chars), ("lstm_layers", lstm_layers),
-                            ("lstm_hidden_size", lstm_hidden_size), ("word_embedding_size", word_embedding_size),
-                            ("char_embedding_size", char_embedding_size), ("char_hidden_size", char_hidden_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} is {value!r}; expected a positive integer")
+        check_whole_numbers({"vocab_size": vocab_size, "num_chars": num_chars, "lstm_layers": lstm_layers,
+                             "lstm_hidden_size": lstm_hidden_size, "word_embedding_size": word_embedding_size,
+                             "char_embedding_size": char_embedding_size, "char_hidden_size": char_hidden_size})
         if char_hidden_size % 2:
             raise ValueError(f"char_hidden_size {char_hidden_size}: expected an even size (two directions)")
         self.vocab_size = vocab_size
@@ -132,8 +132,7 @@ class DependencyParserConfig(ProposalParserConfig):
     def __init__(self, num_relations=1, arc_mlp_size=500, relation_mlp_size=100, **kwargs):
         kwargs.setdefault("auto_map", {"AutoConfig": "configuration_parser.DependencyParserConfig",
                                        "AutoModel": "modeling_biaffine_parser.BiaffineDependencyParser"})
-        if not isinstance(num_relations, int) or num_relations < 1:
-            raise ValueError(f"num_relations is {num_relations!r}; expected a positive integer")
+        check_whole_numbers({"num_relations": num_relations})
         self.num_relations = num_relations
         self.arc_mlp_size = arc_mlp_size
         self.relation_mlp_size = relation_mlp_size

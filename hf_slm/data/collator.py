@@ -41,8 +41,8 @@ class SyntacticDataCollator:
                              -swift, the reference variant)
     and the grammar's family inputs, by name:
         each of grammar.action_inputs [B, T] long: the feature's field of that name, one value per action (-1 on
-                             padding): what the grammar reads beside input_ids (paper 003's Nb-Up:
-                             constituent_starts, the start of each `)`), and what the model's loss may read
+                             padding): what the grammar reads beside input_ids (paper 003's Nb-Up: the
+                             start of each `)`), and what the model's loss may read
         each of grammar.family_inputs: the array of that name from grammar.batch, as a tensor (DTG:
                              head_token_index [B, T']; paper 003's Ex: composition_children [B, T', T'] and
                              composition_level [B, T']; Nb-Up: start_candidates [B, T', T'])
@@ -213,7 +213,7 @@ def _padded_rows(rows, width, fill):
 
 def _given_per_action(features, sequences, name, grammar_name):
     """Per sequence, the features' field `name` (one value per action, a grammar's action input: paper 003's Nb-Up
-    constituent_starts), cut to the sequence; a feature without it is a ValueError (the grammar cannot expand the
+    start of each `)`), cut to the sequence; a feature without it is a ValueError (the grammar cannot expand the
     sequence without it)."""
     values = []
     for row, (feature, sequence) in enumerate(zip(features, sequences)):

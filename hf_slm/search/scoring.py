@@ -55,13 +55,13 @@ def action_log_probs(model, sequences, batch_size=32, progress=False):
         if takes_start:  # an action that comes with a start: p(action) p(start | action) (the search's score)
             grammar = grammar_for_config(model.config)
             pointer = getattr(output, grammar.start_output)  # an output the grammar names, not a capability
-            picked = picked + _start_log_probs(pointer, batch[grammar.start_input][:, 1:])
+            picked = picked + _pointed_log_probs(pointer, batch[grammar.start_input][:, 1:])
         for row in range(len(targets)):
             results.append(picked[row][targets[row] != -100].numpy().astype(np.float64))
     return results
 
 
-def _start_log_probs(pointer, starts):
+def _pointed_log_probs(pointer, starts):
     """[B, T - 1] log p(start | action) of the actions t + 1 that have a start (`starts` [B, T - 1], -1 elsewhere,
     where 0 is added): `pointer` [B, T, T], the model's output that the grammar's start_output names (indexed by
     predicting position, then by the start's action index)."""

@@ -37,8 +37,8 @@ in the document and their corresponding silver parse trees". Here one example is
   (terminals)) needs no parser: its sequence is the PTB-style words (hf_slm/data/sentence_splitting.py).
 - Sequences hold several trees, so the model must be document-level (config.document_level, set by
   `hf-slm finetune`). Paper 003's bottom-up (Up) variants end each sentence with `</s>`, the prompt's too
-  (compositional_grammars.py, "Document level"), and a Nb-Up sequence carries its `)` starts
-  (constituent_starts) from preparation to generation. A dependency model (DTG, TXL (trans); arc-standard)
+  (compositional_grammars.py, "Document level"), and a Nb-Up sequence carries its `)` starts (the grammar's
+  start_input) from preparation to generation. A dependency model (DTG, TXL (trans); arc-standard)
   reads a document as its sentences' transitions after one `<root>`, each closed by its arc onto the root
   (dependency_grammars.py, "Documents"); its prompt is a dependency tree, `Summary/0 :/1` by default (the
   dependency format's summary_prompt), and its parser a dependency model.
