@@ -16,8 +16,8 @@ GUM trees whose expansion fits, unlabeled (CompositionalTokenizer). Models: d 25
 the B x T' positions. Peak memory is the growth of the process's peak resident set over the steps, each model measured
 in its own process. Ratios are against GPT-2, measured in the same run. SOM (paper 001), a recurrent model over words,
 reads the words of the same GUM trees (with its structural loss); its tokens/s counts B x T of its own batch
-(measure_som), and an LSTM LM of its width reads the same batch (measure_lstm), the line below the table gives SOM's
-ratio to it.
+(measure_som), and an LSTM LM of its width reads the same batch (measure_lstm); below the table come SOM's ratio to
+it and, on the CPU in float32, both models' arithmetic a step and their rate (counted_flops).
 
 `--dtype bf16` runs each step under torch.autocast in bfloat16 (as Trainer's `--bf16` does), weights and the optimizer
 in float32. `--budget` bounds the whole run: a model that cannot start before it runs out is listed as left out, and
@@ -213,16 +213,43 @@ def som_batch(batch_size, length):
     return SyntacticOrderedMemoryCollator(words)(fitting[:batch_size])
 
 
+def _lstm_layer_flops(inputs, input_weights, hidden_weights, *ignored, backward=False, **unused):
+    """oneDNN's LSTM layer (nn.LSTM's CPU kernel), which torch's flop counter does not know: per position the gates'
+    products with the input and the previous state, 2 x 4H x (I + H) operations; backward twice that (the gradients
+    of the inputs and of the weights). Takes shapes (the counter passes shapes)."""
+    positions = inputs[0] * inputs[1]
+    forward = 2 * positions * (input_weights[0] * input_weights[1] + hidden_weights[0] * hidden_weights[1])
+    return 2 * forward if backward else forward
+
+
+def counted_flops(model, batch):
+    """Floating-point operations of one forward and backward of `model` on `batch` (no update), in the matrix
+    products only, counted by torch.utils.flop_counter on the CPU (elementwise work is not counted). A "sampled"
+    SOM counts the slots drawn in this step."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    lstm_layers = {torch.ops.aten.mkldnn_rnn_layer: _lstm_layer_flops,
+                   torch.ops.aten.mkldnn_rnn_layer_backward: functools.partial(_lstm_layer_flops, backward=True)}
+    with FlopCounterMode(display=False, custom_mapping=lstm_layers) as counter:
+        model(**batch).loss.backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
 def _word_batch_result(name, model, batch, steps, device, dtype):
-    """The row of a model timed on som_batch: tokens/s counts B x T of that batch."""
+    """The row of a model timed on som_batch: tokens/s counts B x T of that batch. On the CPU in float32 the row also
+    has the step's arithmetic (counted_flops), which says whether SOM's time against the LSTM's is its arithmetic
+    or its rate."""
     import torch
 
     seconds, peak_mb = time_training_steps(model, batch, steps, device, dtype)
     positions = batch["input_ids"].numel()
+    flops = counted_flops(model, batch) if device == "cpu" and dtype == "float32" else None
     return {"model": name, "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
             "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
             "real_tokens": int(batch["attention_mask"].sum()), "threads": torch.get_num_threads(),
-            "positions": positions}
+            "positions": positions, "flops_per_step": flops}
 
 
 def measure_som(steps, batch_size, length, device, dtype):
@@ -386,12 +413,29 @@ def write_report(results, left_out, args, echo=True):
                    f"{r['peak_mb']:.0f}", f"{r['peak_mb'] / max(base['peak_mb'], 1e-9):.2f}x"]
                   for name, r in results.items()])
     if "som" in results and "lstm" in results:
-        report.line(f"SOM against the LSTM LM of its width on the same batch: "
-                    f"{results['som']['tokens_per_second'] / results['lstm']['tokens_per_second']:.2f}x its tokens/s.")
+        report_som_against_lstm(report, results["som"], results["lstm"])
     if left_out:
         report.line(f"Left out: {', '.join(LABELS[name] for name in left_out)} (the {args.budget:.0f} s budget ran out "
                     "before or while measuring them).")
     report.finish(args.markdown, device=args.device)
+
+
+def report_som_against_lstm(report, som, lstm):
+    """SOM's tokens/s against the LSTM LM's, and where its arithmetic was counted (counted_flops), how much of the
+    gap is arithmetic (GFLOP a step) and how much the rate (GFLOP/s): tokens/s ratio = rate ratio / arithmetic ratio."""
+    speed = som["tokens_per_second"] / lstm["tokens_per_second"]
+    report.line(f"SOM against the LSTM LM of its width on the same batch: {speed:.2f}x its tokens/s.")
+    if not (som.get("flops_per_step") and lstm.get("flops_per_step")):
+        return
+    report.table("Arithmetic of a step (matrix products, forward and backward, counted by torch.utils.flop_counter)",
+                 ["model", "GFLOP/step", "s/step", "GFLOP/s"],
+                 [[LABELS[r["model"]], f"{r['flops_per_step'] / 1e9:.1f}", f"{r['seconds_per_step']:.3f}",
+                   f"{r['flops_per_step'] / 1e9 / r['seconds_per_step']:.1f}"] for r in (som, lstm)])
+    arithmetic = som["flops_per_step"] / lstm["flops_per_step"]
+    rate = speed * arithmetic
+    report.line(f"SOM does {arithmetic:.1f}x the LSTM LM's arithmetic a step, at {rate:.2f}x its rate (GFLOP/s). At the "
+                f"LSTM's own rate SOM's step would take {arithmetic:.1f}x the LSTM's time ({1 / arithmetic:.2f}x its "
+                f"tokens/s); a step within 3x of the LSTM's needs {arithmetic / 3:.2f}x the LSTM's rate.")
 
 
 def model_names(only):

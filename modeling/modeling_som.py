@@ -21,7 +21,8 @@ HF contract: `model(input_ids, attention_mask)` gives logits [B, T, V], `logits[
 `labels=input_ids` gives the usual shifted LM loss; with the collator's `som_first_siblings` the structural
 loss of section 3.3 is added. `past_key_values` (`cache` from transformers 5.24) is an `OrderedMemoryState`
 (the recurrent state), so transformers' own `generate` works, beam search included (the state reorders).
-Positions under a 0 of the attention mask leave the state untouched, so left and right padding both work.
+Positions under a 0 of the attention mask leave the state untouched and are skipped (a step computes its real rows
+only), so left and right padding both work.
 
 Vectorization: over the batch, and over the slots for everything but the two chains that the equations make
 sequential in the slots (the bottom-up composition of eq. 3 and the top-down RNN of eq. 7). The prediction
@@ -215,7 +216,7 @@ class OrderedMemoryState:
 @dataclass
 class SyntacticOrderedMemoryModelOutput(BaseModelOutputWithPast):
     """last_hidden_state [B, T, D]: h_t, what predicts token t + 1. split_log_probs [B, T, N]: log p_t;
-    next_split_log_probs [B, T, N]: log p'_t; decisions [B, T]: theta_t (sampled in training, argmax otherwise,
+    next_split_log_probs [B, T, N]: log p'_t (both 0 under padding, and h_t too); decisions [B, T]: theta_t (sampled in training, argmax otherwise,
     among the slots the earlier decisions left open, so that they always form a tree: hard_decisions; -1 under
     padding)."""
 
@@ -408,6 +409,20 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
         open_slots = torch.cat([torch.zeros_like(open_slots[:, :1]), open_slots[:, 1:]], -1)
         return OrderedMemoryState(memory, candidates, open_slots, state.seen + 1), split_log_probs
 
+    def _step_rows(self, x, state, forced_split, rows):
+        """_step for the real rows only (rows: their indices, None for all): a padding position leaves its row's
+        state as it is, and its log p_t is 0. Computing only the real rows saves padding's share of the chain."""
+        if rows is None:
+            return self._step(x, state, forced_split)
+        log_probs = x.new_zeros(len(x), self.config.num_slots)
+        if not len(rows):
+            return state, log_probs
+        new_state, real_log_probs = self._step(x[rows], state.select(rows), forced_split[rows])
+        state = OrderedMemoryState(*(old.index_copy(0, rows, new) for old, new in (
+            (state.memory, new_state.memory), (state.candidates, new_state.candidates),
+            (state.open_slots, new_state.open_slots), (state.seen, new_state.seen))))
+        return state, log_probs.index_copy(0, rows, real_log_probs)
+
     def _predict(self, memory, candidates, open_slots):
         """The prediction network over all steps at once: memory, candidates [R, N, D], open_slots [R, N].
         Returns h [R, D] and log p'_t [R, N] (None without the prediction network)."""
@@ -485,15 +500,10 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
         if gold_decisions is not None and gold_decisions.shape != (batch, length):
             raise ValueError(f"gold_decisions has shape {tuple(gold_decisions.shape)}; expected {(batch, length)}")
         memories, candidates, open_slots, split_log_probs = [], [], [], []
-        for step in range(length):  # the only Python loop over time
-            forced = gold_decisions[:, step] if gold_decisions is not None else torch.full(
-                (batch,), -1, dtype=torch.long, device=inputs_embeds.device)
-            new_state, log_probs = self._step(inputs_embeds[:, step], state, forced)
-            keep = active[:, step]
-            state = OrderedMemoryState(
-                *(torch.where(keep.view(-1, *[1] * (new.dim() - 1)), new, old) for new, old in
-                  ((new_state.memory, state.memory), (new_state.candidates, state.candidates),
-                   (new_state.open_slots, state.open_slots), (new_state.seen, state.seen))))
+        follow_p = torch.full((batch,), -1, dtype=torch.long, device=inputs_embeds.device)
+        for step, rows in enumerate(real_rows(active)):  # the only Python loop over time
+            forced = gold_decisions[:, step] if gold_decisions is not None else follow_p
+            state, log_probs = self._step_rows(inputs_embeds[:, step], state, forced, rows)
             memories.append(state.memory)
             candidates.append(state.candidates)
             open_slots.append(state.open_slots)
@@ -515,6 +525,16 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
         return SyntacticOrderedMemoryModelOutput(
             last_hidden_state=hidden, split_log_probs=split_log_probs, next_split_log_probs=next_log_probs,
             decisions=decisions, **{CACHE_FIELD: state})
+
+
+def real_rows(active):
+    """For each step of active [B, T]: None when every row is real, else the indices of the real rows (on the
+    mask's device; empty when none is). The mask is read to the host once, so that the time loop does not wait on
+    the device at each step."""
+    on_host = active.cpu()
+    every = on_host.all(0).tolist()
+    return [None if every[step] else on_host[:, step].nonzero().flatten().to(active.device)
+            for step in range(active.shape[1])]
 
 
 def _one_cache(cache, past_key_values):

@@ -57,6 +57,26 @@ def test_left_padding_leaves_the_state_untouched(tokenizer, batch):
         assert torch.allclose(right[row, :length], left[row, width - length:], atol=1e-5)
 
 
+def test_padding_is_not_computed_and_leaves_each_rows_final_state(tokenizer, batch):
+    """A step computes its real rows only: under padding log p_t and log p'_t are 0, and each row's final state
+    (what generate continues from) is the state after its own sentence, also through columns of padding only."""
+    model = tiny_model(tokenizer).eval()
+    extra = torch.zeros(len(SENTENCES), 2, dtype=torch.long)
+    ids = torch.cat([batch["input_ids"], extra + tokenizer.pad_token_id], 1)
+    mask = torch.cat([batch["attention_mask"], extra], 1)
+    with torch.no_grad():
+        together = model(input_ids=ids, attention_mask=mask)
+        padding = mask == 0
+        assert padding[:, -1].all() and padding[:-1].any()
+        assert (together.split_log_probs[padding] == 0).all() and (together.next_split_log_probs[padding] == 0).all()
+        for row in range(len(SENTENCES)):
+            length = int(mask[row].sum())
+            alone = model(input_ids=ids[row:row + 1, :length]).past_key_values
+            for name in ("memory", "candidates", "open_slots"):
+                assert torch.allclose(getattr(together.past_key_values, name)[row], getattr(alone, name)[0], atol=1e-5)
+            assert int(together.past_key_values.seen[row]) == length
+
+
 def test_padding_inside_a_row_is_refused(tokenizer, batch):
     """As every family's model (modeling/padding.py): a pad id between real tokens without a mask, or a 0 of the
     mask between them, is an error naming the row and position, not a token silently read or skipped."""
