@@ -57,12 +57,16 @@ import dataclasses
 import warnings
 from pathlib import Path
 
-from ..option_types import or_default
-from ..search.beam import SentencesLeftOut, _without_prefix, tree_string
-from ..families.tree_formats import grammars_of_linearization
 from ..data.prepare import trees_for_tokenizer
 from ..families import family_for_grammar, get_grammar, grammar_class, grammar_names
-from ..families.tree_formats import BRACKETED_PROMPT, TREE_FORMATS, format_of_grammar, format_of_tokenizer, recognizing
+from ..families.tree_formats import (
+    BRACKETED_PROMPT,
+    TREE_FORMATS,
+    format_of_grammar,
+    format_of_tokenizer,
+    grammars_of_linearization,
+    recognizing,
+)
 from ..modeling.backbone import SequenceTooLong
 from ..modeling.generation_slm import (
     CONSTRAINT_SETTINGS,
@@ -72,10 +76,12 @@ from ..modeling.generation_slm import (
     prompt_words,
 )
 from ..modeling.grammars import grammar_for_config
+from ..option_types import or_default
 from ..parsers.kinds import is_parser_config, kind_of_config
-from .silver import document_sentences, silver_trees
+from ..search.beam import SentencesLeftOut, _without_prefix, tree_string
 from ..tokenization.tree_type import Tree
 from ..tokenization.trees import input_format, parse_tree
+from .silver import document_sentences, silver_trees
 
 PROMPT = BRACKETED_PROMPT
 MAX_DOCUMENT_WORDS = 600
