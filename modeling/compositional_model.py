@@ -157,11 +157,11 @@ class CompositionalInputs:
         heads = self.final_heads.take(structure.kinds)[:, 0]
         pool.write_values("pointer_states", new, heads)
 
-    def search_start_log_probs(self, pool, query_slots, candidate_slots, candidates):
+    def search_pointer_log_probs(self, pool, query_slots, candidate_slots, candidates):
         """[H, C] log p(s = i) (start_pointer.py) of the candidates at `candidate_slots` [H, C] (where `candidates`
         [H, C] bool), the query being the position at `query_slots` [H] (the one that predicts the `)`)."""
         if self.start_pointer is None:
-            return super().search_start_log_probs(pool, query_slots, candidate_slots, candidates)
+            return super().search_pointer_log_probs(pool, query_slots, candidate_slots, candidates)
         device = self.start_pointer.theta.device
         # every input before the first kernel (a copy from the host waits for the work queued before it)
         query_slots, candidate_slots, candidates = (torch.from_numpy(array).to(device) for array in

@@ -509,7 +509,7 @@ class WordSynchronousBeamSearch:
         if not bool(closing.any()):
             return scores, completing, columns, None
         starts, positions = active.status.grammar_rows.start_choices()
-        pointer = self.decoder.start_log_probs(active.decoder_state, positions)  # [H, C], -inf on padding
+        pointer = self.decoder.pointer_log_probs(active.decoder_state, positions)  # [H, C], -inf on padding
         starts = torch.from_numpy(starts)
         feasible = self.constraints.feasible_starts(active.actions, starts) & closing[:, None]
         feasible[self.constraints.final_close_only(active.status, words), 1:] = False

@@ -185,7 +185,7 @@ class GrammarProtocol(ABC):
     # An action comes with a pointer to a start position (paper 003's Nb-Up `)`): `pointer_action_id` is that
     # action; `legal_starts` / `legal_start_positions` say where it may start; `step` takes its start (`start=`) and
     # `batch` / `validate` the starts of every action (under the keyword action_inputs gives `start_input`); the model
-    # scores the starts (its `search_start_log_probs` hook), and the beam search chooses each with its action.
+    # scores the starts (its `search_pointer_log_probs` hook), and the beam search chooses each with its action.
     takes_start: bool = False
     # The action input (a field of action_inputs) that holds each action's start, -1 where there is none, for a
     # grammar that takes_start (paper 003's Nb-Up: "constituent_starts"); the search's outputs carry it by this name.

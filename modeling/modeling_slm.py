@@ -21,7 +21,7 @@ over the ones below, with hooks where its inputs or outputs differ; everything e
   and what it counts on the host (`grammar.host_input_names`). `forward` takes them by name, `positions_of_actions`
   gathers them once whichever path built the structure, and the family's own model class turns them into
   embeddings and outputs through its hooks (`family_embeddings`, `family_outputs`, `family_losses`, and for the
-  beam search `search_embeddings`, `after_search_forward`, `search_start_log_probs`): dependency_model.py for
+  beam search `search_embeddings`, `after_search_forward`, `search_pointer_log_probs`): dependency_model.py for
   DTG, compositional_model.py for paper 003's. The backbone sees positions and their structure only.
 - `forward_positions` runs given positions and structure (with a KV cache of the attended positions): the
   beam-search decoder of search_decoders.py uses it.
@@ -216,7 +216,7 @@ class SyntacticTransformerModel(SyntacticTransformerPreTrainedModel):
     def after_search_forward(self, pool, structure, new_slots):
         """What the family keeps in the decoder's pool after its forward call (Nb-Up: the pointer's states)."""
 
-    def search_start_log_probs(self, pool, query_slots, candidate_slots, candidates):
+    def search_pointer_log_probs(self, pool, query_slots, candidate_slots, candidates):
         """[H, C] log p(start) of the candidates at `candidate_slots` of a `)` predicted at `query_slots` (a grammar
         that `takes_start`)."""
         raise ValueError(f"a {self.config.grammar} model has no start pointer")

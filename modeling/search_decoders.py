@@ -8,7 +8,7 @@ The search (generation_slm.py) keeps hypotheses as rows and knows no model famil
   select(state, rows) -> state: keep these rows (a long tensor), in this order;
   concat(states) -> state: the rows of several states, one after the other;
   retain(state) -> state: from now on only `state` (or rows of it) will be used: free everything else;
-  start_log_probs(state, positions) -> [H, C] (models with paper 003's start pointer, Nb-Up): log p(start) of the
+  pointer_log_probs(state, positions) -> [H, C] (models with paper 003's start pointer, Nb-Up): log p(start) of the
       candidate positions [H, C] (-1 padding) of a `)` that each row of `state` would take next.
 A state is opaque to the search: a Transformer decoder's says where each row's keys and values are (and whatever
 per-position values the model's family keeps, such as paper 003's Ex input embeddings, which a later composition
@@ -78,7 +78,7 @@ class SearchDecoder:
     def retain(self, state: Any) -> Any:
         return state
 
-    def start_log_probs(self, state: Any, positions: np.ndarray) -> torch.Tensor:
+    def pointer_log_probs(self, state: Any, positions: np.ndarray) -> torch.Tensor:
         raise ValueError(f"{type(self).__name__} cannot score the start positions of a Nb-Up `)` (paper 003, section "
                          "2.2); search with the KV-cache decoder (use_cache=True)")
 
@@ -207,7 +207,7 @@ class TransformerSearchDecoder(SearchDecoder):
 
     What a family's positions read besides their tokens (NewPositions.references: DTG's head tokens, paper 003's
     Ex children) goes through the model's family hooks (`search_embeddings`, `after_search_forward`,
-    `search_start_log_probs`), with the references mapped to the pool's slots; the pool keeps the per-slot values
+    `search_pointer_log_probs`), with the references mapped to the pool's slots; the pool keeps the per-slot values
     those hooks store (Ex: every position's input embedding, all the `)` of a round composed in one call).
     """
 
@@ -380,7 +380,7 @@ class TransformerSearchDecoder(SearchDecoder):
         return _KeyValueRows(slots), log_probs
 
     @torch.no_grad()
-    def start_log_probs(self, state, positions):
+    def pointer_log_probs(self, state, positions):
         """[H, C] float32 log p(s = i) (start_pointer.py) of the candidate positions `positions` [H, C] (-1 padding)
         of a `)` after each row of `state`: h_{k-1} is the row's last position's (the one that predicts the next
         action), h_i the candidates'; -inf on padding."""
@@ -388,7 +388,7 @@ class TransformerSearchDecoder(SearchDecoder):
         rows = np.arange(len(slots))
         last = slots[rows, (slots >= 0).sum(1) - 1]
         candidate_slots = np.where(positions >= 0, slots[rows[:, None], np.maximum(positions, 0)], 0)
-        log_probs = self.model.model.search_start_log_probs(self.pool, last, candidate_slots, positions >= 0)
+        log_probs = self.model.model.search_pointer_log_probs(self.pool, last, candidate_slots, positions >= 0)
         return log_probs.float().cpu()
 
 

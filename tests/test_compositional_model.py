@@ -564,7 +564,7 @@ def test_the_batch_start_log_probs_equal_the_cached_decoders_step_by_step(gramma
             legal = grammar_rules.legal_starts(state)
             assert starts[k] in legal.tolist()
             assert torch.isfinite(batch[k - 1]).nonzero().squeeze(1).tolist() == legal.tolist()
-            cached = decoder.start_log_probs(cache, grammar_rules.legal_start_positions(state)[None])[0]
+            cached = decoder.pointer_log_probs(cache, grammar_rules.legal_start_positions(state)[None])[0]
             assert torch.allclose(cached, batch[k - 1, legal], atol=1e-5), (k, cached, batch[k - 1, legal])
             checked += 1
         new = grammar_rules.step(state, ids[k], start=starts[k])

@@ -5,8 +5,8 @@ decoder (search_decoders.py) uploads each call's inputs, runs the model, and bri
 log-probabilities (`.cpu()`): one transfer back per call, after which the device has nothing left to do. What this
 module counts is every other moment the host would wait for the device, with the watcher of the training step's test
 (helpers/host_reads.py):
-- inside the decoder's calls (TransformerSearchDecoder._advance, _start_from_memory, start_log_probs, select, concat,
-  retain: the model, its family hooks search_embeddings / after_search_forward / search_start_log_probs, the key/value
+- inside the decoder's calls (TransformerSearchDecoder._advance, _start_from_memory, pointer_log_probs, select, concat,
+  retain: the model, its family hooks search_embeddings / after_search_forward / search_pointer_log_probs, the key/value
   pool): any read of a device value (item, int, bool, float, tolist, numpy, cpu, nonzero, boolean indexing, unique,
   repeat_interleave, ...) but the planned transfer (PLANNED), and any tensor made from host data (an upload, a copy
   that waits for the device's queue) once the call has queued device work since its last transfer back; a call
@@ -46,7 +46,7 @@ DEVICES = [
 PLANNED = {
     ("search_decoders.py:_log_probs", "Tensor.cpu"):
         "the next action's log-probabilities of every row the call ran: the search chooses among them on the host",
-    ("search_decoders.py:start_log_probs", "Tensor.cpu"):
+    ("search_decoders.py:pointer_log_probs", "Tensor.cpu"):
         "Nb-Up: the start pointer's log-probabilities of each row's candidate starts, that call's one transfer back",
 }
 # Waits that remain, each with its reason: (decoder call, reader, how) -> why. Only in the call named: anywhere else
@@ -62,7 +62,7 @@ ALLOWED_READS = {
     ("_start_from_memory", "segment_recurrence.py:collate_segments", "torch.from_numpy after device work"): SEGMENTS,
 }
 # The decoder's calls, and how many planned transfers back each makes.
-DECODER_CALLS = {"_advance": 1, "_start_from_memory": 1, "start_log_probs": 1, "select": 0, "concat": 0, "retain": 0}
+DECODER_CALLS = {"_advance": 1, "_start_from_memory": 1, "pointer_log_probs": 1, "select": 0, "concat": 0, "retain": 0}
 # Copies between the host and the device seen by the dispatcher (CUDA): an upload is not device work to wait for.
 COPIES = {"_to_copy", "copy_", "to", "_copy_from", "_copy_from_and_resize"}
 # What torch.tensor dispatches to make its tensor: part of the upload, not work.
@@ -311,7 +311,7 @@ def test_the_search_waits_for_the_device_once_per_decoder_call(case, device, mon
     if case == "tg-document-memory":
         assert "_start_from_memory" in kinds
     if case.startswith("nb-up"):
-        assert "start_log_probs" in kinds
+        assert "pointer_log_probs" in kinds
     wrong = [(name, planned) for name, planned in mode.calls if planned != DECODER_CALLS[name]]
     assert not wrong, f"{case}: decoder calls with other than their planned transfers back: {wrong[:5]}"
 

@@ -241,9 +241,9 @@ class MixtureSearchDecoder(SearchDecoder):
         return _MixtureRows([decoder.retain(s) for decoder, s in zip(self.decoders, state.states)], state.rows,
                             state.pointer)
 
-    def start_log_probs(self, state, positions):
+    def pointer_log_probs(self, state, positions):
         """[H, C] log p_ens(s | `)`) of the candidate starts (class docstring); -inf on padding."""
-        pointed = torch.stack([decoder.start_log_probs(s, positions) for decoder, s in
+        pointed = torch.stack([decoder.pointer_log_probs(s, positions) for decoder, s in
                                zip(self.decoders, state.states)])  # [K, H, C]
         joint = torch.logsumexp(state.pointer[:, :, None] + pointed, dim=0)
         return joint - torch.logsumexp(state.pointer, dim=0)[:, None]
