@@ -237,19 +237,34 @@ def counted_flops(model, batch):
     return counter.get_total_flops()
 
 
+def time_forward(model, batch, steps):
+    """Seconds of one forward of `model` on `batch` in training mode under torch.no_grad (after one warm-up), on
+    the CPU: the step's forward computation without autograd's records and without a backward, the part of a step
+    that no change to the backward can remove."""
+    import torch
+
+    with torch.no_grad():
+        model(**batch)
+        start = time.perf_counter()
+        for _ in range(steps):
+            model(**batch)
+    return (time.perf_counter() - start) / steps
+
+
 def _word_batch_result(name, model, batch, steps, device, dtype):
     """The row of a model timed on som_batch: tokens/s counts B x T of that batch. On the CPU in float32 the row also
-    has the step's arithmetic (counted_flops), which says whether SOM's time against the LSTM's is its arithmetic
-    or its rate."""
+    has the step's arithmetic (counted_flops) and its forward alone (time_forward), which say whether SOM's time
+    against the LSTM's is its arithmetic, its rate, or already its forward."""
     import torch
 
     seconds, peak_mb = time_training_steps(model, batch, steps, device, dtype)
     positions = batch["input_ids"].numel()
-    flops = counted_flops(model, batch) if device == "cpu" and dtype == "float32" else None
+    analysed = device == "cpu" and dtype == "float32"  # the CPU's rows, which the page reads against each other
     return {"model": name, "seconds_per_step": seconds, "tokens_per_second": positions / seconds,
             "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
             "real_tokens": int(batch["attention_mask"].sum()), "threads": torch.get_num_threads(),
-            "positions": positions, "flops_per_step": flops}
+            "positions": positions, "flops_per_step": counted_flops(model, batch) if analysed else None,
+            "forward_seconds": time_forward(model, batch, steps) if analysed else None}
 
 
 def measure_som(steps, batch_size, length, device, dtype):
@@ -425,6 +440,11 @@ def report_som_against_lstm(report, som, lstm):
     gap is arithmetic (GFLOP a step) and how much the rate (GFLOP/s): tokens/s ratio = rate ratio / arithmetic ratio."""
     speed = som["tokens_per_second"] / lstm["tokens_per_second"]
     report.line(f"SOM against the LSTM LM of its width on the same batch: {speed:.2f}x its tokens/s.")
+    if som.get("forward_seconds"):
+        report.line(f"SOM's forward alone (training mode under torch.no_grad: no autograd records, no backward, no "
+                    f"update) takes {som['forward_seconds']:.3f} s, {som['forward_seconds'] / lstm['seconds_per_step']:.1f}x "
+                    f"the LSTM LM's whole training step ({lstm['seconds_per_step']:.3f} s); a step within 3x of the "
+                    f"LSTM's has {3 * lstm['seconds_per_step']:.3f} s for its forward, backward and update together.")
     if not (som.get("flops_per_step") and lstm.get("flops_per_step")):
         return
     report.table("Arithmetic of a step (matrix products, forward and backward, counted by torch.utils.flop_counter)",
