@@ -26,7 +26,9 @@ only), so left and right padding both work.
 
 Vectorization: over the batch, and over the slots for everything but the two chains that the equations make
 sequential in the slots (the bottom-up composition of eq. 3 and the top-down RNN of eq. 7). The prediction
-network runs once over all time steps after the time loop, so its slot loop is not inside the time loop.
+network runs once over all time steps after the time loop, so its slot loop is not inside the time loop. The
+composition chain of a step is one autograd node with its backward written out (som_chain.py), and it skips the
+slots below the lowest open one, whose compositions have weight exactly 0 (the first N - 2 words of a sentence).
 
 Hub code: imports only torch, transformers and its sibling files.
 """
@@ -43,6 +45,7 @@ from .configuration_som import SyntacticOrderedMemoryConfig
 from .generation_mixin import SyntacticGenerationMixin
 from .padding import check_padding_at_the_ends, check_starts
 from .safe_loading import SafetensorsOnlyLoading
+from .som_chain import CellWeights, composition_chain, gated_cell
 
 IGNORE_INDEX = -100
 # transformers 5.24 renamed `past_key_values` to `cache`; forward takes either, outputs fill the defined field
@@ -83,15 +86,20 @@ class SegmentedLinear(nn.Module):
             self._allowed[key] = (~(out_syntactic[:, None] & ~in_syntactic[None, :])).to(dtype)
         return self._allowed[key]
 
-    def forward(self, x):
+    def effective_weight(self):
+        """W as applied: dSOM's block mask multiplied in."""
         weight = self.linear.weight
         if self.layout is not None:
             weight = weight * self.allowed(weight.device, weight.dtype)
-        return F.linear(x, weight, self.linear.bias)
+        return weight
+
+    def forward(self, x):
+        return F.linear(x, self.effective_weight(), self.linear.bias)
 
 
 class SegmentedLayerNorm(nn.Module):
-    """LayerNorm over the whole vector (eSOM) or separately over its semantic and syntactic segments (dSOM)."""
+    """The layer norm of eq. 9: over the whole vector (eSOM) or separately over the semantic and syntactic segments
+    (dSOM). Holds the parameters; som_chain.layer_norm_segments applies them (see segments())."""
 
     def __init__(self, size, config):
         super().__init__()
@@ -100,10 +108,11 @@ class SegmentedLayerNorm(nn.Module):
         sizes = [size] if self.split is None else [self.split, size - self.split]
         self.norms = nn.ModuleList(nn.LayerNorm(part, eps=config.layer_norm_eps) for part in sizes)
 
-    def forward(self, x):
-        if self.split is None:
-            return self.norms[0](x)
-        return torch.cat([self.norms[0](x[..., :self.split]), self.norms[1](x[..., self.split:])], -1)
+    def segments(self):
+        """(start, end, weight, bias) of each separately normalized segment."""
+        starts = [0] if self.split is None else [0, self.split]
+        return tuple((start, start + norm.normalized_shape[0], norm.weight, norm.bias)
+                     for start, norm in zip(starts, self.norms))
 
 
 def parser_view(x, config):
@@ -119,8 +128,9 @@ class GatedCell(nn.Module):
 
     [f; i; c; u] = W2 ReLU(W1 [h; m] + b1) + b2,   out = LN(sigmoid(f) * h + sigmoid(i) * m + sigmoid(c) * u)
 
-    h [..., D] is the running state (for compositions: the right child, the candidate from the slot below),
-    m [..., D] the new input (for compositions: the left child, the memory of the slot)."""
+    h [R, D] is the running state (for compositions: the right child, the candidate from the slot below),
+    m [R, D] the new input (for compositions: the left child, the memory of the slot). The computation is
+    som_chain.gated_cell; this module holds its parameters (dropout before each linear layer, Appendix A)."""
 
     def __init__(self, config):
         super().__init__()
@@ -134,15 +144,19 @@ class GatedCell(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def project_input(self, m):
-        """W1's input half applied to m [..., D]: done for all slots at once before a slot loop."""
-        return self.from_input(self.dropout(m))
+        """W1's input half applied to m [..., D], plus b1: done for all slots at once before a slot loop."""
+        return self.from_input(self.dropout(m)) + self.from_state.linear.bias
 
-    def forward(self, h, m, projected_m=None):
+    def weights(self):
+        """The weights as som_chain.gated_cell takes them (CellWeights): made once per forward call."""
+        state, gates = self.from_state.effective_weight(), self.to_gates.effective_weight()
+        return CellWeights(state, state.t().contiguous(), gates, gates.t().contiguous(), self.to_gates.linear.bias,
+                           self.norm.segments(), self.norm.norms[0].eps, self.dropout.p if self.training else 0.0)
+
+    def forward(self, h, m, projected_m=None, weights=None):
         if projected_m is None:
             projected_m = self.project_input(m)
-        hidden = F.relu(self.from_state(self.dropout(h)) + projected_m)
-        forget, keep, update, value = self.to_gates(self.dropout(hidden)).chunk(4, dim=-1)
-        return self.norm(torch.sigmoid(forget) * h + torch.sigmoid(keep) * m + torch.sigmoid(update) * value)
+        return gated_cell(h, m, projected_m, self.weights() if weights is None else weights)
 
 
 class SplitScorer(nn.Module):
@@ -176,14 +190,17 @@ class OrderedMemoryState:
     """SOM's recurrent state, carried as `past_key_values` / `cache` between forward calls.
 
     memory [B, N, D] (M_t), candidates [B, N, D] (M^_t), open_slots [B, N] (pi_t with slot 0 closed: where the
-    next split may go), last_split [B] (the last decision, for Algorithm 1 across calls), seen [B] (tokens read).
-    `reorder_cache(beam_idx)` keeps the rows of the chosen hypotheses (transformers' beam search calls it)."""
+    next split may go), seen [B] (tokens read). lowest_open (a Python int): no row has an open slot below it, so
+    p_t is exactly 0 there and the compositions below it have weight exactly 0 (a new sentence opens one slot a
+    token, from the top). `reorder_cache(beam_idx)` keeps the rows of the chosen hypotheses (transformers' beam
+    search calls it)."""
 
     is_compileable = False
     is_croppable = False
 
-    def __init__(self, memory, candidates, open_slots, seen):
+    def __init__(self, memory, candidates, open_slots, seen, lowest_open=1):
         self.memory, self.candidates, self.open_slots, self.seen = memory, candidates, open_slots, seen
+        self.lowest_open = lowest_open
 
     @classmethod
     def initial(cls, context, batch_size, num_slots, device, dtype):
@@ -194,7 +211,7 @@ class OrderedMemoryState:
         open_slots = torch.zeros(batch_size, num_slots, device=device, dtype=dtype)
         open_slots[:, -1] = 1
         return cls(torch.zeros_like(candidates), candidates, open_slots,
-                   torch.zeros(batch_size, dtype=torch.long, device=device))
+                   torch.zeros(batch_size, dtype=torch.long, device=device), lowest_open=num_slots - 1)
 
     def __len__(self):
         return len(self.memory)
@@ -209,7 +226,8 @@ class OrderedMemoryState:
         return self
 
     def select(self, rows):
-        return OrderedMemoryState(self.memory[rows], self.candidates[rows], self.open_slots[rows], self.seen[rows])
+        return OrderedMemoryState(self.memory[rows], self.candidates[rows], self.open_slots[rows], self.seen[rows],
+                                  self.lowest_open)
 
 
 # ---- outputs --------------------------------------------------------------------------------------------------
@@ -378,16 +396,18 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
             embeddings = embeddings * keep[..., None] / (1 - self.config.embedding_dropout)
         return embeddings
 
-    def _step(self, x, state, forced_split):
-        """One token for every row: x [B, D], forced_split [B] (-1: follow p_t). Returns the new state and
-        log p_t [B, N], and the open slots pi_t of the new state."""
+    def _step(self, x, state, forced_split, cell_weights):
+        """One token for every row: x [B, D], forced_split [B] (-1: follow p_t), cell_weights: the composition
+        cell's (GatedCell.weights). Returns the new state and log p_t [B, N]."""
         num_slots = self.config.num_slots
         split_log_probs = masked_log_softmax(self.split_scorer(state.candidates, x), state.open_slots)
         split_probs = split_log_probs.exp()
         forced = forced_split >= 0
+        lowest_split = state.lowest_open  # p_t is exactly 0 below it
         if forced.any():
             gold = F.one_hot(forced_split.clamp_min(0), num_slots).to(split_probs.dtype)
             split_probs = torch.where(forced[:, None], gold, split_probs)
+            lowest_split = min(lowest_split, max(1, int(forced_split[forced].min())))
         # eq. 1 (soft): slot k takes its candidate if the split is at k or above, else keeps its memory
         written = split_probs.flip(-1).cumsum(-1).flip(-1)[..., None]
         memory = written * state.candidates + (1 - written) * state.memory
@@ -395,32 +415,28 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
         composed_weight = split_probs.cumsum(-1)
         input_weight = torch.cat([split_probs[:, 1:], torch.zeros_like(split_probs[:, :1])], -1)
         projected = self.composition.project_input(memory)  # W1's memory half for every slot in one product
-        # Each slot's slices, taken once: indexing [:, slot] inside the loop would give each a backward that writes a
-        # whole [B, N, ...] gradient (measured: a fifth of a training step)
-        memories, projections = memory.unbind(1), projected.unbind(1)
-        inputs, composes = (weights.unsqueeze(-1).unbind(1) for weights in (input_weight, composed_weight))
-        slots = [inputs[0] * x]
-        for slot in range(1, num_slots):  # the bottom-up chain of eq. 3
-            composed = self.composition(slots[-1], memories[slot], projections[slot])
-            slots.append(inputs[slot] * x + composes[slot] * composed)
-        candidates = torch.stack(slots, 1)
+        # the bottom-up chain of eq. 3 (one autograd node: see som_chain.py); composed_weight is exactly 0 below
+        # lowest_split, so the cells there are not run
+        candidates = composition_chain(cell_weights, lowest_split, x, memory, projected, input_weight, composed_weight)
         # eq. 4: pi_t^k = sum_{j <= k+1} p_t^j; slot 0 can never be split (x would go below the grid)
         open_slots = torch.cat([composed_weight[:, 1:], torch.ones_like(composed_weight[:, :1])], -1)
         open_slots = torch.cat([torch.zeros_like(open_slots[:, :1]), open_slots[:, 1:]], -1)
-        return OrderedMemoryState(memory, candidates, open_slots, state.seen + 1), split_log_probs
+        return OrderedMemoryState(memory, candidates, open_slots, state.seen + 1, max(1, lowest_split - 1)), \
+            split_log_probs
 
-    def _step_rows(self, x, state, forced_split, rows):
+    def _step_rows(self, x, state, forced_split, rows, cell_weights):
         """_step for the real rows only (rows: their indices, None for all): a padding position leaves its row's
         state as it is, and its log p_t is 0. Computing only the real rows saves padding's share of the chain."""
         if rows is None:
-            return self._step(x, state, forced_split)
+            return self._step(x, state, forced_split, cell_weights)
         log_probs = x.new_zeros(len(x), self.config.num_slots)
         if not len(rows):
             return state, log_probs
-        new_state, real_log_probs = self._step(x[rows], state.select(rows), forced_split[rows])
+        new_state, real_log_probs = self._step(x[rows], state.select(rows), forced_split[rows], cell_weights)
         state = OrderedMemoryState(*(old.index_copy(0, rows, new) for old, new in (
             (state.memory, new_state.memory), (state.candidates, new_state.candidates),
-            (state.open_slots, new_state.open_slots), (state.seen, new_state.seen))))
+            (state.open_slots, new_state.open_slots), (state.seen, new_state.seen))),
+            lowest_open=min(state.lowest_open, new_state.lowest_open))
         return state, log_probs.index_copy(0, rows, real_log_probs)
 
     def _predict(self, memory, candidates, open_slots):
@@ -433,12 +449,15 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
         if self.config.prediction_network == "sampled":
             return self._chosen_slot_outputs(memory, candidates, weights.argmax(-1)), next_log_probs
         rows, num_slots = memory.shape[0], self.config.num_slots
+        cell_weights = self.prediction_cell.weights()
         state = torch.zeros_like(memory[:, 0])
         outputs = [torch.zeros_like(state)]  # slot 0 is never chosen (its weight is 0)
         ordered = []
-        candidate_slots, memory_slots = candidates.unbind(1), memory.unbind(1)  # once (see _step)
+        # each slot's slices taken once: indexing [:, slot] in the loop gives each a backward writing [R, N, D]
+        candidate_slots, memory_slots = candidates.unbind(1), memory.unbind(1)
         for slot in range(num_slots - 1, 0, -1):  # eq. 7: the RNN reads the memory from the top down
-            both = self.prediction_cell(torch.cat([state, state]), torch.cat([candidate_slots[slot], memory_slots[slot]]))
+            inputs = torch.cat([candidate_slots[slot], memory_slots[slot]])
+            both = self.prediction_cell(torch.cat([state, state]), inputs, weights=cell_weights)
             ordered.append(both[:rows])  # RNN(M^N, ..., M^{slot+1}, M^^slot)
             state = both[rows:]
         outputs.extend(reversed(ordered))
@@ -454,19 +473,21 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
         hidden = memory.new_zeros(memory.shape[0], memory.shape[-1])  # slot 0 is never chosen (its weight is 0)
         going = torch.arange(len(chosen))  # the rows whose slot lies below, in the order of `state`'s rows
         state = hidden[:0].new_zeros(len(going), memory.shape[-1])
-        candidate_slots, memory_slots = candidates.unbind(1), memory.unbind(1)  # once (see _step)
+        candidate_slots, memory_slots = candidates.unbind(1), memory.unbind(1)  # once per slot, not per row set
+        cell_weights = self.prediction_cell.weights()
         for slot in range(self.config.num_slots - 1, 0, -1):  # eq. 7: the RNN reads the memory from the top down
             here = (chosen[going] == slot).nonzero().flatten()
             if len(here):  # RNN(M^N, ..., M^{slot+1}, M^^slot)
                 rows = going[here].to(memory.device)
-                hidden = hidden.index_copy(0, rows, self.prediction_cell(state[here.to(memory.device)],
-                                                                         candidate_slots[slot][rows]))
+                output = self.prediction_cell(state[here.to(memory.device)], candidate_slots[slot][rows],
+                                              weights=cell_weights)
+                hidden = hidden.index_copy(0, rows, output)
             below = (chosen[going] < slot).nonzero().flatten()
             if not len(below):
                 break
             going, kept = going[below], below.to(memory.device)
             rows = going.to(memory.device)
-            state = self.prediction_cell(state[kept], memory_slots[slot][rows])
+            state = self.prediction_cell(state[kept], memory_slots[slot][rows], weights=cell_weights)
         return hidden
 
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, cache=None, gold_decisions=None,
@@ -501,9 +522,12 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
             raise ValueError(f"gold_decisions has shape {tuple(gold_decisions.shape)}; expected {(batch, length)}")
         memories, candidates, open_slots, split_log_probs = [], [], [], []
         follow_p = torch.full((batch,), -1, dtype=torch.long, device=inputs_embeds.device)
+        cell_weights = self.composition.weights()  # once for all steps
+        # each step's slice taken once: indexing [:, step] gives each step a backward writing a whole [B, T, D] gradient
+        words = inputs_embeds.unbind(1)
         for step, rows in enumerate(real_rows(active)):  # the only Python loop over time
             forced = gold_decisions[:, step] if gold_decisions is not None else follow_p
-            state, log_probs = self._step_rows(inputs_embeds[:, step], state, forced, rows)
+            state, log_probs = self._step_rows(words[step], state, forced, rows, cell_weights)
             memories.append(state.memory)
             candidates.append(state.candidates)
             open_slots.append(state.open_slots)

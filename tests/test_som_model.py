@@ -8,7 +8,7 @@ import torch
 
 from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
 from hf_slm.modeling.modeling_som import (
-    SyntacticOrderedMemoryForCausalLM, batched_gold_grid, batched_grid_labels,
+    OrderedMemoryState, SyntacticOrderedMemoryForCausalLM, batched_gold_grid, batched_grid_labels,
 )
 from hf_slm.modeling.som_structure import adaptive_grid_labels
 from hf_slm.families.ordered_memory.data import SyntacticOrderedMemoryCollator, gold_tree, som_example
@@ -218,6 +218,43 @@ def test_teacher_forcing_follows_the_gold_grid(tokenizer, batch):
     real = batch["attention_mask"].bool()
     assert torch.equal(out.decisions[real], gold[real])
     assert torch.equal(out.structure_labels[real], gold[real])
+
+
+@pytest.mark.parametrize("structure_loss", ["adaptive", "teacher_forcing"])
+def test_compositions_below_the_lowest_open_slot_are_skipped_without_changing_a_number(tokenizer, batch,
+                                                                                       structure_loss, monkeypatch):
+    def run():
+        model = tiny_model(tokenizer, structure_loss=structure_loss).train()
+        torch.manual_seed(3)
+        out = model(**batch)
+        out.loss.backward()
+        return [out.logits, out.split_log_probs, out.loss] + [p.grad for p in model.parameters()]
+
+    skipping = run()
+    computed = OrderedMemoryState.initial
+
+    def every_cell_computed(cls, *args):
+        state = computed(*args)
+        state.lowest_open = 1
+        return state
+
+    monkeypatch.setattr(OrderedMemoryState, "initial", classmethod(every_cell_computed))
+    for found, expected in zip(skipping, run(), strict=True):
+        torch.testing.assert_close(found, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_no_slot_below_the_lowest_open_one_is_open(tokenizer, batch):
+    model = tiny_model(tokenizer).eval()
+    num_slots, state = model.config.num_slots, None
+    with torch.no_grad():
+        for step in range(batch["input_ids"].shape[1]):
+            state = model(input_ids=batch["input_ids"][:, step:step + 1], past_key_values=state).past_key_values
+            assert state.lowest_open == max(1, num_slots - 2 - step)  # a sentence opens one slot a token
+            assert state.open_slots[:, :state.lowest_open].abs().max() == 0
+            assert state.open_slots[:, state.lowest_open].abs().max() > 0
+        gold = torch.full_like(batch["input_ids"][:, :1], 1)  # a split forced below every open slot
+        state = model(input_ids=batch["input_ids"][:, :1], gold_decisions=gold).past_key_values
+        assert state.lowest_open == 1
 
 
 def test_without_prediction_network(tokenizer, batch):
