@@ -26,8 +26,8 @@ class CellWeights(NamedTuple):
     """One gated cell's weights as the products use them. state_weight [H, D] and gate_weight [4D, H] are W1's
     state half and W2 as the model applies them (dSOM's block masks already applied); state_weight_t and
     gate_weight_t are the same values transposed, contiguous (made once per forward call: a transposed copy costs
-    about as much as four of the cell's products, and a step runs 2 (N - 1) of them). norms: (start, end, weight,
-    bias) for each segment the layer norm of eq. 9 normalizes separately (one for eSOM, two for dSOM)."""
+    about as much as five to eight of the cell's products, and a step runs 2 (N - 1) of them). norms: (start, end,
+    weight, bias) for each segment the layer norm of eq. 9 normalizes separately (one for eSOM, two for dSOM)."""
 
     state_weight: torch.Tensor
     state_weight_t: torch.Tensor
