@@ -170,10 +170,24 @@ class CompositionChain(torch.autograd.Function):
 
 
 def composition_chain(weights, first, x, memory, projected, input_weight, composed_weight):
-    """CompositionChain.apply with the weights that get gradients as separate arguments."""
+    """CompositionChain.apply with the weights that get gradients as separate arguments.
+
+    Under autocast the chain runs in autocast's dtype with autocast off: its backward, which autocast does not
+    cover, then meets tensors of one dtype (autograd casts each gradient back to its input's dtype)."""
+    device = x.device.type
+    tensors = (x, memory, projected, input_weight, composed_weight)
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+        tensors = tuple(tensor.to(dtype) for tensor in tensors)
+        weights = weights._replace(
+            **{name: getattr(weights, name).to(dtype) for name in ("state_weight", "state_weight_t", "gate_weight",
+                                                                   "gate_weight_t", "gate_bias")},
+            norms=tuple((start, end, weight.to(dtype), bias.to(dtype)) for start, end, weight, bias in weights.norms))
+        with torch.autocast(device, enabled=False):
+            return composition_chain(weights, first, *tensors)
     norms = [tensor for _, _, weight, bias in weights.norms for tensor in (weight, bias)]
-    return CompositionChain.apply(weights, first, x, memory, projected, input_weight, composed_weight,
-                                  weights.state_weight, weights.gate_weight, weights.gate_bias, *norms)
+    return CompositionChain.apply(weights, first, *tensors, weights.state_weight, weights.gate_weight,
+                                  weights.gate_bias, *norms)
 
 
 def _dropout_backward(grad, mask, scale):

@@ -5,6 +5,7 @@ import random
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from hf_slm.modeling.configuration_som import SyntacticOrderedMemoryConfig
 from hf_slm.modeling.modeling_som import (
@@ -241,6 +242,21 @@ def test_compositions_below_the_lowest_open_slot_are_skipped_without_changing_a_
     monkeypatch.setattr(OrderedMemoryState, "initial", classmethod(every_cell_computed))
     for found, expected in zip(skipping, run(), strict=True):
         torch.testing.assert_close(found, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_a_training_step_under_autocast_follows_float32(tokenizer, batch):
+    def loss_and_gradients(autocast):
+        model = tiny_model(tokenizer).train()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = model(**batch).lm_loss  # (bfloat16 flips some hard decisions, and so the structural loss's labels)
+        loss.backward()  # the chain's backward runs outside autocast
+        return loss.float(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    loss, gradients = loss_and_gradients(autocast=False)
+    autocast_loss, autocast_gradients = loss_and_gradients(autocast=True)
+    assert autocast_gradients.dtype == torch.float32 and torch.isfinite(autocast_gradients).all()
+    torch.testing.assert_close(autocast_loss, loss, rtol=2e-2, atol=0)
+    assert F.cosine_similarity(autocast_gradients, gradients, dim=0) > 0.99
 
 
 def test_no_slot_below_the_lowest_open_one_is_open(tokenizer, batch):
