@@ -234,9 +234,9 @@ class OrderedMemoryState:
 @dataclass
 class SyntacticOrderedMemoryModelOutput(BaseModelOutputWithPast):
     """last_hidden_state [B, T, D]: h_t, what predicts token t + 1. split_log_probs [B, T, N]: log p_t;
-    next_split_log_probs [B, T, N]: log p'_t (both 0 under padding, and h_t too); decisions [B, T]: theta_t (sampled in training, argmax otherwise,
-    among the slots the earlier decisions left open, so that they always form a tree: hard_decisions; -1 under
-    padding)."""
+    next_split_log_probs [B, T, N]: log p'_t (both 0 under padding, and h_t too); decisions [B, T]: theta_t (sampled
+    in training, argmax otherwise, among the slots the earlier decisions left open, so that they always form a tree:
+    hard_decisions; -1 under padding)."""
 
     split_log_probs: torch.FloatTensor | None = None
     next_split_log_probs: torch.FloatTensor | None = None

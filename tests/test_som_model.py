@@ -159,8 +159,8 @@ def test_dsom_layers_are_block_triangular(tokenizer):
     with torch.no_grad():
         before, after = cell(h, m), cell(changed_h, m)
     # the syntactic outputs' pre-norm values do not depend on semantic inputs: compare the syntactic gates
-    gates_before = cell.to_gates(torch.relu(cell.from_state(h) + cell.project_input(m)))
-    gates_after = cell.to_gates(torch.relu(cell.from_state(changed_h) + cell.project_input(m)))
+    gates_before = cell.to_gates(torch.relu(cell.from_state(h) + cell.from_input(m)))
+    gates_after = cell.to_gates(torch.relu(cell.from_state(changed_h) + cell.from_input(m)))
     syntactic = torch.arange(32) % 8 >= 5
     assert torch.allclose(gates_before[:, syntactic], gates_after[:, syntactic])
     assert not torch.allclose(before[:, :5], after[:, :5])
