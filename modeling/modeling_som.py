@@ -419,8 +419,8 @@ class SyntacticOrderedMemoryModel(SyntacticOrderedMemoryPreTrainedModel):
         # lowest_split, so the cells there are not run
         candidates = composition_chain(cell_weights, lowest_split, x, memory, projected, input_weight, composed_weight)
         # eq. 4: pi_t^k = sum_{j <= k+1} p_t^j; slot 0 can never be split (x would go below the grid)
-        open_slots = torch.cat([composed_weight[:, 1:], torch.ones_like(composed_weight[:, :1])], -1)
-        open_slots = torch.cat([torch.zeros_like(open_slots[:, :1]), open_slots[:, 1:]], -1)
+        open_slots = torch.cat([torch.zeros_like(composed_weight[:, :1]), composed_weight[:, 2:],
+                                torch.ones_like(composed_weight[:, :1])], -1)
         return OrderedMemoryState(memory, candidates, open_slots, state.seen + 1, max(1, lowest_split - 1)), \
             split_log_probs
 
@@ -638,8 +638,9 @@ class SyntacticOrderedMemoryForCausalLM(SyntacticOrderedMemoryPreTrainedModel, S
         lm_loss = structure_loss = structure_labels = None
         if labels is not None:
             targets = labels.masked_fill((labels == config.pad_token_id) | ~active, IGNORE_INDEX)
-            lm_loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets[:, 1:].flatten(),
-                                      ignore_index=IGNORE_INDEX)
+            # logits[:, t] predicts token t + 1: the targets move left, so that the logits are read in place
+            shifted = F.pad(targets[:, 1:], (0, 1), value=IGNORE_INDEX)
+            lm_loss = F.cross_entropy(logits.flatten(0, 1).float(), shifted.flatten(), ignore_index=IGNORE_INDEX)
         if som_first_siblings is not None:
             decisions = gold_grid if gold_grid is not None else outputs.decisions
             structure_labels = batched_grid_labels(som_first_siblings.to(decisions.device), decisions,
