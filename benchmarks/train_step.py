@@ -251,10 +251,58 @@ def time_forward(model, batch, steps):
     return (time.perf_counter() - start) / steps
 
 
-def _word_batch_result(name, model, batch, steps, device, dtype):
+def time_products_alone(model, batch, repeats=3):
+    """Seconds of the matrix products of one forward and backward of `model` on `batch` with nothing between them:
+    each product is recorded (its operation, shapes, strides) and run again, in order, on tensors of the same layout
+    (one per memory location the step used, so that a weight read again is read again here too), best of `repeats`.
+    That is the step's time for an implementation that keeps these products and makes everything else free: the
+    least that any code computing them takes on this machine. Counts aten's mm, addmm, bmm and baddbmm;
+    a fused kernel that hides its products (nn.LSTM's oneDNN layer) is not seen, so this is for SOM's row only."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+    products = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default}
+
+    class RecordProducts(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in products:
+                self.calls.append((func, [(a.shape, a.stride(), a.dtype, a.untyped_storage().data_ptr(),
+                                           a.storage_offset()) if isinstance(a, torch.Tensor) else a for a in args],
+                                   kwargs))
+            return func(*args, **kwargs)
+
+    with RecordProducts() as recorder:
+        model(**batch).loss.backward()
+    model.zero_grad(set_to_none=True)
+    tensors = {}  # one tensor per (layout, memory location) seen in the step
+
+    def tensor_like(layout):
+        if layout not in tensors:
+            tensors[layout] = torch.empty_strided(layout[0], layout[1], dtype=layout[2]).normal_()
+        return tensors[layout]
+
+    calls = [(func, [tensor_like(a) if isinstance(a, tuple) else a for a in args], kwargs)
+             for func, args, kwargs in recorder.calls]
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for func, args, kwargs in calls:
+            func(*args, **kwargs)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _word_batch_result(name, model, batch, steps, device, dtype, products_alone=False):
     """The row of a model timed on som_batch: tokens/s counts B x T of that batch. On the CPU in float32 the row also
-    has the step's arithmetic (counted_flops) and its forward alone (time_forward), which say whether SOM's time
-    against the LSTM's is its arithmetic, its rate, or already its forward."""
+    has the step's arithmetic (counted_flops), its forward alone (time_forward) and with `products_alone` its matrix
+    products alone (time_products_alone), which say whether SOM's time against the LSTM's is its arithmetic, its rate,
+    or already its forward."""
     import torch
 
     seconds, peak_mb = time_training_steps(model, batch, steps, device, dtype)
@@ -264,7 +312,8 @@ def _word_batch_result(name, model, batch, steps, device, dtype):
             "peak_mb": peak_mb, "parameters": sum(p.numel() for p in model.parameters()),
             "real_tokens": int(batch["attention_mask"].sum()), "threads": torch.get_num_threads(),
             "positions": positions, "flops_per_step": counted_flops(model, batch) if analysed else None,
-            "forward_seconds": time_forward(model, batch, steps) if analysed else None}
+            "forward_seconds": time_forward(model, batch, steps) if analysed else None,
+            "products_seconds": time_products_alone(model, batch) if analysed and products_alone else None}
 
 
 def measure_som(steps, batch_size, length, device, dtype):
@@ -282,7 +331,7 @@ def measure_som(steps, batch_size, length, device, dtype):
                                           intermediate_size=512, dropout=0.0, embedding_dropout=0.0, output_dropout=0.0,
                                           prediction_network="sampled")
     model = SyntacticOrderedMemoryForCausalLM(config).train()
-    return _word_batch_result("som", model, batch, steps, device, dtype)
+    return _word_batch_result("som", model, batch, steps, device, dtype, products_alone=True)
 
 
 def measure_lstm(steps, batch_size, length, device, dtype):
@@ -445,6 +494,14 @@ def report_som_against_lstm(report, som, lstm):
                     f"update) takes {som['forward_seconds']:.3f} s, {som['forward_seconds'] / lstm['seconds_per_step']:.1f}x "
                     f"the LSTM LM's whole training step ({lstm['seconds_per_step']:.3f} s); a step within 3x of the "
                     f"LSTM's has {3 * lstm['seconds_per_step']:.3f} s for its forward, backward and update together.")
+    if som.get("products_seconds"):
+        rest = som["seconds_per_step"] - som["products_seconds"]
+        report.line(f"SOM's matrix products alone (one step's, replayed in order with nothing between them: "
+                    f"time_products_alone) take {som['products_seconds']:.3f} s, "
+                    f"{som['products_seconds'] / lstm['seconds_per_step']:.1f}x the LSTM LM's whole step, the least that "
+                    f"a step computing these products takes here. Within 3x leaves "
+                    f"{3 * lstm['seconds_per_step'] - som['products_seconds']:.3f} s for all the rest of the step "
+                    f"(the element-wise work, the bookkeeping and the update), which takes {rest:.3f} s now.")
     if not (som.get("flops_per_step") and lstm.get("flops_per_step")):
         return
     report.table("Arithmetic of a step (matrix products, forward and backward, counted by torch.utils.flop_counter)",
