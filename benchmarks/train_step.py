@@ -251,13 +251,11 @@ def time_forward(model, batch, steps):
     return (time.perf_counter() - start) / steps
 
 
-def time_products_alone(model, batch, repeats=3):
-    """Seconds of the matrix products of one forward and backward of `model` on `batch` with nothing between them:
-    each product is recorded (its operation, shapes, strides) and run again, in order, on tensors of the same layout
-    (one per memory location the step used, so that a weight read again is read again here too), best of `repeats`.
-    That is the step's time for an implementation that keeps these products and makes everything else free: the
-    least that any code computing them takes on this machine. Counts aten's mm, addmm, bmm and baddbmm;
-    a fused kernel that hides its products (nn.LSTM's oneDNN layer) is not seen, so this is for SOM's row only."""
+def recorded_products(model, batch):
+    """The matrix products of one forward and backward of `model` on `batch`, in order: (operation, arguments) with
+    each tensor argument as its layout and memory location (shape, strides, dtype, storage address, offset), so that
+    a replay can give a tensor read twice in the step one tensor. Counts aten's mm, addmm, bmm and baddbmm; a fused
+    kernel that hides its products (nn.LSTM's oneDNN layer) is not seen."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -272,14 +270,25 @@ def time_products_alone(model, batch, repeats=3):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if func in products:
-                self.calls.append((func, [(a.shape, a.stride(), a.dtype, a.untyped_storage().data_ptr(),
-                                           a.storage_offset()) if isinstance(a, torch.Tensor) else a for a in args],
-                                   kwargs))
+                self.calls.append((func, [(tuple(a.shape), a.stride(), a.dtype, a.untyped_storage().data_ptr(),
+                                           a.storage_offset()) if isinstance(a, torch.Tensor) else a
+                                          for a in args], kwargs))
             return func(*args, **kwargs)
 
     with RecordProducts() as recorder:
         model(**batch).loss.backward()
     model.zero_grad(set_to_none=True)
+    return recorder.calls
+
+
+def time_products_alone(model, batch, repeats=3):
+    """Seconds of the matrix products of one forward and backward of `model` on `batch` (recorded_products) with
+    nothing between them: run again, in order, on tensors of the same layouts (one per memory location the step
+    used, so that a weight read again is read again here too), best of `repeats`. That is the step's time for an
+    implementation that keeps these products and makes everything else free: the least that any code computing them
+    takes on this machine. For SOM's row (nn.LSTM's products are hidden in its kernel)."""
+    import torch
+
     tensors = {}  # one tensor per (layout, memory location) seen in the step
 
     def tensor_like(layout):
@@ -288,7 +297,7 @@ def time_products_alone(model, batch, repeats=3):
         return tensors[layout]
 
     calls = [(func, [tensor_like(a) if isinstance(a, tuple) else a for a in args], kwargs)
-             for func, args, kwargs in recorder.calls]
+             for func, args, kwargs in recorded_products(model, batch)]
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()

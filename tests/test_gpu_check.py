@@ -97,3 +97,34 @@ def test_train_step_refuses_a_model_it_does_not_know(monkeypatch):
     assert train_step.model_names(["som", "tg"]) == ["gpt2", "tg", "som"]  # GPT-2 first: the ratios' base
     with pytest.raises(SystemExit, match="--only urnng: expected some of gpt2, tg,"):
         train_step.model_names(["tg", "urnng"])
+
+
+def test_the_products_replay_records_the_backward_and_reads_a_weight_as_one_tensor(monkeypatch):
+    """train_step's floor for SOM (time_products_alone) replays what recorded_products saw: the forward's and the
+    backward's products in order, a weight the step reads twice named by one memory location."""
+    import math
+    from types import SimpleNamespace
+
+    import torch
+    from torch import nn
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import train_step
+
+    class TwoLayers(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.second = nn.Linear(3, 4), nn.Linear(4, 5)
+
+        def forward(self, x):
+            return SimpleNamespace(loss=self.second(torch.relu(self.first(x))).square().sum())
+
+    model = TwoLayers()
+    calls = train_step.recorded_products(model, {"x": torch.randn(2, 3)})
+    names = [func.__name__ for func, _, _ in calls]
+    # forward: two addmm; backward: the second layer's input and weight gradients, the first layer's weight gradient
+    assert names == ["addmm.default", "addmm.default", "mm.default", "mm.default", "mm.default"]
+    addresses = [layout[3] for _, args, _ in calls for layout in args if isinstance(layout, tuple)]
+    assert addresses.count(model.second.weight.untyped_storage().data_ptr()) == 2  # forward, and the input gradient
+    assert all(parameter.grad is None for parameter in model.parameters())  # the recording leaves no gradient
+    assert math.isfinite(train_step.time_products_alone(model, {"x": torch.randn(2, 3)}))
