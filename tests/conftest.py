@@ -9,9 +9,14 @@ import torch
 import hf_slm
 
 # Under pytest-xdist (`-n N`) each worker takes its share of the cores, so that N workers do not each start
-# one thread per core and wait on each other.
+# one thread per core and wait on each other. The processes a test starts (hub code in a fresh interpreter, the
+# command line, torchrun, the GPU script's dry run) inherit the share through OMP_NUM_THREADS, which torch reads when
+# it is imported: with torch's default of a thread per core, a child running beside the other worker took twice as
+# long (the family push and pipeline tests: 286 s against 146 s beside one busy core). One set by the user is kept.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    WORKER_THREADS = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    torch.set_num_threads(WORKER_THREADS)
+    os.environ.setdefault("OMP_NUM_THREADS", str(WORKER_THREADS))
 from hf_slm.families import config_for_grammar
 from hf_slm.families import causal_lm_for_config
 from hf_slm.modeling.configuration_slm import word_boundary_fields
