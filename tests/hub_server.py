@@ -245,7 +245,9 @@ class LocalHub:
         Handler.hub = hub
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="local-hub", daemon=True)
+        # shutdown() waits for the loop's next look at its flag: 0.5 s by default
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="local-hub", daemon=True)
         self._thread.start()
         return self
 
@@ -290,6 +292,9 @@ class HubRequestHandler(BaseHTTPRequestHandler):
     """Routes each request to a method below; answers JSON (errors carry X-Error-Code / X-Error-Message)."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, as httpx expects; every answer carries a Content-Length
+    # The headers and the body go out in two writes: with Nagle's algorithm on, the body waited for the client's
+    # delayed acknowledgement of the headers, 40 ms an answer on a kept-alive connection (0.8 ms without)
+    disable_nagle_algorithm = True
     hub = None  # set per server by LocalHub.start
 
     ROUTES = [

@@ -48,7 +48,8 @@ class FileServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(self.root)))
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # shutdown() waits for the loop's next look at its flag: 0.5 s by default, at every test's end
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self):
         self.thread.start()
